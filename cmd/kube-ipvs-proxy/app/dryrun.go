@@ -1,0 +1,102 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/kubeapi"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/manifest"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
+)
+
+// Run runs the mode the options select and returns the exit code.
+func Run(_ context.Context, o *Options, stdout, stderr io.Writer) int {
+	plan, warnings, err := DryRun(o)
+	for _, w := range warnings {
+		fmt.Fprintf(stderr, "warning: %s\n", w)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "kube-ipvs-proxy: %v\n", err)
+		var pe *manifest.ParseError
+		if errors.As(err, &pe) {
+			return ExitUsage
+		}
+		return ExitError
+	}
+	if err := writePlan(stdout, plan, o.Output); err != nil {
+		fmt.Fprintf(stderr, "kube-ipvs-proxy: write plan: %v\n", err)
+		return ExitError
+	}
+	return ExitOK
+}
+
+// DryRun loads the --objects files and computes this node's plan. The
+// warnings name every object that was skipped or worked around.
+func DryRun(o *Options) (policy.Plan, []string, error) {
+	objs, loadWarnings, err := manifest.LoadPaths(o.Objects)
+	var warnings []string
+	for _, w := range loadWarnings {
+		warnings = append(warnings, w.String())
+	}
+	if err != nil {
+		return policy.Plan{}, warnings, err
+	}
+	engine, err := policy.New(o.engineConfig())
+	if err != nil {
+		return policy.Plan{}, warnings, fmt.Errorf("configure engine: %w", err)
+	}
+	note := func(w fmt.Stringer) { warnings = append(warnings, w.String()) }
+	for _, n := range objs.Nodes {
+		pn, err := kubeapi.Node(n)
+		if err != nil {
+			warnings = append(warnings, skipped(err))
+			continue
+		}
+		engine.UpsertNode(pn)
+	}
+	for _, s := range objs.Services {
+		ps, err := kubeapi.Service(s, o.ServiceProxyName)
+		if errors.Is(err, policy.ErrNotProxied) {
+			continue
+		}
+		if err != nil {
+			warnings = append(warnings, skipped(err))
+			continue
+		}
+		for _, w := range engine.UpsertService(ps) {
+			note(w)
+		}
+	}
+	for _, s := range objs.EndpointSlices {
+		ps, err := kubeapi.EndpointSlice(s)
+		if err != nil {
+			warnings = append(warnings, skipped(err))
+			continue
+		}
+		if ps != nil {
+			engine.UpsertEndpointSlice(ps)
+		}
+	}
+	plan, ws := engine.Compute()
+	for _, w := range ws {
+		note(w)
+	}
+	return plan, warnings, nil
+}
+
+func skipped(err error) string { return err.Error() + "; skipped" }
+
+func writePlan(w io.Writer, plan policy.Plan, format string) error {
+	if format == OutputText {
+		return plan.WriteText(w)
+	}
+	data, err := json.MarshalIndent(plan, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode plan: %w", err)
+	}
+	_, err = w.Write(append(data, '\n'))
+	return err
+}

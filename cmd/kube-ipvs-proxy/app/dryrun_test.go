@@ -1,0 +1,235 @@
+package app
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden plans in examples/plans")
+
+// run executes the command line the way main does and returns the exit
+// code, stdout and stderr.
+func run(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	opts, err := ParseFlags(args, &stderr)
+	if err == nil {
+		err = opts.Validate()
+	}
+	if err != nil {
+		return ExitUsage, "", err.Error()
+	}
+	code := Run(t.Context(), opts, &stdout, &stderr)
+	return code, stdout.String(), stderr.String()
+}
+
+// TestExamplesGolden: every plan in examples/plans is what the dry-run
+// prints for examples/ on that node, and the examples load without
+// warnings.
+func TestExamplesGolden(t *testing.T) {
+	examples := filepath.Join("..", "..", "..", "examples")
+	tests := []struct{ node, output, golden string }{
+		{"node-a", "json", "node-a.json"},
+		{"node-a", "text", "node-a.txt"},
+		{"node-b", "json", "node-b.json"},
+		{"node-c", "json", "node-c.json"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.golden, func(t *testing.T) {
+			code, out, errOut := run(t, "--dry-run", "--objects", examples, "--hostname-override", tc.node, "--output", tc.output)
+			if code != ExitOK || errOut != "" {
+				t.Fatalf("exit %d, stderr:\n%s", code, errOut)
+			}
+			path := filepath.Join(examples, "plans", tc.golden)
+			if *update {
+				if err := os.WriteFile(path, []byte(out), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (run go test ./cmd/... -update to create it)", err)
+			}
+			if out != string(want) {
+				t.Errorf("plan differs from %s (rerun with -update and review the diff):\n%s", path, out)
+			}
+		})
+	}
+}
+
+// TestJSONContract pins the field names of the --output json contract.
+func TestJSONContract(t *testing.T) {
+	code, out, _ := run(t, "--dry-run", "--objects", filepath.Join("..", "..", "..", "examples"), "--hostname-override", "node-a")
+	if code != ExitOK {
+		t.Fatalf("exit %d", code)
+	}
+	var plan struct {
+		Node           *string `json:"node"`
+		VirtualServers []map[string]json.RawMessage
+	}
+	if err := json.Unmarshal([]byte(out), &plan); err != nil || plan.Node == nil || len(plan.VirtualServers) == 0 {
+		t.Fatalf("decode plan: %v, node %v, %d virtual servers", err, plan.Node, len(plan.VirtualServers))
+	}
+	for _, vs := range plan.VirtualServers {
+		for _, field := range []string{"service", "portName", "kind", "address", "port", "protocol", "scheduler",
+			"persistenceTimeoutSeconds", "destinations", "reason"} {
+			if _, ok := vs[field]; !ok {
+				t.Fatalf("virtual server lacks %q: %v", field, vs)
+			}
+		}
+		var dests []map[string]json.RawMessage
+		if err := json.Unmarshal(vs["destinations"], &dests); err != nil {
+			t.Fatalf("destinations is not a list: %s", vs["destinations"])
+		}
+		for _, d := range dests {
+			for _, field := range []string{"address", "port", "weight"} {
+				if _, ok := d[field]; !ok {
+					t.Fatalf("destination lacks %q: %v", field, d)
+				}
+			}
+		}
+	}
+}
+
+func writeFile(t *testing.T, dir, name, content string) string {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+const goodService = `apiVersion: v1
+kind: Service
+metadata: {name: good, namespace: default}
+spec:
+  clusterIP: 10.96.0.5
+  ports: [{name: http, port: 80}]
+`
+
+func TestDryRunBadInput(t *testing.T) {
+	tests := []struct {
+		name       string
+		files      map[string]string
+		wantCode   int
+		wantStderr []string // substrings
+		wantInPlan []string // substrings of stdout
+	}{
+		{
+			name:       "malformed YAML exits 2 with file: line: what",
+			files:      map[string]string{"bad.yaml": goodService + "---\nkind: Service\nmetadata:\n  name: x\n   bad: indent\n"},
+			wantCode:   ExitUsage,
+			wantStderr: []string{"bad.yaml: 11: "},
+		},
+		{
+			name:       "a missing file exits 2 naming it",
+			files:      map[string]string{},
+			wantCode:   ExitUsage,
+			wantStderr: []string{"missing.yaml: 0: "},
+		},
+		{
+			name: "an invalid IP skips that object only, with a warning naming it and the field",
+			files: map[string]string{"svc.yaml": goodService + `---
+apiVersion: v1
+kind: Service
+metadata: {name: broken, namespace: shop}
+spec:
+  clusterIP: 10.96.0.300
+  ports: [{name: http, port: 80}]
+`},
+			wantCode:   ExitOK,
+			wantStderr: []string{"warning: Service shop/broken: spec.clusterIPs[0]: invalid IP"},
+			wantInPlan: []string{`"service": "default/good"`},
+		},
+		{
+			name: "an invalid port skips that object only",
+			files: map[string]string{"svc.yaml": goodService + `---
+apiVersion: v1
+kind: Service
+metadata: {name: broken, namespace: shop}
+spec:
+  clusterIP: 10.96.0.6
+  ports: [{name: http, port: 70000}]
+`},
+			wantCode:   ExitOK,
+			wantStderr: []string{"warning: Service shop/broken: spec.ports[0].port: must be 1-65535, got 70000; skipped"},
+			wantInPlan: []string{`"service": "default/good"`},
+		},
+		{
+			name: "an endpoint address of the wrong family skips the slice with a warning",
+			files: map[string]string{"svc.yaml": goodService + `---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: good-1, namespace: default, labels: {kubernetes.io/service-name: good}}
+addressType: IPv4
+ports: [{name: http, port: 8080}]
+endpoints: [{addresses: ["fd00::1"]}]
+`},
+			wantCode:   ExitOK,
+			wantStderr: []string{"warning: EndpointSlice default/good-1: endpoints[0].addresses[0]: fd00::1 is not an IPv4 address; skipped"},
+			wantInPlan: []string{`"destinations": []`},
+		},
+		{
+			name:       "an unknown annotation warns and the service is still planned",
+			files:      map[string]string{"svc.yaml": strings.Replace(goodService, "namespace: default}", "namespace: default, annotations: {kube-ipvs-proxy.io/shceduler: wrr}}", 1)},
+			wantCode:   ExitOK,
+			wantStderr: []string{"warning: Service default/good: metadata.annotations[kube-ipvs-proxy.io/shceduler]: unknown annotation; ignored"},
+			wantInPlan: []string{`"service": "default/good"`},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			args := []string{"--dry-run", "--hostname-override", "node-a"}
+			for name, content := range tc.files {
+				args = append(args, "--objects", writeFile(t, dir, name, content))
+			}
+			if len(tc.files) == 0 {
+				args = append(args, "--objects", filepath.Join(dir, "missing.yaml"))
+			}
+			code, out, errOut := run(t, args...)
+			if code != tc.wantCode {
+				t.Errorf("exit %d, want %d; stderr:\n%s", code, tc.wantCode, errOut)
+			}
+			for _, s := range tc.wantStderr {
+				if !strings.Contains(errOut, s) {
+					t.Errorf("stderr lacks %q:\n%s", s, errOut)
+				}
+			}
+			for _, s := range tc.wantInPlan {
+				if !strings.Contains(out, s) {
+					t.Errorf("plan lacks %q:\n%s", s, out)
+				}
+			}
+		})
+	}
+}
+
+func TestFlagErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unknown output format", []string{"--dry-run", "--objects", "x", "--output", "yaml"}, "--output must be json or text"},
+		{"unknown scheduler", []string{"--dry-run", "--objects", "x", "--ipvs-scheduler", "fast"}, `unknown scheduler "fast"`},
+		{"objects without dry-run", []string{"--objects", "x"}, "--objects needs --dry-run"},
+		{"dry-run without objects", []string{"--dry-run"}, "--dry-run needs --objects"},
+		{"bad nodeport CIDR", []string{"--dry-run", "--objects", "x", "--nodeport-addresses", "10.0.0.0/33"}, "invalid nodeport address"},
+		{"unknown flag", []string{"--bogus"}, "unknown flag: --bogus"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, errOut := run(t, append(tc.args, "--hostname-override", "n")...)
+			if code != ExitUsage || !strings.Contains(errOut, tc.want) {
+				t.Errorf("exit %d stderr %q, want %d and %q", code, errOut, ExitUsage, tc.want)
+			}
+		})
+	}
+}

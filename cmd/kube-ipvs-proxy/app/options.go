@@ -1,0 +1,97 @@
+package app
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
+)
+
+// Exit codes.
+const (
+	ExitOK    = 0
+	ExitError = 1 // a runtime failure
+	ExitUsage = 2 // bad flags, or unreadable or malformed input
+)
+
+// Output formats of --dry-run.
+const (
+	OutputJSON = "json"
+	OutputText = "text"
+)
+
+// Options is the parsed command line.
+type Options struct {
+	HostnameOverride  string
+	DryRun            bool
+	Objects           []string
+	Output            string
+	IPVSScheduler     string
+	NodePortAddresses []string
+	ServiceProxyName  string
+}
+
+// ParseFlags parses args (without the program name). Help goes to out.
+func ParseFlags(args []string, out io.Writer) (*Options, error) {
+	o := &Options{}
+	fs := pflag.NewFlagSet("kube-ipvs-proxy", pflag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.StringVar(&o.HostnameOverride, "hostname-override", "", "the name of this node; defaults to the host name")
+	fs.BoolVar(&o.DryRun, "dry-run", false, "compute and print the plan without touching the kernel")
+	fs.StringArrayVar(&o.Objects, "objects", nil, "with --dry-run: a manifest file, or a directory of *.yaml, *.yml and *.json files; repeatable")
+	fs.StringVar(&o.Output, "output", OutputJSON, "with --dry-run: plan format, json or text")
+	fs.StringVar(&o.IPVSScheduler, "ipvs-scheduler", policy.DefaultScheduler, "default IPVS scheduler: "+strings.Join(policy.Schedulers, ", "))
+	fs.StringSliceVar(&o.NodePortAddresses, "nodeport-addresses", nil, "CIDRs selecting the node addresses NodePorts listen on, or \"primary\"; default: every InternalIP and ExternalIP")
+	fs.StringVar(&o.ServiceProxyName, "service-proxy-name", "", "proxy exactly the services labelled service.kubernetes.io/service-proxy-name=NAME")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	return o, nil
+}
+
+// Validate checks the options and fills defaults.
+func (o *Options) Validate() error {
+	var errs []error
+	if o.HostnameOverride == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--hostname-override not set and the host name is unknown: %w", err))
+		}
+		o.HostnameOverride = strings.ToLower(strings.TrimSpace(h))
+	}
+	if o.Output != OutputJSON && o.Output != OutputText {
+		errs = append(errs, fmt.Errorf("--output must be json or text, got %q", o.Output))
+	}
+	if !policy.IsScheduler(o.IPVSScheduler) {
+		errs = append(errs, fmt.Errorf("--ipvs-scheduler: unknown scheduler %q", o.IPVSScheduler))
+	}
+	if len(o.Objects) > 0 && !o.DryRun {
+		errs = append(errs, errors.New("--objects needs --dry-run"))
+	}
+	if o.DryRun && len(o.Objects) == 0 {
+		errs = append(errs, errors.New("--dry-run needs --objects PATH (watching an API server comes with the control plane)"))
+	}
+	if !o.DryRun {
+		errs = append(errs, errors.New("only --dry-run --objects is implemented so far; the kernel data plane is not in this build"))
+	}
+	if _, err := policy.New(o.engineConfig()); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+func (o *Options) engineConfig() policy.Config {
+	return policy.Config{
+		NodeName:          o.HostnameOverride,
+		Scheduler:         o.IPVSScheduler,
+		NodePortAddresses: o.NodePortAddresses,
+	}
+}

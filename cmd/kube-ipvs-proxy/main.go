@@ -1,0 +1,27 @@
+// Command kube-ipvs-proxy is a drop-in replacement for kube-proxy's IPVS
+// mode. See README.md.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/cmd/kube-ipvs-proxy/app"
+)
+
+func main() {
+	opts, err := app.ParseFlags(os.Args[1:], os.Stderr)
+	if err == nil {
+		err = opts.Validate()
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "kube-ipvs-proxy: %v\n", err)
+		os.Exit(app.ExitUsage)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(app.Run(ctx, opts, os.Stdout, os.Stderr))
+}

@@ -1,0 +1,14 @@
+// Package kubeapi converts Kubernetes API objects (k8s.io/api Services,
+// discovery/v1 EndpointSlices and Nodes) into the policy engine's
+// validated inputs.
+//
+// It owns validation: an object with a field the engine cannot use comes
+// back as a *policy.ObjectError naming the object and the field, wrapping
+// policy.ErrInvalid; a Service this proxy deliberately ignores (headless,
+// ExternalName, another proxy's, no cluster IP yet) wraps
+// policy.ErrNotProxied. It applies the API's defaults (nil conditions,
+// nil protocols, the default affinity timeout) so the engine never sees a
+// nil.
+//
+// kubeapi is pure: no I/O, no logging, no client-go, no kernel libraries.
+package kubeapi

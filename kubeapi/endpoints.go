@@ -1,0 +1,140 @@
+package kubeapi
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
+)
+
+// EndpointSlice converts s. It returns (nil, nil) for slices the engine
+// does not use: FQDN slices and slices without the service-name label.
+func EndpointSlice(s *discoveryv1.EndpointSlice) (*policy.EndpointSlice, error) {
+	obj := ObjectName("EndpointSlice", s.Namespace, s.Name)
+	if s.Name == "" {
+		return nil, invalid(obj, "metadata.name", "must not be empty")
+	}
+	svcName := s.Labels[LabelServiceName]
+	if svcName == "" || s.AddressType == discoveryv1.AddressTypeFQDN {
+		return nil, nil
+	}
+	out := &policy.EndpointSlice{Name: s.Name, Service: policy.ServiceKey{Namespace: s.Namespace, Name: svcName}}
+	switch s.AddressType {
+	case discoveryv1.AddressTypeIPv4:
+		out.IPv4 = true
+	case discoveryv1.AddressTypeIPv6:
+	default:
+		return nil, invalid(obj, "addressType", "unsupported address type %q", s.AddressType)
+	}
+	var err error
+	if out.Ports, err = endpointPorts(obj, s.Ports); err != nil {
+		return nil, err
+	}
+	out.Endpoints = make([]policy.Endpoint, 0, len(s.Endpoints))
+	for i := range s.Endpoints {
+		ep, err := endpoint(obj, i, &s.Endpoints[i], out.IPv4)
+		if err != nil {
+			return nil, err
+		}
+		out.Endpoints = append(out.Endpoints, ep)
+	}
+	return out, nil
+}
+
+func endpointPorts(obj string, ports []discoveryv1.EndpointPort) ([]policy.EndpointPort, error) {
+	out := make([]policy.EndpointPort, 0, len(ports))
+	for i, p := range ports {
+		field := fmt.Sprintf("ports[%d]", i)
+		proto := corev1.ProtocolTCP
+		if p.Protocol != nil {
+			proto = *p.Protocol
+		}
+		pr, ok := protocol(proto)
+		if !ok {
+			return nil, invalid(obj, field+".protocol", "unsupported protocol %q", proto)
+		}
+		if p.Port == nil {
+			continue // "all ports": unusable by a port-mapping proxy, as in kube-proxy
+		}
+		if *p.Port < 1 || *p.Port > 65535 {
+			return nil, invalid(obj, field+".port", "must be 1-65535, got %d", *p.Port)
+		}
+		name := ""
+		if p.Name != nil {
+			name = *p.Name
+		}
+		out = append(out, policy.EndpointPort{Name: name, Protocol: pr, Port: uint16(*p.Port)})
+	}
+	return out, nil
+}
+
+func endpoint(obj string, i int, e *discoveryv1.Endpoint, ipv4 bool) (policy.Endpoint, error) {
+	field := fmt.Sprintf("endpoints[%d]", i)
+	if len(e.Addresses) == 0 {
+		return policy.Endpoint{}, invalid(obj, field+".addresses", "must not be empty")
+	}
+	// Like kube-proxy, the first address is the endpoint's address.
+	a, err := ParseIP(e.Addresses[0])
+	if err != nil {
+		return policy.Endpoint{}, invalid(obj, field+".addresses[0]", "invalid IP: %v", err)
+	}
+	if a.Is4() != ipv4 {
+		fam := "IPv6"
+		if ipv4 {
+			fam = "IPv4"
+		}
+		return policy.Endpoint{}, invalid(obj, field+".addresses[0]", "%s is not an %s address", a, fam)
+	}
+	ep := policy.Endpoint{Address: a, Ready: true}
+	if c := e.Conditions.Ready; c != nil {
+		ep.Ready = *c
+	}
+	ep.Serving = ep.Ready
+	if c := e.Conditions.Serving; c != nil {
+		ep.Serving = *c
+	}
+	if c := e.Conditions.Terminating; c != nil {
+		ep.Terminating = *c
+	}
+	if e.NodeName != nil {
+		ep.NodeName = *e.NodeName
+	}
+	if e.Zone != nil {
+		ep.Zone = *e.Zone
+	}
+	if h := e.Hints; h != nil {
+		for _, z := range h.ForZones {
+			ep.ForZones = append(ep.ForZones, z.Name)
+		}
+		for _, n := range h.ForNodes {
+			ep.ForNodes = append(ep.ForNodes, n.Name)
+		}
+	}
+	return ep, nil
+}
+
+// Node converts n. Only InternalIP and ExternalIP addresses are kept.
+func Node(n *corev1.Node) (*policy.Node, error) {
+	obj := ObjectName("Node", "", n.Name)
+	if n.Name == "" {
+		return nil, invalid(obj, "metadata.name", "must not be empty")
+	}
+	out := &policy.Node{Name: n.Name, Labels: n.Labels}
+	for i, a := range n.Status.Addresses {
+		if a.Type != corev1.NodeInternalIP && a.Type != corev1.NodeExternalIP {
+			continue
+		}
+		ip, err := ParseIP(a.Address)
+		if err != nil {
+			return nil, invalid(obj, fmt.Sprintf("status.addresses[%d].address", i), "invalid IP: %v", err)
+		}
+		if a.Type == corev1.NodeInternalIP {
+			out.InternalIPs = append(out.InternalIPs, ip)
+		} else {
+			out.ExternalIPs = append(out.ExternalIPs, ip)
+		}
+	}
+	return out, nil
+}

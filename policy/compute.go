@@ -1,0 +1,142 @@
+package policy
+
+import (
+	"net/netip"
+	"slices"
+)
+
+// virtualServers assembles one service's virtual servers, sorted. For
+// each family the service has a cluster IP of, and each port, it gathers
+// the endpoints once and lets each kind of virtual server pick its
+// selection.
+func (e *Engine) virtualServers(entry *serviceEntry) []VirtualServer {
+	svc, st := entry.svc, entry.settings
+	var out []VirtualServer
+	zone := e.selfLabel(LabelTopologyZone)
+	for _, cip := range svc.ClusterIPs {
+		v4 := cip.Is4()
+		for _, sp := range svc.Ports {
+			b := vsBuilder{svc: svc, st: st, port: sp, v4: v4}
+			cands := candidates(e.slices[svc.Key], sp, v4, e.cfg.NodeName)
+
+			var internal selection
+			switch {
+			case svc.InternalLocal:
+				b.internalPolicy, internal = PolicyLocal, prefixed("iTP=Local; ", localSelection(cands))
+			case st.tiering != "":
+				b.internalPolicy, internal = st.tiering, tieredSelection(cands, e.tiering(st), st.factor)
+			default:
+				b.internalPolicy, internal = PolicyCluster, prefixed("iTP=Cluster; ", clusterSelection(cands, e.cfg.NodeName, zone))
+			}
+			out = b.add(out, KindClusterIP, []netip.Addr{cip}, internal)
+
+			externals := sp.NodePort != 0 || len(svc.ExternalIPs) > 0 || len(svc.LoadBalancerIPs) > 0
+			if !externals {
+				continue
+			}
+			var external selection
+			if svc.ExternalLocal {
+				b.externalPolicy, external = PolicyLocal, prefixed("eTP=Local; ", localSelection(cands))
+			} else {
+				b.externalPolicy, external = PolicyCluster, prefixed("eTP=Cluster; ", clusterSelection(cands, e.cfg.NodeName, zone))
+			}
+			if sp.NodePort != 0 {
+				out = b.add(out, KindNodePort, e.nodeIPs, external)
+			}
+			out = b.add(out, KindExternalIP, svc.ExternalIPs, external)
+			out = b.add(out, KindLoadBalancer, svc.LoadBalancerIPs, external)
+		}
+	}
+	SortVirtualServers(out)
+	return out
+}
+
+func prefixed(prefix string, s selection) selection {
+	s.reason = prefix + s.reason
+	return s
+}
+
+// tiering builds the service's tier order.
+func (e *Engine) tiering(st settings) tiering {
+	switch st.tiering {
+	case PolicyPreferLocal:
+		return preferLocal(e.cfg.NodeName, e.selfLabel(LabelTopologyZone))
+	case PolicyPreferZone:
+		return preferZone(e.selfLabel(LabelTopologyZone))
+	}
+	var self map[string]string
+	if e.self != nil {
+		self = e.self.Labels
+	}
+	return topologyKeys(st.keys, self, func(name string) map[string]string { return e.nodeLabels[name] })
+}
+
+func (e *Engine) selfLabel(key string) string {
+	if e.self == nil {
+		return ""
+	}
+	return e.self.Labels[key]
+}
+
+// vsBuilder stamps out the virtual servers of one service port.
+type vsBuilder struct {
+	svc                            *Service
+	st                             settings
+	port                           ServicePort
+	v4                             bool // the family being built
+	internalPolicy, externalPolicy TrafficPolicy
+}
+
+// add appends a virtual server of kind k for every address of the
+// family being built; addresses of the other family are skipped.
+func (b *vsBuilder) add(out []VirtualServer, k Kind, addrs []netip.Addr, sel selection) []VirtualServer {
+	if len(addrs) == 0 {
+		return out
+	}
+	sched, note := b.scheduler(sel.dests)
+	port, policy := b.port.Port, b.internalPolicy
+	if k.External() {
+		policy = b.externalPolicy
+	}
+	if k == KindNodePort {
+		port = b.port.NodePort
+	}
+	reason := sel.reason + note
+	for _, a := range addrs {
+		if a.Is4() != b.v4 {
+			continue
+		}
+		out = append(out, VirtualServer{
+			Service: b.svc.Key.String(), PortName: b.port.Name, Kind: k,
+			Address: a, Port: port, Protocol: b.port.Protocol,
+			Scheduler: sched, SchedulerFlags: b.st.flags,
+			PersistenceTimeoutSeconds: b.svc.PersistenceTimeoutSeconds,
+			TrafficPolicy:             policy, NoTrack: b.st.noTrack,
+			Destinations: nonNil(sel.dests), Reason: reason,
+		})
+	}
+	return out
+}
+
+// scheduler applies the rule that rr and lc become wrr and wlc when the
+// destination weights are unequal, since rr and lc ignore weights.
+func (b *vsBuilder) scheduler(dests []Destination) (string, string) {
+	s := b.st.scheduler
+	equal := !slices.ContainsFunc(dests, func(d Destination) bool { return d.Weight != dests[0].Weight })
+	switch {
+	case equal:
+		return s, ""
+	case s == "rr":
+		return "wrr", "; scheduler rr→wrr for unequal weights"
+	case s == "lc":
+		return "wlc", "; scheduler lc→wlc for unequal weights"
+	}
+	return s, ""
+}
+
+func nonNil(d []Destination) []Destination {
+	if d == nil {
+		return []Destination{}
+	}
+	return d
+}

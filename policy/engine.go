@@ -1,0 +1,249 @@
+package policy
+
+import (
+	"cmp"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+)
+
+// Config is the node-wide configuration of the engine.
+type Config struct {
+	// NodeName is this node's name (--hostname-override).
+	NodeName string
+	// Scheduler is the default IPVS scheduler (--ipvs-scheduler); empty
+	// means rr.
+	Scheduler string
+	// NodePortAddresses selects NodePort addresses (--nodeport-addresses):
+	// CIDRs that filter this Node's InternalIP and ExternalIP addresses, or
+	// "primary" for the node's primary IP of each family. Empty means every
+	// InternalIP and ExternalIP.
+	NodePortAddresses []string
+}
+
+// Engine indexes Services, EndpointSlices and Nodes so that one service's
+// virtual servers are recomputed in O(that service's endpoints). It is not
+// safe for concurrent use.
+type Engine struct {
+	cfg      Config
+	prefixes []netip.Prefix
+	primary  bool
+
+	self       *Node
+	nodeIPs    []netip.Addr // NodePort addresses, sorted
+	nodeLabels map[string]map[string]string
+
+	services   map[ServiceKey]*serviceEntry
+	slices     map[ServiceKey][]*EndpointSlice // sorted by name
+	sliceOwner map[sliceID]ServiceKey
+}
+
+type serviceEntry struct {
+	svc      *Service
+	settings settings
+}
+
+type sliceID struct{ namespace, name string }
+
+// ServicePlan is the virtual servers of one service, sorted.
+type ServicePlan struct {
+	Service        ServiceKey
+	VirtualServers []VirtualServer
+}
+
+// New validates cfg and returns an empty engine.
+func New(cfg Config) (*Engine, error) {
+	if cfg.Scheduler == "" {
+		cfg.Scheduler = DefaultScheduler
+	}
+	if !IsScheduler(cfg.Scheduler) {
+		return nil, fmt.Errorf("invalid scheduler %q: want one of %s", cfg.Scheduler, strings.Join(Schedulers, ", "))
+	}
+	e := &Engine{
+		cfg:        cfg,
+		nodeLabels: map[string]map[string]string{},
+		services:   map[ServiceKey]*serviceEntry{},
+		slices:     map[ServiceKey][]*EndpointSlice{},
+		sliceOwner: map[sliceID]ServiceKey{},
+	}
+	for _, s := range cfg.NodePortAddresses {
+		if s == "primary" {
+			e.primary = true
+			continue
+		}
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return nil, fmt.Errorf("invalid nodeport address %q: want a CIDR or \"primary\": %w", s, err)
+		}
+		e.prefixes = append(e.prefixes, p.Masked())
+	}
+	return e, nil
+}
+
+// UpsertService adds or replaces a service. It returns the warnings about
+// its annotations; they do not stop the service from being served.
+func (e *Engine) UpsertService(svc *Service) []Warning {
+	st, ws := parseSettings("Service "+svc.Key.String(), svc.Annotations, svc.InternalLocal, e.cfg.Scheduler)
+	e.services[svc.Key] = &serviceEntry{svc: svc, settings: st}
+	return ws
+}
+
+// DeleteService forgets a service. Its slices stay indexed, so that a
+// service recreated later finds them.
+func (e *Engine) DeleteService(key ServiceKey) { delete(e.services, key) }
+
+// UpsertEndpointSlice adds or replaces a slice and returns the services
+// whose plans it may change: its service, and its previous service if the
+// slice moved.
+func (e *Engine) UpsertEndpointSlice(s *EndpointSlice) []ServiceKey {
+	id := sliceID{s.Service.Namespace, s.Name}
+	affected := e.DeleteEndpointSlice(id.namespace, id.name)
+	list := e.slices[s.Service]
+	i, _ := slices.BinarySearchFunc(list, s.Name, func(x *EndpointSlice, name string) int { return cmp.Compare(x.Name, name) })
+	e.slices[s.Service] = slices.Insert(list, i, s)
+	e.sliceOwner[id] = s.Service
+	if !slices.Contains(affected, s.Service) {
+		affected = append(affected, s.Service)
+	}
+	return affected
+}
+
+// DeleteEndpointSlice forgets a slice and returns the service it fed, if
+// any.
+func (e *Engine) DeleteEndpointSlice(namespace, name string) []ServiceKey {
+	id := sliceID{namespace, name}
+	owner, ok := e.sliceOwner[id]
+	if !ok {
+		return nil
+	}
+	delete(e.sliceOwner, id)
+	list := slices.DeleteFunc(e.slices[owner], func(x *EndpointSlice) bool { return x.Name == name })
+	if len(list) == 0 {
+		delete(e.slices, owner)
+	} else {
+		e.slices[owner] = list
+	}
+	return []ServiceKey{owner}
+}
+
+// UpsertNode records a node. It reports whether it is this node, in which
+// case every service's plan may change (addresses, zone, labels).
+func (e *Engine) UpsertNode(n *Node) bool {
+	e.nodeLabels[n.Name] = n.Labels
+	if n.Name != e.cfg.NodeName {
+		return false
+	}
+	e.self = n
+	e.nodeIPs = e.nodePortIPs(n)
+	return true
+}
+
+// DeleteNode forgets a node. It reports whether it was this node.
+func (e *Engine) DeleteNode(name string) bool {
+	delete(e.nodeLabels, name)
+	if name != e.cfg.NodeName {
+		return false
+	}
+	e.self, e.nodeIPs = nil, nil
+	return true
+}
+
+// nodePortIPs picks this node's NodePort addresses.
+func (e *Engine) nodePortIPs(n *Node) []netip.Addr {
+	var out []netip.Addr
+	if e.primary {
+		for _, v4 := range []bool{true, false} {
+			if a, ok := firstOfFamily(n.InternalIPs, v4); ok {
+				out = append(out, a)
+			} else if a, ok := firstOfFamily(n.ExternalIPs, v4); ok {
+				out = append(out, a)
+			}
+		}
+	}
+	for _, a := range slices.Concat(n.InternalIPs, n.ExternalIPs) {
+		if e.primary && len(e.prefixes) == 0 {
+			break
+		}
+		if len(e.prefixes) == 0 || slices.ContainsFunc(e.prefixes, func(p netip.Prefix) bool { return p.Contains(a) }) {
+			out = append(out, a)
+		}
+	}
+	slices.SortFunc(out, netip.Addr.Compare)
+	return slices.Compact(out)
+}
+
+func firstOfFamily(ips []netip.Addr, v4 bool) (netip.Addr, bool) {
+	for _, a := range ips {
+		if a.Is4() == v4 {
+			return a, true
+		}
+	}
+	return netip.Addr{}, false
+}
+
+// Services returns the keys of every service, sorted.
+func (e *Engine) Services() []ServiceKey {
+	keys := make([]ServiceKey, 0, len(e.services))
+	for k := range e.services {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, compareServiceKeys)
+	return keys
+}
+
+func compareServiceKeys(a, b ServiceKey) int {
+	return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+}
+
+// ComputeService returns one service's virtual servers. ok is false when
+// the service is unknown: its virtual servers should be removed.
+func (e *Engine) ComputeService(key ServiceKey) (plan ServicePlan, ok bool) {
+	entry, ok := e.services[key]
+	if !ok {
+		return ServicePlan{Service: key}, false
+	}
+	return ServicePlan{Service: key, VirtualServers: e.virtualServers(entry)}, true
+}
+
+// Compute returns the whole plan. A virtual server claimed by two
+// services (a shared external IP or node port, say) goes to the service
+// whose namespace/name sorts first; the other gets a warning.
+// ComputeService does not see such conflicts; callers applying
+// per-service plans must check ownership themselves.
+func (e *Engine) Compute() (Plan, []Warning) {
+	keys := e.Services()
+	perService := make([][]VirtualServer, len(keys))
+	total := 0
+	for i, key := range keys {
+		perService[i] = e.virtualServers(e.services[key])
+		total += len(perService[i])
+	}
+	vss := make([]VirtualServer, 0, total)
+	for _, p := range perService {
+		vss = append(vss, p...)
+	}
+	// Sort by key, then service: a conflict is a run of equal keys, and
+	// its first element belongs to the service that wins.
+	slices.SortFunc(vss, func(a, b VirtualServer) int {
+		return cmp.Or(compareVirtualServers(a, b), cmp.Compare(a.Service, b.Service))
+	})
+	var ws []Warning
+	kept := vss[:0]
+	for _, vs := range vss {
+		if n := len(kept); n > 0 && kept[n-1].Key() == vs.Key() {
+			if kept[n-1].Service != vs.Service {
+				ws = append(ws, Warning{Object: "Service " + vs.Service, Field: "spec.ports[" + vs.PortName + "]",
+					Message: fmt.Sprintf("%s virtual server %s is also claimed by Service %s, which wins; not served",
+						vs.Kind, vs.Key(), kept[n-1].Service)})
+			}
+			continue
+		}
+		kept = append(kept, vs)
+	}
+	return Plan{Node: e.cfg.NodeName, VirtualServers: kept}, ws
+}
+
+func (k VirtualServerKey) String() string {
+	return netip.AddrPortFrom(k.Address, k.Port).String() + "/" + string(k.Protocol)
+}

@@ -1,0 +1,84 @@
+package policy
+
+import "net/netip"
+
+// The engine's inputs: validated, plain values built from the Kubernetes
+// API objects by package kubeapi. The engine trusts their syntax (parsed
+// addresses, known protocols) but not their consistency.
+
+// ServiceKey identifies a Service.
+type ServiceKey struct{ Namespace, Name string }
+
+func (k ServiceKey) String() string { return k.Namespace + "/" + k.Name }
+
+// Service is a proxied Service.
+type Service struct {
+	Key ServiceKey
+	// ClusterIPs holds at most one address per family. The service is
+	// served only in the families it has a cluster IP of.
+	ClusterIPs      []netip.Addr
+	ExternalIPs     []netip.Addr
+	LoadBalancerIPs []netip.Addr // ingress IPs whose ipMode is not Proxy
+	Ports           []ServicePort
+	// InternalLocal is internalTrafficPolicy Local.
+	InternalLocal bool
+	// ExternalLocal is externalTrafficPolicy Local on a NodePort or
+	// LoadBalancer service.
+	ExternalLocal bool
+	// PersistenceTimeoutSeconds is the ClientIP affinity timeout, or 0.
+	PersistenceTimeoutSeconds uint32
+	// Annotations are the Service's annotations; the engine reads the
+	// kube-ipvs-proxy.io ones.
+	Annotations map[string]string
+}
+
+// ServicePort is one port of a Service.
+type ServicePort struct {
+	Name     string
+	Protocol Protocol
+	Port     uint16
+	NodePort uint16 // 0 when none is allocated
+}
+
+// EndpointSlice is an IPv4 or IPv6 EndpointSlice of a Service.
+type EndpointSlice struct {
+	Name      string // slice name; decides ties between duplicate endpoints
+	Service   ServiceKey
+	IPv4      bool
+	Ports     []EndpointPort
+	Endpoints []Endpoint
+}
+
+// EndpointPort is a named port of an EndpointSlice.
+type EndpointPort struct {
+	Name     string
+	Protocol Protocol
+	Port     uint16
+}
+
+// Endpoint is one endpoint with the API's defaults applied: ready nil is
+// true, serving nil is ready, terminating nil is false.
+type Endpoint struct {
+	Address     netip.Addr
+	Ready       bool
+	Serving     bool
+	Terminating bool
+	NodeName    string
+	Zone        string
+	ForZones    []string
+	ForNodes    []string
+}
+
+// Node is what the engine needs of a Node: this node's labels and
+// addresses, and other nodes' labels for topology keys.
+type Node struct {
+	Name        string
+	Labels      map[string]string
+	InternalIPs []netip.Addr
+	ExternalIPs []netip.Addr
+}
+
+// Well-known labels read by the engine.
+const (
+	LabelTopologyZone = "topology.kubernetes.io/zone"
+)

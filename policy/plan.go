@@ -1,0 +1,113 @@
+package policy
+
+import (
+	"cmp"
+	"net/netip"
+	"slices"
+)
+
+// Kind says how traffic reaches a virtual server.
+type Kind string
+
+// The virtual server kinds, one per way a Service is addressed.
+const (
+	KindClusterIP    Kind = "ClusterIP"
+	KindNodePort     Kind = "NodePort"
+	KindExternalIP   Kind = "ExternalIP"
+	KindLoadBalancer Kind = "LoadBalancer"
+)
+
+// External reports whether traffic of this kind comes from outside the
+// cluster network, so that externalTrafficPolicy governs it.
+func (k Kind) External() bool { return k != KindClusterIP }
+
+// Protocol is a ServicePort protocol: TCP, UDP or SCTP.
+type Protocol string
+
+// Supported protocols.
+const (
+	ProtocolTCP  Protocol = "TCP"
+	ProtocolUDP  Protocol = "UDP"
+	ProtocolSCTP Protocol = "SCTP"
+)
+
+// TrafficPolicy names the selection a virtual server's destinations came from.
+type TrafficPolicy string
+
+// Traffic policies. Cluster and Local are kube-proxy's; the others are
+// kube-ipvs-proxy's tiered extensions, which apply to ClusterIP only.
+const (
+	PolicyCluster      TrafficPolicy = "Cluster"
+	PolicyLocal        TrafficPolicy = "Local"
+	PolicyPreferLocal  TrafficPolicy = "PreferLocal"
+	PolicyPreferZone   TrafficPolicy = "PreferZone"
+	PolicyTopologyKeys TrafficPolicy = "TopologyKeys"
+)
+
+// Plan is this node's complete desired state: every virtual server, sorted
+// by address, protocol and port.
+type Plan struct {
+	Node           string          `json:"node"`
+	VirtualServers []VirtualServer `json:"virtualServers"`
+}
+
+// VirtualServer is one IPVS virtual server and the destinations this node
+// may send its traffic to. A virtual server with no destinations still
+// exists: the data plane rejects or drops its traffic.
+type VirtualServer struct {
+	Service                   string        `json:"service"`
+	PortName                  string        `json:"portName"`
+	Kind                      Kind          `json:"kind"`
+	Address                   netip.Addr    `json:"address"`
+	Port                      uint16        `json:"port"`
+	Protocol                  Protocol      `json:"protocol"`
+	Scheduler                 string        `json:"scheduler"`
+	SchedulerFlags            []string      `json:"schedulerFlags,omitempty"`
+	PersistenceTimeoutSeconds uint32        `json:"persistenceTimeoutSeconds"`
+	TrafficPolicy             TrafficPolicy `json:"trafficPolicy"`
+	NoTrack                   bool          `json:"noTrack,omitempty"`
+	Destinations              []Destination `json:"destinations"`
+	Reason                    string        `json:"reason"`
+}
+
+// Destination is one backend of a virtual server.
+type Destination struct {
+	Address netip.Addr `json:"address"`
+	Port    uint16     `json:"port"`
+	Weight  int32      `json:"weight"`
+}
+
+// VirtualServerKey identifies a virtual server in the kernel.
+type VirtualServerKey struct {
+	Address  netip.Addr
+	Protocol Protocol
+	Port     uint16
+}
+
+// Key returns the kernel identity of the virtual server.
+func (vs *VirtualServer) Key() VirtualServerKey {
+	return VirtualServerKey{Address: vs.Address, Protocol: vs.Protocol, Port: vs.Port}
+}
+
+// Compare orders keys by address, then protocol, then port.
+func (k VirtualServerKey) Compare(o VirtualServerKey) int {
+	if c := k.Address.Compare(o.Address); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(k.Protocol, o.Protocol); c != 0 {
+		return c
+	}
+	return cmp.Compare(k.Port, o.Port)
+}
+
+func compareVirtualServers(a, b VirtualServer) int { return a.Key().Compare(b.Key()) }
+
+func compareDestinations(a, b Destination) int {
+	if c := a.Address.Compare(b.Address); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Port, b.Port)
+}
+
+// SortVirtualServers puts virtual servers in plan order.
+func SortVirtualServers(vss []VirtualServer) { slices.SortFunc(vss, compareVirtualServers) }

@@ -1,0 +1,39 @@
+package policy
+
+import "errors"
+
+// Sentinel errors callers branch on.
+var (
+	// ErrInvalid marks an object that has a field the engine cannot use.
+	// The object is not applied; the previous valid version, if any, stays.
+	ErrInvalid = errors.New("invalid object")
+	// ErrNotProxied marks a Service this proxy deliberately ignores
+	// (headless, ExternalName, another proxy's, or without a cluster IP).
+	ErrNotProxied = errors.New("not proxied")
+)
+
+// Warning is a problem with one object that the engine worked around.
+type Warning struct {
+	Object  string // "Service default/web"
+	Field   string // "metadata.annotations[kube-ipvs-proxy.io/scheduler]"; may be empty
+	Message string // what is wrong and what was done instead
+}
+
+func (w Warning) String() string {
+	if w.Field == "" {
+		return w.Object + ": " + w.Message
+	}
+	return w.Object + ": " + w.Field + ": " + w.Message
+}
+
+// ObjectError says why an object was not applied. It wraps ErrInvalid or
+// ErrNotProxied.
+type ObjectError struct {
+	Warning
+	Err error
+}
+
+func (e *ObjectError) Error() string { return e.Warning.String() }
+
+// Unwrap returns the sentinel.
+func (e *ObjectError) Unwrap() error { return e.Err }
