@@ -27,7 +27,7 @@ func Service(svc *corev1.Service, proxyName string) (*policy.Service, error) {
 	if svc.Spec.Type == corev1.ServiceTypeExternalName {
 		return nil, notProxied(obj, "type ExternalName")
 	}
-	if svc.Spec.ClusterIP == corev1.ClusterIPNone {
+	if svc.Spec.ClusterIP == corev1.ClusterIPNone || len(svc.Spec.ClusterIPs) > 0 && svc.Spec.ClusterIPs[0] == corev1.ClusterIPNone {
 		return nil, notProxied(obj, "headless (clusterIP None)")
 	}
 	s := &policy.Service{Key: policy.ServiceKey{Namespace: svc.Namespace, Name: svc.Name}, Annotations: svc.Annotations}
@@ -49,9 +49,21 @@ func Service(svc *corev1.Service, proxyName string) (*policy.Service, error) {
 	}
 	itp := svc.Spec.InternalTrafficPolicy
 	s.InternalLocal = itp != nil && *itp == corev1.ServiceInternalTrafficPolicyLocal
-	external := svc.Spec.Type == corev1.ServiceTypeNodePort || svc.Spec.Type == corev1.ServiceTypeLoadBalancer
-	s.ExternalLocal = external && svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal
+	s.ExternalLocal = externallyAccessible(svc) && svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal
 	return s, nil
+}
+
+// externallyAccessible is kube-proxy's rule for whether
+// externalTrafficPolicy applies: NodePort and LoadBalancer services, and
+// ClusterIP services with external IPs.
+func externallyAccessible(svc *corev1.Service) bool {
+	switch svc.Spec.Type {
+	case corev1.ServiceTypeNodePort, corev1.ServiceTypeLoadBalancer:
+		return true
+	case corev1.ServiceTypeClusterIP, "":
+		return len(svc.Spec.ExternalIPs) > 0
+	}
+	return false
 }
 
 func checkProxyName(obj, label, want string) error {

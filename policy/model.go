@@ -22,8 +22,9 @@ type Service struct {
 	Ports           []ServicePort
 	// InternalLocal is internalTrafficPolicy Local.
 	InternalLocal bool
-	// ExternalLocal is externalTrafficPolicy Local on a NodePort or
-	// LoadBalancer service.
+	// ExternalLocal is externalTrafficPolicy Local on an externally
+	// accessible service: NodePort, LoadBalancer, or ClusterIP with
+	// external IPs (kube-proxy's rule).
 	ExternalLocal bool
 	// PersistenceTimeoutSeconds is the ClientIP affinity timeout, or 0.
 	PersistenceTimeoutSeconds uint32
