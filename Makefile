@@ -4,7 +4,7 @@ export PATH := $(PATH):/usr/local/go/bin
 BIN := bin/kube-ipvs-proxy
 PKGS := ./...
 
-.PHONY: all build plan test unit lint bench fuzz clean
+.PHONY: all build plan test unit lint integration bench fuzz clean
 
 all: build
 
@@ -15,9 +15,9 @@ build:
 plan: build
 	./$(BIN) --dry-run --objects examples --hostname-override node-a --output text
 
-# Every test: lint, unit tests (fuzz seed corpora included), and the dry-run
-# contract on examples/.
-test: lint unit
+# Every test: lint, unit tests (fuzz seed corpora and the golden dry-run
+# plans included), and the real-kernel tests in the VM lab.
+test: lint unit integration
 
 unit:
 	$(GO) test -count=1 $(PKGS)
@@ -26,6 +26,12 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
+
+# Real-kernel tests: boots Debian's cloud kernel in qemu with the
+# integration-tagged test binary (installs qemu, busybox, kmod and cpio with
+# apt if missing; caches the kernel under .cache/vmlab).
+integration:
+	hack/vmlab/run.sh ./integration/ -- -test.v
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./policy/

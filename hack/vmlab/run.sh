@@ -1,0 +1,343 @@
+#!/usr/bin/env bash
+# hack/vmlab/run.sh — run Go integration tests inside a throwaway qemu VM
+# that boots Debian's cloud kernel (the host kernel has no IPVS).
+#
+# Usage: hack/vmlab/run.sh <go package pattern> [-- <test binary args>]
+#   e.g. hack/vmlab/run.sh ./integration/ -- -test.v -test.run TestIPVS
+#
+# Steps: install host packages if missing -> fetch and unpack the kernel .deb
+# (cached) -> build the cached base initramfs (busybox, kernel modules, /init)
+# -> build static test binaries (`go test -c -tags integration`) into a small
+# per-run initramfs -> boot qemu (TCG) -> stream the serial console to stdout
+# and a log -> exit with the tests' exit code read from the console marker.
+#
+# Environment:
+#   VMLAB_CACHE        cache dir            (default <repo>/.cache/vmlab)
+#   VMLAB_TIMEOUT      VM wall-clock limit  (seconds, default 600)
+#   VMLAB_MEM          VM memory in MiB     (default 1024)
+#   VMLAB_SMP          VM vCPUs             (default 2)
+#   VMLAB_KERNEL_META  apt meta package naming the kernel (default linux-image-cloud-amd64)
+#   VMLAB_EXTRA_FILES  space-separated "src[:dst]" host files to put into the
+#                      initramfs (dst defaults to /bin/<basename>); they must be
+#                      static or bring their own libraries.
+#   VMLAB_ENV          space-separated NAME=value pairs exported to the tests in the VM.
+#   VMLAB_LOG          console log path     (default $VMLAB_CACHE/console.log)
+set -euo pipefail
+shopt -s inherit_errexit
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+CACHE=${VMLAB_CACHE:-$REPO/.cache/vmlab}
+TIMEOUT=${VMLAB_TIMEOUT:-600}
+MEM=${VMLAB_MEM:-1024}
+SMP=${VMLAB_SMP:-2}
+KERNEL_META=${VMLAB_KERNEL_META:-linux-image-cloud-amd64}
+EXTRA_FILES=${VMLAB_EXTRA_FILES:-}
+VM_ENV=${VMLAB_ENV:-}
+LOG=${VMLAB_LOG:-$CACHE/console.log}
+MARKER=VMLAB-RESULT
+
+HOST_PACKAGES=(qemu-system-x86 busybox-static kmod cpio)
+# Kernel module trees copied into the VM (relative to lib/modules/<ver>/kernel).
+MODULE_TREES=(net drivers/net lib crypto)
+# Modules /init loads; names that the kernel lacks are reported, not fatal.
+# Every nft_* module of the kernel is appended in base_modules_list.
+BOOT_MODULES=(ip_vs ip_vs_rr ip_vs_wrr ip_vs_wlc ip_vs_sh ip_vs_mh
+	nfnetlink nf_conntrack nf_nat nf_tables nf_conntrack_netlink veth dummy)
+
+export PATH="$PATH:/usr/local/go/bin"
+APT_UPDATED=
+WORK= # per-run scratch dir under $CACHE, removed on exit
+
+log() { echo "vmlab: $*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+now() { date +%s.%N; }
+elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1fs", b - a }'; }
+
+usage() {
+	sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//' >&2
+	exit 2
+}
+
+# --- host packages --------------------------------------------------------
+
+apt_update_once() {
+	[[ -n $APT_UPDATED ]] && return 0
+	log "apt-get update"
+	apt-get update -qq >&2
+	APT_UPDATED=1
+}
+
+is_installed() {
+	[[ $(dpkg-query -W -f='${Status}' "$1" 2>/dev/null) == "install ok installed" ]]
+}
+
+ensure_packages() {
+	local missing=() p
+	for p in "${HOST_PACKAGES[@]}"; do
+		is_installed "$p" || missing+=("$p")
+	done
+	[[ ${#missing[@]} -eq 0 ]] && return 0
+	apt_update_once
+	log "apt-get install ${missing[*]}"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+# --- kernel ---------------------------------------------------------------
+
+# Prints "<package>_<version>" of the kernel the meta package depends on,
+# e.g. linux-image-6.1.0-56-cloud-amd64_6.1.192-2.
+kernel_package() {
+	local pkg ver
+	pkg=$(apt-cache depends "$KERNEL_META" 2>/dev/null | awk '/Depends: linux-image-/ { print $2; exit }')
+	if [[ -z $pkg ]]; then
+		apt_update_once
+		pkg=$(apt-cache depends "$KERNEL_META" | awk '/Depends: linux-image-/ { print $2; exit }')
+	fi
+	[[ -n $pkg ]] || die "cannot resolve a kernel from apt-cache depends $KERNEL_META"
+	ver=$(apt-cache policy "$pkg" | awk '/Candidate:/ { print $2; exit }')
+	[[ -n $ver && $ver != "(none)" ]] || die "no candidate version for $pkg"
+	echo "${pkg}_$ver"
+}
+
+download_deb() { # download_deb <package>_<version>; prints the .deb path
+	local dir=$CACHE/debs spec="${1%%_*}=${1#*_}"
+	mkdir -p "$dir"
+	if ! compgen -G "$dir/${1}_*.deb" >/dev/null; then
+		log "apt-get download $spec"
+		# apt's _apt sandbox user cannot write into root's cache; fetching unsandboxed is fine here.
+		(cd "$dir" && apt-get download -qq -o APT::Sandbox::User=root "$spec") >&2 ||
+			{ apt_update_once && (cd "$dir" && apt-get download -qq -o APT::Sandbox::User=root "$spec") >&2; }
+	fi
+	compgen -G "$dir/${1}_*.deb" | head -n1
+}
+
+# Drops cached .debs and trees of kernels other than $1 (apt moved on).
+prune_other_kernels() {
+	local f
+	for f in "$CACHE"/kernel/* "$CACHE"/debs/*.deb; do
+		[[ -e $f && $(basename "$f") != "$1" && $(basename "$f") != "$1"_* ]] && rm -rf "$f"
+	done
+	return 0
+}
+
+# Unpacks the kernel package once into $CACHE/kernel/<package>_<version>;
+# prints that dir.
+prepare_kernel() {
+	local pkg=$1 dir=$CACHE/kernel/$1 deb
+	if [[ ! -e $dir/.done ]]; then
+		prune_other_kernels "$pkg"
+		deb=$(download_deb "$pkg")
+		log "dpkg -x $(basename "$deb")"
+		rm -rf "$dir" "$dir.tmp"
+		mkdir -p "$dir.tmp"
+		dpkg -x "$deb" "$dir.tmp"
+		touch "$dir.tmp/.done"
+		mv "$dir.tmp" "$dir"
+	fi
+	echo "$dir"
+}
+
+# Prints the module directory (…/lib/modules/<ver>) of an unpacked kernel.
+modules_dir() {
+	local d
+	for d in "$1"/lib/modules/* "$1"/usr/lib/modules/*; do
+		[[ -d $d/kernel ]] && { echo "$d"; return; }
+	done
+	die "no lib/modules/<ver>/kernel in $1"
+}
+
+# --- initramfs ------------------------------------------------------------
+
+cpio_gz() { # cpio_gz <dir> <out> [gzip level]
+	(cd "$1" && find . -print0 | LC_ALL=C sort -z | cpio --null -o -H newc --owner=0:0 --quiet) | gzip "-${3:-6}" >"$2.$$"
+	mv "$2.$$" "$2"
+}
+
+base_modules_list() { # base_modules_list <modules dir>
+	printf '%s\n' "${BOOT_MODULES[@]}"
+	find "$1/kernel" -name 'nft_*.ko*' -printf '%f\n' | sed 's/\.ko.*$//' | sort -u
+}
+
+write_init() {
+	cat >"$1" <<'EOF'
+#!/bin/sh
+# vmlab /init: mount, load modules, run the test binaries, report, power off.
+export PATH=/bin HOME=/tmp TMPDIR=/tmp
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+mkdir -p /tmp /run /var/run
+echo "vmlab: init started at $(cut -d' ' -f1 /proc/uptime)s"
+loaded= missing=
+for m in $(cat /vmlab/modules); do
+	if modprobe "$m" 2>/dev/null; then loaded="$loaded $m"; else missing="$missing $m"; fi
+done
+echo "vmlab: kernel $(uname -r), $(nproc) cpus, modules done at $(cut -d' ' -f1 /proc/uptime)s"
+echo "vmlab: modules loaded:$loaded"
+[ -n "$missing" ] && echo "vmlab: modules not available:$missing"
+export KIP_VMLAB=1
+[ -s /vmlab/env ] && . /vmlab/env && echo "vmlab: env:" $(sed 's/^export //' /vmlab/env)
+[ -s /vmlab/extra ] && echo "vmlab: extra files:" $(ls -d $(cat /vmlab/extra))
+set --
+[ -f /vmlab/args ] && . /vmlab/args
+rc=0
+for t in $(cat /vmlab/tests); do
+	echo "vmlab: running $t $*"
+	(cd "/tests/$t" && "./$t.test" "$@") || rc=$?
+done
+echo "VMLAB-RESULT: exit=$rc"
+sync
+poweroff -f
+EOF
+	chmod 0755 "$1"
+}
+
+# Builds (once per kernel/busybox/init content) the base initramfs: busybox,
+# the kernel's module trees with depmod data, and /init. Prints its path.
+build_base_initramfs() {
+	local kdir=$1 mdir ver root key out
+	mdir=$(modules_dir "$kdir")
+	ver=$(basename "$mdir")
+	key=$({
+		basename "$kdir"
+		dpkg-query -W -f='${Version}' busybox-static
+		declare -f write_init base_modules_list
+		printf '%s\n' "${MODULE_TREES[@]}" "${BOOT_MODULES[@]}"
+	} | sha256sum | cut -c1-16)
+	out=$CACHE/base-$ver-$key.cpio.gz
+	if [[ ! -e $out ]]; then
+		log "building base initramfs for $ver"
+		root=$WORK/base-root
+		mkdir -p "$root"/{bin,sbin,proc,sys,dev,tmp,run,etc,vmlab,tests}
+		install -m 0755 /bin/busybox "$root/bin/busybox"
+		local a
+		for a in $("$root/bin/busybox" --list); do
+			[[ $a == busybox ]] || ln -sf busybox "$root/bin/$a"
+		done
+		ln -sf ../bin/modprobe "$root/sbin/modprobe" # moby/ipvs execs modprobe
+		local dst=$root/lib/modules/$ver t
+		mkdir -p "$dst/kernel"
+		for t in "${MODULE_TREES[@]}"; do
+			[[ -d $mdir/kernel/$t ]] || continue
+			mkdir -p "$dst/kernel/$(dirname "$t")"
+			cp -a "$mdir/kernel/$t" "$dst/kernel/$t"
+		done
+		cp -a "$mdir"/modules.{order,builtin,builtin.modinfo} "$dst/" 2>/dev/null || true
+		depmod -b "$root" "$ver" >&2
+		base_modules_list "$mdir" >"$root/vmlab/modules"
+		write_init "$root/init"
+		rm -f "$CACHE"/base-*.cpio.gz
+		cpio_gz "$root" "$out"
+		rm -rf "$root"
+	fi
+	echo "$out"
+}
+
+# Quotes words for busybox sh (single quotes only).
+sh_quote() {
+	local w quoted=()
+	for w in "$@"; do quoted+=("'${w//\'/\'\\\'\'}'"); done
+	echo "${quoted[*]}"
+}
+
+# Builds the static test binaries for the package pattern plus args, env and
+# extra files into a per-run initramfs. Prints its path.
+build_run_initramfs() {
+	local pattern=$1; shift
+	local root=$WORK/run-root out=$WORK/run.cpio.gz name dir ipath
+	mkdir -p "$root/vmlab" "$root/tests"
+	: >"$root/vmlab/tests"
+	while read -r ipath dir; do
+		name=$(basename "$ipath")
+		[[ -e $root/tests/$name ]] && name=$(echo "${ipath#*/*/*/}" | tr / _)
+		log "go test -c -tags integration $ipath"
+		mkdir -p "$root/tests/$name"
+		(cd "$REPO" && CGO_ENABLED=0 go test -c -tags integration -o "$root/tests/$name/$name.test" "$ipath") >&2
+		[[ -d $dir/testdata ]] && cp -a "$dir/testdata" "$root/tests/$name/"
+		echo "$name" >>"$root/vmlab/tests"
+	done < <(cd "$REPO" && go list -tags integration -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}} {{.Dir}}{{end}}' "$pattern")
+	[[ -s $root/vmlab/tests ]] || die "no test packages match $pattern"
+	echo "set -- $(sh_quote "$@")" >"$root/vmlab/args"
+	local kv
+	: >"$root/vmlab/env"
+	for kv in $VM_ENV; do
+		[[ $kv == *=* ]] || die "VMLAB_ENV entry $kv is not NAME=value"
+		echo "export ${kv%%=*}=$(sh_quote "${kv#*=}")" >>"$root/vmlab/env"
+	done
+	local spec src dst
+	for spec in $EXTRA_FILES; do
+		src=${spec%%:*}
+		dst=${spec#*:}
+		[[ $spec == *:* ]] || dst=/bin/$(basename "$src")
+		[[ -e $src ]] || die "VMLAB_EXTRA_FILES: $src does not exist"
+		mkdir -p "$root$(dirname "$dst")"
+		cp -a "$src" "$root$dst"
+		echo "$dst" >>"$root/vmlab/extra"
+	done
+	cpio_gz "$root" "$out" 1
+	echo "$out"
+}
+
+# --- VM -------------------------------------------------------------------
+
+# Boots the VM with the serial console on stdout (and $LOG); returns the
+# tests' exit code from the marker line, or 1 when it is missing.
+boot() {
+	local kdir=$1 initrd=$2 vmlinuz st rc
+	vmlinuz=$(compgen -G "$kdir/boot/vmlinuz-*" | head -n1)
+	[[ -n $vmlinuz ]] || die "no boot/vmlinuz-* in $kdir"
+	mkdir -p "$(dirname "$LOG")"
+	log "booting $(basename "$vmlinuz") (timeout ${TIMEOUT}s, console log $LOG)"
+	set +e
+	timeout -k 10 "$TIMEOUT" qemu-system-x86_64 \
+		-accel tcg,thread=multi -cpu max -m "$MEM" -smp "$SMP" \
+		-kernel "$vmlinuz" -initrd "$initrd" \
+		-append "console=ttyS0 quiet panic=-1" \
+		-nographic -no-reboot -nic none </dev/null 2>&1 | tee "$LOG"
+	st=("${PIPESTATUS[@]}")
+	set -e
+	if [[ ${st[0]} -eq 124 || ${st[0]} -eq 137 ]]; then
+		log "FAIL: VM timed out after ${TIMEOUT}s"
+		return 1
+	fi
+	rc=$(tr -d '\r' <"$LOG" | sed -n "s/^$MARKER: exit=\([0-9][0-9]*\)\$/\1/p" | tail -n1)
+	if [[ -z $rc ]]; then
+		log "FAIL: no '$MARKER' line on the console (qemu exit ${st[0]})"
+		return 1
+	fi
+	if [[ ${st[0]} -ne 0 ]]; then
+		log "FAIL: qemu exited ${st[0]}"
+		return 1
+	fi
+	return "$rc"
+}
+
+main() {
+	[[ $# -ge 1 && $1 != -h && $1 != --help ]] || usage
+	local pattern=$1; shift
+	if [[ $# -gt 0 ]]; then
+		[[ $1 == -- ]] || usage
+		shift
+	fi
+	local t0 t kpkg kdir base run rc=0
+	t0=$(now)
+	mkdir -p "$CACHE"
+	WORK=$(mktemp -d "$CACHE/run.XXXXXX")
+	trap 'rm -rf "$WORK"' EXIT
+	t=$(now); ensure_packages; log "host packages ready ($(elapsed "$t"))"
+	t=$(now)
+	kpkg=$(kernel_package)
+	kdir=$(prepare_kernel "$kpkg")
+	base=$(build_base_initramfs "$kdir")
+	log "kernel $kpkg ready ($(elapsed "$t"))"
+	t=$(now); run=$(build_run_initramfs "$pattern" "$@"); log "test binaries built ($(elapsed "$t"))"
+	# The kernel unpacks concatenated (compressed) cpio archives in order.
+	cat "$base" "$run" >"$WORK/initrd.gz"
+	t=$(now)
+	boot "$kdir" "$WORK/initrd.gz" || rc=$?
+	log "VM ran $(elapsed "$t"); total $(elapsed "$t0"); exit $rc"
+	return "$rc"
+}
+
+main "$@"
