@@ -13,7 +13,7 @@ build:
 
 # The main job until `make demo` exists: node-a's plan for examples/.
 plan: build
-	./$(BIN) --dry-run --objects examples --hostname-override node-a --output text
+	./$(BIN) --dry-run --objects examples --hostname-override node-a --cluster-cidr 10.244.0.0/16,fd00:244::/48 --output text
 
 # Every test: lint, unit tests (fuzz seed corpora and the golden dry-run
 # plans included), and the real-kernel tests in the VM lab.

@@ -15,7 +15,7 @@ func ptr[T any](v T) *T { return &v }
 
 // cmpOpts compares converted values: netip.Addr by ==, and nil slices and
 // maps equal to empty ones (the converters do not promise either form).
-var cmpOpts = []cmp.Option{cmpopts.EquateComparable(netip.Addr{}), cmpopts.EquateEmpty()}
+var cmpOpts = []cmp.Option{cmpopts.EquateComparable(netip.Addr{}, netip.Prefix{}), cmpopts.EquateEmpty()}
 
 func addrs(ss ...string) []netip.Addr {
 	out := make([]netip.Addr, 0, len(ss))

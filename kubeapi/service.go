@@ -3,6 +3,7 @@ package kubeapi
 import (
 	"fmt"
 	"net/netip"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -42,6 +43,9 @@ func Service(svc *corev1.Service, proxyName string) (*policy.Service, error) {
 		return nil, err
 	}
 	if s.Ports, err = servicePorts(obj, svc.Spec.Ports); err != nil {
+		return nil, err
+	}
+	if s.LoadBalancerSourceRanges, err = sourceRanges(obj, svc.Spec.LoadBalancerSourceRanges); err != nil {
 		return nil, err
 	}
 	if s.PersistenceTimeoutSeconds, err = affinity(obj, svc); err != nil {
@@ -127,6 +131,20 @@ func ipList(obj, field string, raw []string) ([]netip.Addr, error) {
 			return nil, invalid(obj, fmt.Sprintf("%s[%d]", field, i), "invalid IP: %v", err)
 		}
 		out = append(out, a)
+	}
+	return out, nil
+}
+
+// sourceRanges parses loadBalancerSourceRanges; like kube-proxy it
+// tolerates surrounding spaces and host bits.
+func sourceRanges(obj string, raw []string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for i, r := range raw {
+		p, err := netip.ParsePrefix(strings.TrimSpace(r))
+		if err != nil {
+			return nil, invalid(obj, fmt.Sprintf("spec.loadBalancerSourceRanges[%d]", i), "invalid CIDR: %v", err)
+		}
+		out = append(out, p.Masked())
 	}
 	return out, nil
 }

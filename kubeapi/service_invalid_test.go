@@ -19,6 +19,11 @@ func TestServiceInvalid(t *testing.T) {
 			svc:       testService(func(s *corev1.Service) { s.Name = "" }),
 			wantField: "metadata.name",
 		},
+		{
+			name:      "an invalid loadBalancerSourceRanges entry is invalid",
+			svc:       testService(func(s *corev1.Service) { s.Spec.LoadBalancerSourceRanges = []string{"203.0.113.0/24", "203.0.113.0"} }),
+			wantField: "spec.loadBalancerSourceRanges[1]",
+		},
 		// Cluster IPs.
 		{
 			name:      "clusterIP differing from clusterIPs[0] is invalid",

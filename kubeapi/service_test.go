@@ -407,6 +407,15 @@ func TestService(t *testing.T) {
 			want: wantService(),
 		},
 		{
+			name: "loadBalancerSourceRanges are parsed, trimmed and masked",
+			svc: testService(func(s *corev1.Service) {
+				s.Spec.LoadBalancerSourceRanges = []string{" 203.0.113.7/24", "2001:db8::/32"}
+			}),
+			want: wantService(func(s *policy.Service) {
+				s.LoadBalancerSourceRanges = []netip.Prefix{netip.MustParsePrefix("203.0.113.0/24"), netip.MustParsePrefix("2001:db8::/32")}
+			}),
+		},
+		{
 			name: "externalTrafficPolicy Local on ClusterIP type with external IPs sets ExternalLocal, as kube-proxy",
 			svc: testService(withTraffic(corev1.ServiceTypeClusterIP, corev1.ServiceExternalTrafficPolicyLocal, nil),
 				func(s *corev1.Service) { s.Spec.ExternalIPs = []string{"198.51.100.1"} }),

@@ -16,8 +16,9 @@ func (e *Engine) virtualServers(entry *serviceEntry) []VirtualServer {
 	for _, cip := range svc.ClusterIPs {
 		v4 := cip.Is4()
 		for _, sp := range svc.Ports {
-			b := vsBuilder{svc: svc, st: st, port: sp, v4: v4}
 			cands := candidates(e.slices[svc.Key], sp, v4, e.cfg.NodeName)
+			b := vsBuilder{svc: svc, st: st, port: sp, v4: v4, anyUsable: anyUsable(cands),
+				clusterMasquerade: e.clusterMasquerade(v4, st.noTrack)}
 
 			var internal selection
 			switch {
@@ -49,6 +50,31 @@ func (e *Engine) virtualServers(entry *serviceEntry) []VirtualServer {
 	}
 	SortVirtualServers(out)
 	return out
+}
+
+// anyUsable is kube-proxy's hasAnyEndpoints: some endpoint is ready, or
+// serving and terminating.
+func anyUsable(cands []candidate) bool {
+	for i := range cands {
+		if cands[i].Ready || cands[i].Serving && cands[i].Terminating {
+			return true
+		}
+	}
+	return false
+}
+
+// clusterMasquerade is the masquerade mode of ClusterIP virtual servers
+// of one family.
+func (e *Engine) clusterMasquerade(v4, noTrack bool) Masquerade {
+	switch {
+	case noTrack:
+		return MasqueradeNever
+	case e.cfg.MasqueradeAll:
+		return MasqueradeAlways
+	case v4 && e.clusterCIDR4, !v4 && e.clusterCIDR6:
+		return MasqueradeOffCluster
+	}
+	return MasqueradeNever
 }
 
 func prefixed(prefix string, s selection) selection {
@@ -85,6 +111,8 @@ type vsBuilder struct {
 	port                           ServicePort
 	v4                             bool // the family being built
 	internalPolicy, externalPolicy TrafficPolicy
+	anyUsable                      bool       // the port has a usable endpoint somewhere
+	clusterMasquerade              Masquerade // for the ClusterIP kind
 }
 
 // add appends a virtual server of kind k for every address of the
@@ -94,12 +122,26 @@ func (b *vsBuilder) add(out []VirtualServer, k Kind, addrs []netip.Addr, sel sel
 		return out
 	}
 	sched, note := b.scheduler(sel.dests)
-	port, policy := b.port.Port, b.internalPolicy
+	port, policy, masq := b.port.Port, b.internalPolicy, b.clusterMasquerade
 	if k.External() {
-		policy = b.externalPolicy
+		policy, masq = b.externalPolicy, MasqueradeAlways
+		if policy == PolicyLocal || b.st.noTrack {
+			masq = MasqueradeNever
+		}
 	}
 	if k == KindNodePort {
 		port = b.port.NodePort
+	}
+	var whenEmpty EmptyAction
+	if len(sel.dests) == 0 {
+		whenEmpty = EmptyReject
+		if policy == PolicyLocal && b.anyUsable {
+			whenEmpty = EmptyDrop
+		}
+	}
+	var ranges []netip.Prefix
+	if k == KindLoadBalancer {
+		ranges = b.sourceRanges()
 	}
 	reason := sel.reason + note
 	for _, a := range addrs {
@@ -112,8 +154,22 @@ func (b *vsBuilder) add(out []VirtualServer, k Kind, addrs []netip.Addr, sel sel
 			Scheduler: sched, SchedulerFlags: b.st.flags,
 			PersistenceTimeoutSeconds: b.svc.PersistenceTimeoutSeconds,
 			TrafficPolicy:             policy, NoTrack: b.st.noTrack,
+			Masquerade: masq, WhenEmpty: whenEmpty, SourceRanges: ranges,
 			Destinations: nonNil(sel.dests), Reason: reason,
 		})
+	}
+	return out
+}
+
+// sourceRanges are the service's loadBalancerSourceRanges of the family
+// being built. As in kube-proxy, when none is of this family, any source
+// is allowed.
+func (b *vsBuilder) sourceRanges() []netip.Prefix {
+	var out []netip.Prefix
+	for _, p := range b.svc.LoadBalancerSourceRanges {
+		if p.Addr().Is4() == b.v4 {
+			out = append(out, p)
+		}
 	}
 	return out
 }

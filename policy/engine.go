@@ -20,6 +20,15 @@ type Config struct {
 	// "primary" for the node's primary IP of each family. Empty means every
 	// InternalIP and ExternalIP.
 	NodePortAddresses []string
+	// ClusterCIDRs are the pod networks (--cluster-cidr). Traffic to a
+	// ClusterIP from outside those of its family is masqueraded; with none
+	// of its family, none is.
+	ClusterCIDRs []string
+	// MasqueradeAll masquerades all ClusterIP traffic (--masquerade-all).
+	MasqueradeAll bool
+	// NoTrackServices are marked NOTRACK as if annotated
+	// kube-ipvs-proxy.io/notrack: "true" (--notrack-services).
+	NoTrackServices []ServiceKey
 }
 
 // Engine indexes Services, EndpointSlices and Nodes so that one service's
@@ -29,6 +38,9 @@ type Engine struct {
 	cfg      Config
 	prefixes []netip.Prefix
 	primary  bool
+	// clusterCIDR4 and clusterCIDR6 say whether --cluster-cidr has a
+	// range of each family.
+	clusterCIDR4, clusterCIDR6 bool
 
 	self       *Node
 	nodeIPs    []netip.Addr // NodePort addresses, sorted
@@ -78,6 +90,14 @@ func New(cfg Config) (*Engine, error) {
 		}
 		e.prefixes = append(e.prefixes, p.Masked())
 	}
+	for _, s := range cfg.ClusterCIDRs {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return nil, fmt.Errorf("invalid cluster CIDR %q: %w", s, err)
+		}
+		e.clusterCIDR4 = e.clusterCIDR4 || p.Addr().Is4()
+		e.clusterCIDR6 = e.clusterCIDR6 || !p.Addr().Is4()
+	}
 	return e, nil
 }
 
@@ -85,6 +105,7 @@ func New(cfg Config) (*Engine, error) {
 // its annotations; they do not stop the service from being served.
 func (e *Engine) UpsertService(svc *Service) []Warning {
 	st, ws := parseSettings("Service "+svc.Key.String(), svc.Annotations, svc.InternalLocal, e.cfg.Scheduler)
+	st.noTrack = st.noTrack || slices.Contains(e.cfg.NoTrackServices, svc.Key)
 	e.services[svc.Key] = &serviceEntry{svc: svc, settings: st}
 	return ws
 }

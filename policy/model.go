@@ -26,6 +26,9 @@ type Service struct {
 	// accessible service: NodePort, LoadBalancer, or ClusterIP with
 	// external IPs (kube-proxy's rule).
 	ExternalLocal bool
+	// LoadBalancerSourceRanges restricts LoadBalancer clients; empty means
+	// any.
+	LoadBalancerSourceRanges []netip.Prefix
 	// PersistenceTimeoutSeconds is the ClientIP affinity timeout, or 0.
 	PersistenceTimeoutSeconds uint32
 	// Annotations are the Service's annotations; the engine reads the

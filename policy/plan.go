@@ -44,6 +44,30 @@ const (
 	PolicyTopologyKeys TrafficPolicy = "TopologyKeys"
 )
 
+// Masquerade says when the data plane source-NATs a virtual server's
+// traffic to the node's address.
+type Masquerade string
+
+// Masquerade modes. NOTRACK traffic is never masqueraded: masquerade
+// needs conntrack.
+const (
+	MasqueradeAlways     Masquerade = "Always"     // external kinds under eTP=Cluster; --masquerade-all
+	MasqueradeOffCluster Masquerade = "OffCluster" // ClusterIP, from sources outside --cluster-cidr
+	MasqueradeNever      Masquerade = "Never"      // eTP=Local keeps the client IP
+)
+
+// EmptyAction is what happens to traffic for a virtual server without
+// destinations.
+type EmptyAction string
+
+// Empty actions, as kube-proxy: reject (ICMP unreachable, so clients fail
+// fast) when the service has no usable endpoint at all; drop when only
+// local endpoints may serve it and this node has none.
+const (
+	EmptyReject EmptyAction = "Reject"
+	EmptyDrop   EmptyAction = "Drop"
+)
+
 // Plan is this node's complete desired state: every virtual server, sorted
 // by address, protocol and port.
 type Plan struct {
@@ -66,8 +90,14 @@ type VirtualServer struct {
 	PersistenceTimeoutSeconds uint32        `json:"persistenceTimeoutSeconds"`
 	TrafficPolicy             TrafficPolicy `json:"trafficPolicy"`
 	NoTrack                   bool          `json:"noTrack,omitempty"`
-	Destinations              []Destination `json:"destinations"`
-	Reason                    string        `json:"reason"`
+	Masquerade                Masquerade    `json:"masquerade"`
+	// WhenEmpty is set only when Destinations is empty.
+	WhenEmpty EmptyAction `json:"whenEmpty,omitempty"`
+	// SourceRanges restricts a LoadBalancer virtual server's clients
+	// (loadBalancerSourceRanges of its family); empty means any.
+	SourceRanges []netip.Prefix `json:"sourceRanges,omitempty"`
+	Destinations []Destination  `json:"destinations"`
+	Reason       string         `json:"reason"`
 }
 
 // Destination is one backend of a virtual server.

@@ -10,6 +10,9 @@ import (
 	"testing"
 )
 
+// exampleClusterCIDR is the pod network of examples/.
+const exampleClusterCIDR = "10.244.0.0/16,fd00:244::/48"
+
 var update = flag.Bool("update", false, "rewrite the golden plans in examples/plans")
 
 // run executes the command line the way main does and returns the exit
@@ -41,7 +44,8 @@ func TestExamplesGolden(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.golden, func(t *testing.T) {
-			code, out, errOut := run(t, "--dry-run", "--objects", examples, "--hostname-override", tc.node, "--output", tc.output)
+			code, out, errOut := run(t, "--dry-run", "--objects", examples, "--hostname-override", tc.node, "--output", tc.output,
+				"--cluster-cidr", exampleClusterCIDR)
 			if code != ExitOK || errOut != "" {
 				t.Fatalf("exit %d, stderr:\n%s", code, errOut)
 			}
@@ -221,6 +225,8 @@ func TestFlagErrors(t *testing.T) {
 		{"unknown scheduler", []string{"--dry-run", "--objects", "x", "--ipvs-scheduler", "fast"}, `unknown scheduler "fast"`},
 		{"objects without dry-run", []string{"--objects", "x"}, "--objects needs --dry-run"},
 		{"dry-run without objects", []string{"--dry-run"}, "--dry-run needs --objects"},
+		{"bad cluster CIDR", []string{"--dry-run", "--objects", "x", "--cluster-cidr", "10.244.0.0"}, "invalid cluster CIDR"},
+		{"bad notrack service", []string{"--dry-run", "--objects", "x", "--notrack-services", "kube-dns"}, `"kube-dns" is not namespace/name`},
 		{"bad nodeport CIDR", []string{"--dry-run", "--objects", "x", "--nodeport-addresses", "10.0.0.0/33"}, "invalid nodeport address"},
 		{"unknown flag", []string{"--bogus"}, "unknown flag: --bogus"},
 	}

@@ -34,6 +34,9 @@ type Options struct {
 	IPVSScheduler     string
 	NodePortAddresses []string
 	ServiceProxyName  string
+	ClusterCIDR       string
+	MasqueradeAll     bool
+	NoTrackServices   []string
 }
 
 // ParseFlags parses args (without the program name). Help goes to out.
@@ -48,6 +51,9 @@ func ParseFlags(args []string, out io.Writer) (*Options, error) {
 	fs.StringVar(&o.IPVSScheduler, "ipvs-scheduler", policy.DefaultScheduler, "default IPVS scheduler: "+strings.Join(policy.Schedulers, ", "))
 	fs.StringSliceVar(&o.NodePortAddresses, "nodeport-addresses", nil, "CIDRs selecting the node addresses NodePorts listen on, or \"primary\"; default: every InternalIP and ExternalIP")
 	fs.StringVar(&o.ServiceProxyName, "service-proxy-name", "", "proxy exactly the services labelled service.kubernetes.io/service-proxy-name=NAME")
+	fs.StringVar(&o.ClusterCIDR, "cluster-cidr", "", "the pods' CIDR range, or a comma-separated dual-stack pair; ClusterIP traffic from outside it is masqueraded")
+	fs.BoolVar(&o.MasqueradeAll, "masquerade-all", false, "masquerade all traffic sent to cluster IPs")
+	fs.StringSliceVar(&o.NoTrackServices, "notrack-services", nil, "services (namespace/name, comma-separated) whose traffic is NOTRACK, as if annotated kube-ipvs-proxy.io/notrack")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -82,10 +88,25 @@ func (o *Options) Validate() error {
 	if !o.DryRun {
 		errs = append(errs, errors.New("only --dry-run --objects is implemented so far; the kernel data plane is not in this build"))
 	}
+	for _, s := range o.NoTrackServices {
+		if ns, name, ok := strings.Cut(s, "/"); !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+			errs = append(errs, fmt.Errorf("--notrack-services: %q is not namespace/name", s))
+		}
+	}
 	if _, err := policy.New(o.engineConfig()); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+func (o *Options) clusterCIDRs() []string {
+	var out []string
+	for _, c := range strings.Split(o.ClusterCIDR, ",") {
+		if c = strings.TrimSpace(c); c != "" {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 func (o *Options) engineConfig() policy.Config {
@@ -93,5 +114,18 @@ func (o *Options) engineConfig() policy.Config {
 		NodeName:          o.HostnameOverride,
 		Scheduler:         o.IPVSScheduler,
 		NodePortAddresses: o.NodePortAddresses,
+		ClusterCIDRs:      o.clusterCIDRs(),
+		MasqueradeAll:     o.MasqueradeAll,
+		NoTrackServices:   o.noTrackKeys(),
 	}
+}
+
+func (o *Options) noTrackKeys() []policy.ServiceKey {
+	var keys []policy.ServiceKey
+	for _, s := range o.NoTrackServices {
+		if ns, name, ok := strings.Cut(s, "/"); ok {
+			keys = append(keys, policy.ServiceKey{Namespace: ns, Name: name})
+		}
+	}
+	return keys
 }
