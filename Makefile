@@ -31,7 +31,7 @@ lint:
 # integration-tagged test binary (installs qemu, busybox, kmod and cpio with
 # apt if missing; caches the kernel under .cache/vmlab).
 integration:
-	hack/vmlab/run.sh ./integration/ -- -test.v
+	hack/vmlab/run.sh ./integration/... -- -test.v
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./policy/

@@ -20,6 +20,8 @@
 #   VMLAB_EXTRA_FILES  space-separated "src[:dst]" host files to put into the
 #                      initramfs (dst defaults to /bin/<basename>); they must be
 #                      static or bring their own libraries.
+#   VMLAB_EXTRA_TREE   a directory copied over the initramfs root (e.g. tools staged
+#                      with their libraries by hack/vmlab/stage-tools.sh).
 #   VMLAB_ENV          space-separated NAME=value pairs exported to the tests in the VM.
 #   VMLAB_LOG          console log path     (default $VMLAB_CACHE/console.log)
 set -euo pipefail
@@ -32,6 +34,7 @@ MEM=${VMLAB_MEM:-1024}
 SMP=${VMLAB_SMP:-2}
 KERNEL_META=${VMLAB_KERNEL_META:-linux-image-cloud-amd64}
 EXTRA_FILES=${VMLAB_EXTRA_FILES:-}
+EXTRA_TREE=${VMLAB_EXTRA_TREE:-}
 VM_ENV=${VMLAB_ENV:-}
 LOG=${VMLAB_LOG:-$CACHE/console.log}
 MARKER=VMLAB-RESULT
@@ -275,6 +278,10 @@ build_run_initramfs() {
 		cp -a "$src" "$root$dst"
 		echo "$dst" >>"$root/vmlab/extra"
 	done
+	if [[ -n $EXTRA_TREE ]]; then
+		[[ -d $EXTRA_TREE ]] || die "VMLAB_EXTRA_TREE: $EXTRA_TREE is not a directory"
+		cp -a "$EXTRA_TREE/." "$root/"
+	fi
 	cpio_gz "$root" "$out" 1
 	echo "$out"
 }

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# hack/vmlab/stage-tools.sh — stage Debian command-line tools, with the
+# shared libraries they load, into a directory tree that run.sh copies into
+# the VM's initramfs (VMLAB_EXTRA_TREE). Used only by the VM benchmarks, to
+# compare our writers with ipvsadm -R and nft -f; the proxy itself never
+# runs these binaries.
+#
+# Usage: hack/vmlab/stage-tools.sh OUTDIR PACKAGE... -- BINARY...
+#   e.g. hack/vmlab/stage-tools.sh .cache/vmlab/tools ipvsadm nftables -- /sbin/ipvsadm /usr/sbin/nft
+# Packages are downloaded with their library dependencies (cached beside
+# OUTDIR), unpacked, and each BINARY (a path inside the packages) is copied
+# to OUTDIR/bin with every library ldd resolves, libc included, at the same
+# paths the loader expects.
+set -euo pipefail
+
+out=${1:?usage: stage-tools.sh OUTDIR PACKAGE... -- BINARY...}
+shift
+pkgs=()
+while [[ $# -gt 0 && $1 != -- ]]; do pkgs+=("$1"); shift; done
+[[ ${1:-} == -- ]] || { echo "stage-tools: missing -- BINARY..." >&2; exit 2; }
+shift
+bins=("$@")
+
+cache=$(dirname "$out")/tool-debs
+root=$cache/root
+mkdir -p "$cache" "$root" "$out/bin"
+
+# The library closure of the packages, from apt's dependency graph.
+closure=$(apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts \
+	--no-breaks --no-replaces --no-enhances "${pkgs[@]}" | grep -v '^ ' | grep -v '<' |
+	grep -E "^(lib|$(IFS='|'; echo "${pkgs[*]}"))" | sort -u)
+for p in $closure; do
+	compgen -G "$cache/${p}_*.deb" >/dev/null ||
+		(cd "$cache" && apt-get download -qq -o APT::Sandbox::User=root "$p" >&2)
+done
+for deb in "$cache"/*.deb; do dpkg -x "$deb" "$root"; done
+
+libpath=$root/lib/x86_64-linux-gnu:$root/usr/lib/x86_64-linux-gnu
+for b in "${bins[@]}"; do
+	src=$root$b
+	[[ -x $src ]] || { echo "stage-tools: $b is not in ${pkgs[*]}" >&2; exit 1; }
+	cp "$src" "$out/bin/"
+	LD_LIBRARY_PATH=$libpath ldd "$src" | awk '/=>/ { print $3 } /^\t\/lib/ { print $1 }' |
+		while read -r lib; do
+			[[ -n $lib && -e $lib ]] || { echo "stage-tools: $b: unresolved library" >&2; exit 1; }
+			# Keep the loader's path; map staged libraries to /lib/x86_64-linux-gnu.
+			case $lib in
+			"$root"/*) dst=/lib/x86_64-linux-gnu/$(basename "$lib") ;;
+			*) dst=$lib ;;
+			esac
+			mkdir -p "$out$(dirname "$dst")"
+			cp -L "$lib" "$out$dst"
+		done
+done
+echo "$out"
