@@ -1,11 +1,21 @@
-// Package nft will turn the Plan into one nftables table, inet
-// kube-ipvs-proxy, programmed over netlink with github.com/google/nftables
-// in one atomic batch per sync: NOTRACK for chosen services, masquerade
-// and hairpin, reject for services without endpoints, LB source ranges and
-// the host-port filter for VIP addresses. Services live in sets and maps so
-// the rule count is constant.
+// Package nft owns the nftables half of the data plane: one table, inet
+// kube-ipvs-proxy, programmed over netlink with github.com/google/nftables.
+// It rejects or drops traffic to virtual servers without destinations,
+// marks traffic for masquerade (always, or from outside --cluster-cidr)
+// and masquerades it with hairpin traffic, applies NOTRACK, enforces
+// LoadBalancer source ranges, and rejects connections to virtual server
+// addresses on ports that are no service (kube-proxy's KUBE-IPVS-FILTER).
 //
-// Not yet implemented: it arrives with the data plane issue. It must never
-// touch another table, run the nft binary, or use iptables or ipset, and it
-// makes no policy decisions.
+// The rule count is constant: services live only in set and map elements.
+// Resync replaces the whole table in one atomic batch; Apply adds and
+// deletes the elements of changed services only, refcounting elements that
+// several services share, in one batch; Render prints the table for a plan
+// without I/O (--dry-run, golden tests). Fake is a kernel-faithful Conn
+// for tests. See README.md for the hooks, every chain, set and map, and
+// how to inspect the table.
+//
+// It makes no policy decisions (it reads them from policy.Plan), never
+// touches another table, never runs the nft binary, and never uses
+// iptables or ipset. It imports policy and the kernel library
+// google/nftables only; not client-go, moby/ipvs or the IPVS writer.
 package nft

@@ -1,0 +1,144 @@
+//go:build integration
+
+package nftwriter
+
+import (
+	"net"
+	"net/netip"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
+	"golang.org/x/sys/unix"
+
+	vnl "github.com/vishvananda/netlink"
+)
+
+// rejectPlan: 10.96.0.50:80 and [fd00:96::50]:80 have no destinations
+// (Reject), 10.96.0.51:80 has none under a Local policy (Drop),
+// 10.96.0.60:80 is a normal service, 10.96.0.70:80 a load balancer open
+// to 10.244.1.0/24 only. None has an IPVS service: the table alone acts.
+func rejectPlan() policy.Plan {
+	vs := func(svc, addr string, port uint16) policy.VirtualServer {
+		return policy.VirtualServer{Service: svc, Kind: policy.KindClusterIP, Address: a(addr), Port: port,
+			Protocol: policy.ProtocolTCP, Masquerade: policy.MasqueradeNever}
+	}
+	rej, rej6, drop, full, lb := vs("t/rej", "10.96.0.50", 80), vs("t/rej", "fd00:96::50", 80), vs("t/drop", "10.96.0.51", 80),
+		vs("t/full", "10.96.0.60", 80), vs("t/lb", "10.96.0.70", 80)
+	rej.WhenEmpty, rej6.WhenEmpty, drop.WhenEmpty = policy.EmptyReject, policy.EmptyReject, policy.EmptyDrop
+	full.Destinations = []policy.Destination{dest("10.244.9.9", 80)}
+	lb.Kind, lb.SourceRanges = policy.KindLoadBalancer, []netip.Prefix{p("10.244.1.0/24")}
+	lb.Destinations = []policy.Destination{dest("10.244.9.9", 80)}
+	vss := []policy.VirtualServer{rej, rej6, drop, full, lb}
+	policy.SortVirtualServers(vss)
+	return policy.Plan{Node: "node-a", VirtualServers: vss}
+}
+
+// TestRejectTraffic sends real TCP connections from the host and from a
+// pod namespace to addresses on a dummy interface, each with a listener,
+// before and after the table is programmed.
+func TestRejectTraffic(t *testing.T) {
+	linkUp(t, "lo")
+	addDummy(t, "kube-ipvs0", "10.96.0.50", "10.96.0.51", "10.96.0.60", "10.96.0.70")
+	addV6NoDAD(t, "kube-ipvs0", "fd00:96::50")
+	pod1, pod2 := setupPod(t, 1), setupPod(t, 2)
+	for _, addr := range []string{"10.96.0.50:80", "10.96.0.51:80", "10.96.0.60:80", "10.96.0.70:80", "[fd00:96::50]:80", ":8081"} {
+		listen(t, addr)
+	}
+
+	// Without the table every listener answers.
+	for _, addr := range []string{"10.96.0.50:80", "10.96.0.51:80", "10.96.0.60:8081", "10.96.0.70:80"} {
+		for _, c := range []*pod{nil, pod1, pod2} {
+			if _, err := c.dial(addr, 2*time.Second); err != nil {
+				t.Fatalf("baseline without table: dial %s from %s: %v", addr, who(c, pod1), err)
+			}
+		}
+	}
+
+	w := newWriter(t)
+	if err := w.Resync(rejectPlan()); err != nil {
+		t.Fatalf("Resync: %v", err)
+	}
+	refused := func(t *testing.T, c *pod, addr string) {
+		t.Helper()
+		d, err := c.dial(addr, 5*time.Second)
+		if !isRefused(err) || d >= time.Second {
+			t.Errorf("dial %s from %s: err %v after %v, want ECONNREFUSED in < 1s", addr, who(c, pod1), err, d)
+		} else {
+			t.Logf("dial %s from %s: refused after %v", addr, who(c, pod1), d.Round(time.Microsecond))
+		}
+	}
+	times := func(t *testing.T, c *pod, addr string) {
+		t.Helper()
+		if _, err := c.dial(addr, time.Second); !isTimeout(err) {
+			t.Errorf("dial %s from %s: %v, want a timeout (dropped)", addr, who(c, pod1), err)
+		}
+	}
+	connects := func(t *testing.T, c *pod, addr string) {
+		t.Helper()
+		if _, err := c.dial(addr, 2*time.Second); err != nil {
+			t.Errorf("dial %s from %s: %v, want connected", addr, who(c, pod1), err)
+		}
+	}
+	t.Run("empty service with Reject is refused at once", func(t *testing.T) {
+		refused(t, nil, "10.96.0.50:80")
+		refused(t, pod1, "10.96.0.50:80")
+		refused(t, nil, "[fd00:96::50]:80")
+	})
+	t.Run("empty service with Drop times out", func(t *testing.T) {
+		times(t, nil, "10.96.0.51:80")
+		times(t, pod1, "10.96.0.51:80")
+	})
+	t.Run("service IP on a port that is no service port is refused", func(t *testing.T) {
+		refused(t, nil, "10.96.0.60:8081")
+		refused(t, pod1, "10.96.0.60:8081")
+	})
+	t.Run("service port passes the host filter", func(t *testing.T) {
+		connects(t, nil, "10.96.0.60:80")
+		connects(t, pod1, "10.96.0.60:80")
+	})
+	t.Run("load balancer source ranges", func(t *testing.T) {
+		connects(t, pod1, "10.96.0.70:80") // 10.244.1.2 is in 10.244.1.0/24
+		times(t, pod2, "10.96.0.70:80")    // 10.244.2.2 is not
+	})
+	t.Run("ping to a service IP still works", func(t *testing.T) {
+		if _, err := exec.LookPath("ping"); err != nil {
+			t.Skip("no ping in this VM")
+		}
+		if out, err := exec.Command("ping", "-c", "1", "-W", "2", "10.96.0.60").CombinedOutput(); err != nil {
+			t.Errorf("ping 10.96.0.60: %v\n%s", err, out)
+		}
+	})
+
+	// Cleanup gives every listener back.
+	if err := w.Cleanup(); err != nil {
+		t.Fatalf("Cleanup: %v", err)
+	}
+	connects(t, pod1, "10.96.0.50:80")
+	connects(t, pod2, "10.96.0.70:80")
+}
+
+func who(c, pod1 *pod) string {
+	switch c {
+	case nil:
+		return "host"
+	case pod1:
+		return "pod 10.244.1.2"
+	}
+	return "pod " + c.ip.String()
+}
+
+// addV6NoDAD adds an IPv6 address usable at once (no duplicate address
+// detection).
+func addV6NoDAD(t *testing.T, link, addr string) {
+	t.Helper()
+	l, err := vnl.LinkByName(link)
+	if err != nil {
+		t.Fatalf("link %s: %v", link, err)
+	}
+	ipn := &net.IPNet{IP: net.ParseIP(addr), Mask: net.CIDRMask(128, 128)}
+	if err := vnl.AddrAdd(l, &vnl.Addr{IPNet: ipn, Flags: unix.IFA_F_NODAD}); err != nil {
+		t.Fatalf("add %s to %s: %v", addr, link, err)
+	}
+}

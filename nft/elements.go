@@ -1,0 +1,177 @@
+package nft
+
+import (
+	"net/netip"
+	"slices"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
+	"golang.org/x/sys/unix"
+)
+
+// verdict is the value of an empty-services element; sets have none.
+type verdict uint8
+
+const (
+	noVerdict   verdict = iota
+	rejectGoto          // goto reject-packet
+	dropVerdict         // drop
+)
+
+// elemID identifies one element of one set. key holds the key bytes and,
+// in interval sets, the inclusive end right after them.
+type elemID struct {
+	set setID
+	key string
+}
+
+// contribution is one element a service asks for.
+type contribution struct {
+	id elemID
+	v  verdict
+}
+
+// protoNumber maps a plan protocol to its IP protocol number.
+func protoNumber(p policy.Protocol) (byte, bool) {
+	switch p {
+	case policy.ProtocolTCP:
+		return unix.IPPROTO_TCP, true
+	case policy.ProtocolUDP:
+		return unix.IPPROTO_UDP, true
+	case policy.ProtocolSCTP:
+		return unix.IPPROTO_SCTP, true
+	}
+	return 0, false
+}
+
+func familyOf(a netip.Addr) *family {
+	if a.Is4() {
+		return familyV4
+	}
+	if a.Is6() {
+		return familyV6
+	}
+	return nil
+}
+
+// keyBuf builds a concatenated key: every field padded to 4 bytes.
+type keyBuf []byte
+
+func (k keyBuf) addr(a netip.Addr) keyBuf { return append(k, a.AsSlice()...) }
+
+func (k keyBuf) proto(p byte) keyBuf { return append(k, p, 0, 0, 0) }
+
+func (k keyBuf) port(p uint16) keyBuf { return append(k, byte(p>>8), byte(p), 0, 0) }
+
+// contributions returns the elements a service's virtual servers need,
+// without duplicates, in a stable order. A virtual server with an address
+// that is not IP or a protocol that is not TCP, UDP or SCTP has none.
+func contributions(vss []policy.VirtualServer) []contribution {
+	var out []contribution
+	seen := map[elemID]bool{}
+	add := func(id setID, key keyBuf, v verdict) {
+		e := elemID{set: id, key: string(key)}
+		if !seen[e] {
+			seen[e] = true
+			out = append(out, contribution{id: e, v: v})
+		}
+	}
+	for i := range vss {
+		virtualServerElements(&vss[i], add)
+	}
+	return out
+}
+
+// virtualServerElements calls add for every element of one virtual server.
+func virtualServerElements(vs *policy.VirtualServer, add func(setID, keyBuf, verdict)) {
+	fam := familyOf(vs.Address)
+	proto, ok := protoNumber(vs.Protocol)
+	if fam == nil || !ok {
+		return
+	}
+	vsKey := keyBuf(nil).addr(vs.Address).proto(proto).port(vs.Port)
+	if vs.Kind != policy.KindNodePort {
+		add(idOf(setServiceIPs, fam), keyBuf(nil).addr(vs.Address), noVerdict)
+		add(idOf(setServicePorts, fam), vsKey, noVerdict)
+	}
+	if len(vs.Destinations) == 0 {
+		switch vs.WhenEmpty {
+		case policy.EmptyReject:
+			add(idOf(setEmptyServices, fam), vsKey, rejectGoto)
+		case policy.EmptyDrop:
+			add(idOf(setEmptyServices, fam), vsKey, dropVerdict)
+		}
+	}
+	switch vs.Masquerade {
+	case policy.MasqueradeAlways:
+		add(idOf(setMasqueradeAlways, fam), vsKey, noVerdict)
+	case policy.MasqueradeOffCluster:
+		add(idOf(setMasqueradeOff, fam), vsKey, noVerdict)
+	}
+	if vs.NoTrack {
+		add(idOf(setNoTrackServices, fam), vsKey, noVerdict)
+	}
+	for _, d := range vs.Destinations {
+		dfam := familyOf(d.Address)
+		if dfam == nil {
+			continue
+		}
+		dKey := keyBuf(nil).addr(d.Address).proto(proto).port(d.Port)
+		if vs.NoTrack {
+			add(idOf(setNoTrackEndpoints, dfam), dKey, noVerdict)
+		}
+		add(idOf(setHairpin, dfam), dKey.addr(d.Address), noVerdict)
+	}
+	if vs.Kind == policy.KindLoadBalancer {
+		ranges := mergeRanges(vs.SourceRanges, fam)
+		if len(ranges) > 0 {
+			add(idOf(setLBSourceRanged, fam), vsKey, noVerdict)
+		}
+		for _, r := range ranges {
+			// Concatenated interval: key start, then key end (inclusive).
+			k := slices.Concat(vsKey, r.first.AsSlice(), vsKey, r.last.AsSlice())
+			add(idOf(setLBSourceAllowed, fam), k, noVerdict)
+		}
+	}
+}
+
+// addrRange is an inclusive range of addresses of one family.
+type addrRange struct{ first, last netip.Addr }
+
+// mergeRanges turns prefixes of fam into sorted, disjoint, non-adjacent
+// ranges: interval sets reject overlapping elements.
+func mergeRanges(prefixes []netip.Prefix, fam *family) []addrRange {
+	var rs []addrRange
+	for _, p := range prefixes {
+		if !p.IsValid() || familyOf(p.Addr()) != fam {
+			continue
+		}
+		p = p.Masked()
+		rs = append(rs, addrRange{first: p.Addr(), last: lastAddr(p)})
+	}
+	slices.SortFunc(rs, func(a, b addrRange) int { return a.first.Compare(b.first) })
+	var out []addrRange
+	for _, r := range rs {
+		if n := len(out); n > 0 {
+			prev := &out[n-1]
+			next := prev.last.Next()
+			if !next.IsValid() || r.first.Compare(next) <= 0 {
+				if r.last.Compare(prev.last) > 0 {
+					prev.last = r.last
+				}
+				continue
+			}
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// lastAddr is the highest address of a masked prefix.
+func lastAddr(p netip.Prefix) netip.Addr {
+	b := p.Addr().AsSlice()
+	for i := p.Bits(); i < len(b)*8; i++ {
+		b[i/8] |= 0x80 >> (i % 8)
+	}
+	a, _ := netip.AddrFromSlice(b)
+	return a
+}

@@ -1,0 +1,398 @@
+package nft
+
+import (
+	"bytes"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
+	"golang.org/x/sys/unix"
+)
+
+// Fake is an in-memory Conn that behaves like the kernel's nf_tables for
+// the calls the writer makes: messages queue until Flush, which applies
+// them all or none; a missing table, chain, set or element is ENOENT, a
+// map element whose value differs is EBUSY, an overlapping concatenated
+// interval is ENOTEMPTY, a malformed key is EINVAL. Dump prints the state,
+// sorted. It is safe for concurrent use.
+type Fake struct {
+	mu        sync.Mutex
+	tables    map[fakeTableKey]*fakeTable
+	queue     []fakeOp
+	failNext  error
+	lastBatch []string
+	flushes   int
+}
+
+var _ Conn = (*Fake)(nil)
+
+// NewFake returns an empty fake kernel.
+func NewFake() *Fake { return &Fake{tables: map[fakeTableKey]*fakeTable{}} }
+
+type fakeTableKey struct {
+	family nftables.TableFamily
+	name   string
+}
+
+type fakeTable struct {
+	chains map[string]*fakeChain
+	sets   map[string]*fakeSet
+	anon   int // anonymous sets created so far, for __setN names
+}
+
+type fakeChain struct {
+	chain nftables.Chain
+	rules [][]expr.Any
+}
+
+type fakeSet struct {
+	set   nftables.Set
+	elems map[string]nftables.SetElement // by elementKey
+}
+
+// fakeOp is one queued message: its text (for LastBatch) and its effect
+// on a copy of the state, with the batch's anonymous set names by ID.
+type fakeOp struct {
+	text  string
+	apply func(st map[fakeTableKey]*fakeTable, anon map[uint32]string) error
+}
+
+func (f *Fake) enqueue(text string, apply func(map[fakeTableKey]*fakeTable, map[uint32]string) error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.queue = append(f.queue, fakeOp{text: text, apply: apply})
+}
+
+func tableText(t *nftables.Table) string { return familyName(t.Family) + " " + t.Name }
+
+func keyOf(t *nftables.Table) fakeTableKey { return fakeTableKey{t.Family, t.Name} }
+
+func lookupTable(st map[fakeTableKey]*fakeTable, t *nftables.Table) (*fakeTable, error) {
+	ft := st[keyOf(t)]
+	if ft == nil {
+		return nil, fmt.Errorf("table %s: %w", tableText(t), unix.ENOENT)
+	}
+	return ft, nil
+}
+
+// AddTable queues "add table".
+func (f *Fake) AddTable(t *nftables.Table) *nftables.Table {
+	f.enqueue("add table "+tableText(t), func(st map[fakeTableKey]*fakeTable, _ map[uint32]string) error {
+		if st[keyOf(t)] == nil {
+			st[keyOf(t)] = &fakeTable{chains: map[string]*fakeChain{}, sets: map[string]*fakeSet{}}
+		}
+		return nil
+	})
+	return t
+}
+
+// DelTable queues "delete table".
+func (f *Fake) DelTable(t *nftables.Table) {
+	f.enqueue("delete table "+tableText(t), func(st map[fakeTableKey]*fakeTable, _ map[uint32]string) error {
+		if _, err := lookupTable(st, t); err != nil {
+			return err
+		}
+		delete(st, keyOf(t))
+		return nil
+	})
+}
+
+// AddChain queues "add chain".
+func (f *Fake) AddChain(c *nftables.Chain) *nftables.Chain {
+	cc := *c
+	f.enqueue(fmt.Sprintf("add chain %s %s", tableText(c.Table), c.Name), func(st map[fakeTableKey]*fakeTable, _ map[uint32]string) error {
+		ft, err := lookupTable(st, cc.Table)
+		if err != nil {
+			return err
+		}
+		if old := ft.chains[cc.Name]; old != nil {
+			if (old.chain.Hooknum == nil) != (cc.Hooknum == nil) || old.chain.Type != cc.Type {
+				return fmt.Errorf("chain %s: %w", cc.Name, unix.EEXIST)
+			}
+			return nil
+		}
+		ft.chains[cc.Name] = &fakeChain{chain: cc}
+		return nil
+	})
+	return c
+}
+
+// AddRule queues a rule appended to its chain.
+func (f *Fake) AddRule(r *nftables.Rule) *nftables.Rule {
+	t, chain := r.Table, r.Chain.Name
+	exprs := slices.Clone(r.Exprs)
+	f.enqueue(fmt.Sprintf("add rule %s %s", tableText(t), chain), func(st map[fakeTableKey]*fakeTable, anon map[uint32]string) error {
+		ft, err := lookupTable(st, t)
+		if err != nil {
+			return err
+		}
+		fc := ft.chains[chain]
+		if fc == nil {
+			return fmt.Errorf("chain %s: %w", chain, unix.ENOENT)
+		}
+		resolved, err := ft.resolveExprs(exprs, anon)
+		if err != nil {
+			return fmt.Errorf("rule in chain %s: %w", chain, err)
+		}
+		fc.rules = append(fc.rules, resolved)
+		return nil
+	})
+	return r
+}
+
+// resolveExprs checks what a rule refers to, and names lookups of
+// anonymous sets as the kernel does (__set0, __set1, ...).
+func (ft *fakeTable) resolveExprs(exprs []expr.Any, anon map[uint32]string) ([]expr.Any, error) {
+	out := make([]expr.Any, len(exprs))
+	for i, e := range exprs {
+		out[i] = e
+		switch e := e.(type) {
+		case *expr.Lookup:
+			l := *e
+			if l.SetName == anonSetName {
+				l.SetName = anon[l.SetID]
+			}
+			s := ft.sets[l.SetName]
+			if s == nil {
+				return nil, fmt.Errorf("lookup set %s: %w", l.SetName, unix.ENOENT)
+			}
+			if l.IsDestRegSet && (!s.set.IsMap || s.set.DataType.Name != nftables.TypeVerdict.Name) && l.DestRegister == unix.NFT_REG_VERDICT {
+				return nil, fmt.Errorf("vmap lookup of %s, not a verdict map: %w", l.SetName, unix.EINVAL)
+			}
+			out[i] = &l
+		case *expr.Verdict:
+			if err := ft.checkJump(e); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return out, nil
+}
+
+// checkJump checks the target of a jump or goto: it must exist and be a
+// regular chain.
+func (ft *fakeTable) checkJump(v *expr.Verdict) error {
+	if v.Kind != expr.VerdictGoto && v.Kind != expr.VerdictJump {
+		return nil
+	}
+	c := ft.chains[v.Chain]
+	if c == nil {
+		return fmt.Errorf("chain %s: %w", v.Chain, unix.ENOENT)
+	}
+	if c.chain.Hooknum != nil {
+		return fmt.Errorf("jump to base chain %s: %w", v.Chain, unix.EOPNOTSUPP)
+	}
+	return nil
+}
+
+// AddSet queues "add set" and its initial elements.
+func (f *Fake) AddSet(s *nftables.Set, vals []nftables.SetElement) error {
+	if s.Anonymous && !s.Constant {
+		return fmt.Errorf("anonymous structs must be constant")
+	}
+	ss := *s
+	f.enqueue(fmt.Sprintf("add set %s %s", tableText(s.Table), s.Name), func(st map[fakeTableKey]*fakeTable, anon map[uint32]string) error {
+		ft, err := lookupTable(st, ss.Table)
+		if err != nil {
+			return err
+		}
+		if ss.Anonymous {
+			ss.Name = fmt.Sprintf("__set%d", ft.anon)
+			ft.anon++
+			anon[ss.ID] = ss.Name
+		}
+		if old := ft.sets[ss.Name]; old != nil {
+			if old.set.KeyType.Name != ss.KeyType.Name || old.set.Interval != ss.Interval || old.set.IsMap != ss.IsMap {
+				return fmt.Errorf("set %s: %w", ss.Name, unix.EEXIST)
+			}
+			return nil
+		}
+		ft.sets[ss.Name] = &fakeSet{set: ss, elems: map[string]nftables.SetElement{}}
+		return nil
+	})
+	if len(vals) > 0 && !s.Anonymous {
+		return f.SetAddElements(s, vals)
+	}
+	if len(vals) > 0 {
+		f.enqueueElements("add", &ss, vals, true)
+	}
+	return nil
+}
+
+// SetAddElements queues "add element".
+func (f *Fake) SetAddElements(s *nftables.Set, vals []nftables.SetElement) error {
+	if s.Anonymous {
+		return fmt.Errorf("anonymous sets cannot be updated")
+	}
+	f.enqueueElements("add", s, vals, false)
+	return nil
+}
+
+// SetDeleteElements queues "delete element".
+func (f *Fake) SetDeleteElements(s *nftables.Set, vals []nftables.SetElement) error {
+	if s.Anonymous {
+		return fmt.Errorf("anonymous sets cannot be updated")
+	}
+	f.enqueueElements("delete", s, vals, false)
+	return nil
+}
+
+// enqueueElements queues one op per element, so LastBatch counts them.
+func (f *Fake) enqueueElements(verb string, s *nftables.Set, vals []nftables.SetElement, anonymous bool) {
+	t, name, keyType := s.Table, s.Name, s.KeyType
+	for _, v := range vals {
+		v := v
+		text := fmt.Sprintf("%s element %s %s %s", verb, tableText(t), name, formatSetElement(keyType, v))
+		f.enqueue(text, func(st map[fakeTableKey]*fakeTable, anon map[uint32]string) error {
+			ft, err := lookupTable(st, t)
+			if err != nil {
+				return err
+			}
+			setName := name
+			if anonymous {
+				setName = fmt.Sprintf("__set%d", ft.anon-1)
+			}
+			fs := ft.sets[setName]
+			if fs == nil {
+				return fmt.Errorf("set %s: %w", setName, unix.ENOENT)
+			}
+			if verb == "delete" {
+				return fs.del(v)
+			}
+			return ft.addElement(fs, v)
+		})
+	}
+}
+
+// elementKey identifies an element as the kernel does: by key, interval
+// end and interval-end flag.
+func elementKey(e nftables.SetElement) string {
+	return fmt.Sprintf("%x/%x/%t", e.Key, e.KeyEnd, e.IntervalEnd)
+}
+
+func (ft *fakeTable) addElement(fs *fakeSet, e nftables.SetElement) error {
+	s := &fs.set
+	if uint32(len(e.Key)) != s.KeyType.Bytes || (len(e.KeyEnd) > 0 && len(e.KeyEnd) != len(e.Key)) {
+		return fmt.Errorf("set %s: key of %d bytes, want %d: %w", s.Name, len(e.Key), s.KeyType.Bytes, unix.EINVAL)
+	}
+	if s.Interval && s.Concatenation && len(e.KeyEnd) == 0 {
+		return fmt.Errorf("set %s: concatenated interval without key end: %w", s.Name, unix.EINVAL)
+	}
+	if s.IsMap != (e.VerdictData != nil) {
+		return fmt.Errorf("set %s: element data does not match the set: %w", s.Name, unix.EINVAL)
+	}
+	if e.VerdictData != nil {
+		if err := ft.checkJump(e.VerdictData); err != nil {
+			return err
+		}
+	}
+	k := elementKey(e)
+	if old, ok := fs.elems[k]; ok {
+		if !sameVerdict(old.VerdictData, e.VerdictData) {
+			return fmt.Errorf("set %s: element exists with another value: %w", s.Name, unix.EBUSY)
+		}
+		return nil
+	}
+	if s.Interval && s.Concatenation {
+		for _, old := range fs.elems {
+			if within(e.Key, old) || within(e.KeyEnd, old) || within(old.Key, e) {
+				return fmt.Errorf("set %s: interval overlaps: %w", s.Name, unix.ENOTEMPTY)
+			}
+		}
+	}
+	fs.elems[k] = e
+	return nil
+}
+
+// within reports whether key lies in e's interval [Key, KeyEnd].
+func within(key []byte, e nftables.SetElement) bool {
+	return bytes.Compare(key, e.Key) >= 0 && bytes.Compare(key, e.KeyEnd) <= 0
+}
+
+func sameVerdict(a, b *expr.Verdict) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
+}
+
+func (fs *fakeSet) del(e nftables.SetElement) error {
+	e.VerdictData = nil
+	k := elementKey(e)
+	if _, ok := fs.elems[k]; !ok {
+		return fmt.Errorf("set %s: element %s: %w", fs.set.Name, formatSetElement(fs.set.KeyType, e), unix.ENOENT)
+	}
+	delete(fs.elems, k)
+	return nil
+}
+
+// FailNextFlush makes the next Flush fail with err and apply nothing, as
+// the kernel does when it rejects a batch.
+func (f *Fake) FailNextFlush(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.failNext = err
+}
+
+// Flush applies the queued messages atomically: on the first error the
+// state is left as it was. The queue is emptied either way.
+func (f *Fake) Flush() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	queue := f.queue
+	f.queue = nil
+	if len(queue) == 0 {
+		return nil
+	}
+	f.flushes++
+	f.lastBatch = make([]string, len(queue))
+	for i, op := range queue {
+		f.lastBatch[i] = op.text
+	}
+	if err := f.failNext; err != nil {
+		f.failNext = nil
+		return err
+	}
+	st := cloneTables(f.tables)
+	anon := map[uint32]string{}
+	for i, op := range queue {
+		if err := op.apply(st, anon); err != nil {
+			return fmt.Errorf("message %d (%s): %w", i+1, op.text, err)
+		}
+	}
+	f.tables = st
+	return nil
+}
+
+// LastBatch returns the messages of the last flushed batch, one line per
+// table, chain, rule or set message and per element.
+func (f *Fake) LastBatch() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.lastBatch)
+}
+
+// Flushes counts the non-empty batches flushed so far.
+func (f *Fake) Flushes() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.flushes
+}
+
+func cloneTables(in map[fakeTableKey]*fakeTable) map[fakeTableKey]*fakeTable {
+	out := make(map[fakeTableKey]*fakeTable, len(in))
+	for k, t := range in {
+		nt := &fakeTable{chains: make(map[string]*fakeChain, len(t.chains)), sets: make(map[string]*fakeSet, len(t.sets)), anon: t.anon}
+		for name, c := range t.chains {
+			nt.chains[name] = &fakeChain{chain: c.chain, rules: slices.Clone(c.rules)}
+		}
+		for name, s := range t.sets {
+			nt.sets[name] = &fakeSet{set: s.set, elems: maps.Clone(s.elems)}
+		}
+		out[k] = nt
+	}
+	return out
+}

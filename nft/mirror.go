@@ -1,0 +1,180 @@
+package nft
+
+import (
+	"cmp"
+	"slices"
+	"strings"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
+)
+
+// mirror is what we believe the kernel holds in our sets: the elements
+// each service contributed, and for every element the services holding
+// it. An element shared by several services (a virtual server address, an
+// endpoint) stays until its last holder lets go.
+type mirror struct {
+	services map[string][]contribution // by namespace/name
+	refs     map[elemID]*holders
+}
+
+// holders are the services holding one element, in arrival order. For a
+// map element the first holder's verdict is the one installed.
+type holders struct{ list []holder }
+
+type holder struct {
+	service string
+	v       verdict
+}
+
+func newMirror() *mirror {
+	return &mirror{services: map[string][]contribution{}, refs: map[elemID]*holders{}}
+}
+
+// mirrorOf builds the mirror of a whole plan; services are taken in name
+// order so that the installed verdict of a contested map key is stable.
+func mirrorOf(plan policy.Plan) *mirror {
+	m := newMirror()
+	byService := map[string][]policy.VirtualServer{}
+	for _, vs := range plan.VirtualServers {
+		byService[vs.Service] = append(byService[vs.Service], vs)
+	}
+	names := make([]string, 0, len(byService))
+	for name := range byService {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		m.set(name, contributions(byService[name]), nil)
+	}
+	return m
+}
+
+// elementState is an element's installed value before a change.
+type elementState struct {
+	present bool
+	v       verdict
+}
+
+// set replaces a service's contributions. When before is not nil it
+// records, for every element whose holders change, its installed state as
+// it was before the first such change.
+func (m *mirror) set(service string, next []contribution, before map[elemID]elementState) {
+	old := m.services[service]
+	nextByID := make(map[elemID]verdict, len(next))
+	for _, c := range next {
+		nextByID[c.id] = c.v
+	}
+	oldByID := make(map[elemID]verdict, len(old))
+	for _, c := range old {
+		oldByID[c.id] = c.v
+		if v, ok := nextByID[c.id]; !ok || v != c.v {
+			m.release(c.id, service, before)
+		}
+	}
+	for _, c := range next {
+		if v, ok := oldByID[c.id]; !ok || v != c.v {
+			m.acquire(c.id, service, c.v, before)
+		}
+	}
+	if len(next) == 0 {
+		delete(m.services, service)
+	} else {
+		m.services[service] = next
+	}
+}
+
+func (m *mirror) remember(id elemID, before map[elemID]elementState) {
+	if before == nil {
+		return
+	}
+	if _, ok := before[id]; ok {
+		return
+	}
+	before[id] = m.installed(id)
+}
+
+// installed is the element's value as the kernel holds it.
+func (m *mirror) installed(id elemID) elementState {
+	h := m.refs[id]
+	if h == nil || len(h.list) == 0 {
+		return elementState{}
+	}
+	return elementState{present: true, v: h.list[0].v}
+}
+
+func (m *mirror) acquire(id elemID, service string, v verdict, before map[elemID]elementState) {
+	m.remember(id, before)
+	h := m.refs[id]
+	if h == nil {
+		h = &holders{}
+		m.refs[id] = h
+	}
+	h.list = append(h.list, holder{service: service, v: v})
+}
+
+func (m *mirror) release(id elemID, service string, before map[elemID]elementState) {
+	m.remember(id, before)
+	h := m.refs[id]
+	if h == nil {
+		return
+	}
+	if i := slices.IndexFunc(h.list, func(x holder) bool { return x.service == service }); i >= 0 {
+		h.list = slices.Delete(h.list, i, i+1)
+	}
+	if len(h.list) == 0 {
+		delete(m.refs, id)
+	}
+}
+
+// element is one installed element.
+type element struct {
+	id elemID
+	v  verdict
+}
+
+// elements returns every installed element, sorted by set and key.
+func (m *mirror) elements() []element {
+	out := make([]element, 0, len(m.refs))
+	for id, h := range m.refs {
+		out = append(out, element{id: id, v: h.list[0].v})
+	}
+	slices.SortFunc(out, func(a, b element) int { return compareIDs(a.id, b.id) })
+	return out
+}
+
+func compareIDs(a, b elemID) int {
+	if c := cmp.Compare(a.set, b.set); c != 0 {
+		return c
+	}
+	return strings.Compare(a.key, b.key)
+}
+
+// diff is the element changes of one incremental sync. A changed map
+// value is a delete and an add of the same key.
+type diff struct {
+	add, del []element
+}
+
+// diffOf compares the states recorded in before with the mirror now.
+func (m *mirror) diffOf(before map[elemID]elementState) diff {
+	var d diff
+	for id, was := range before {
+		now := m.installed(id)
+		switch {
+		case was == now:
+		case !now.present:
+			d.del = append(d.del, element{id: id, v: was.v})
+		case !was.present:
+			d.add = append(d.add, element{id: id, v: now.v})
+		default:
+			d.del = append(d.del, element{id: id, v: was.v})
+			d.add = append(d.add, element{id: id, v: now.v})
+		}
+	}
+	sortElements := func(es []element) {
+		slices.SortFunc(es, func(a, b element) int { return compareIDs(a.id, b.id) })
+	}
+	sortElements(d.add)
+	sortElements(d.del)
+	return d
+}

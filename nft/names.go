@@ -1,0 +1,176 @@
+package nft
+
+import (
+	"github.com/google/nftables"
+	"golang.org/x/sys/unix"
+)
+
+// TableName is our only table, in family inet. Nothing else is ever
+// created, changed or deleted.
+const TableName = "kube-ipvs-proxy"
+
+// Chains. Base chains are named type-hook, as in kube-proxy's nftables
+// backend; their hooks and priorities are in chainDefs.
+const (
+	chainRawPrerouting  = "raw-prerouting"
+	chainRawOutput      = "raw-output"
+	chainNATPrerouting  = "nat-prerouting"
+	chainNATOutput      = "nat-output"
+	chainNATPostrouting = "nat-postrouting"
+	chainFilterInput    = "filter-input"
+	chainFilterOutput   = "filter-output"
+	chainRejectPacket   = "reject-packet" // regular chain, the target of empty-services' Reject
+)
+
+// Sets and maps, by base name; each exists as <base>-v4 and <base>-v6.
+// "vsKey" is address . inet_proto . inet_service.
+const (
+	setClusterCIDRs     = "cluster-cidrs"          // Config.ClusterCIDRs (interval)
+	setServiceIPs       = "service-ips"            // ClusterIP, ExternalIP and LoadBalancer addresses
+	setServicePorts     = "service-ports"          // their vsKeys
+	setEmptyServices    = "empty-services"         // vsKey : verdict, virtual servers without destinations
+	setMasqueradeAlways = "masquerade-always"      // vsKey, Masquerade=Always
+	setMasqueradeOff    = "masquerade-off-cluster" // vsKey, Masquerade=OffCluster
+	setNoTrackServices  = "notrack-services"       // vsKey, NoTrack
+	setNoTrackEndpoints = "notrack-endpoints"      // destination vsKey of NoTrack virtual servers
+	setHairpin          = "hairpin"                // destination vsKey . destination address
+	setLBSourceRanged   = "lb-source-ranged"       // vsKey of LoadBalancers with source ranges
+	setLBSourceAllowed  = "lb-source-allowed"      // vsKey . source range (concatenated interval)
+)
+
+const (
+	defaultMasqueradeBit = 14
+	priorityFilterOutput = -110 // after conntrack (-200), before IPVS's LOCAL_OUT hooks (-99, -98)
+	// elementsPerMessage bounds one NEWSETELEM/DELSETELEM message: its
+	// element list is one netlink attribute, whose length is 16 bits.
+	elementsPerMessage = 512
+)
+
+// family is one address family of the inet table. Rules are written once
+// per family and every set exists once per family.
+type family struct {
+	suffix   string // set name suffix
+	keyword  string // nft payload keyword: ip or ip6
+	nfproto  byte
+	addrLen  uint32
+	saddrOff uint32 // network header offsets
+	daddrOff uint32
+	addrType nftables.SetDatatype
+}
+
+var (
+	familyV4 = &family{suffix: "-v4", keyword: "ip", nfproto: unix.NFPROTO_IPV4, addrLen: 4, saddrOff: 12, daddrOff: 16, addrType: nftables.TypeIPAddr}
+	familyV6 = &family{suffix: "-v6", keyword: "ip6", nfproto: unix.NFPROTO_IPV6, addrLen: 16, saddrOff: 8, daddrOff: 24, addrType: nftables.TypeIP6Addr}
+	families = []*family{familyV4, familyV6}
+)
+
+// field is one component of a set key.
+type field uint8
+
+const (
+	fieldAddr  field = iota // ipv4_addr or ipv6_addr
+	fieldProto              // inet_proto, padded to 4 bytes
+	fieldPort               // inet_service, big endian, padded to 4 bytes
+)
+
+var (
+	vsKeyFields  = []field{fieldAddr, fieldProto, fieldPort}
+	vsAddrFields = []field{fieldAddr, fieldProto, fieldPort, fieldAddr}
+)
+
+// size is the field's length in a concatenated key.
+func (f field) size(fam *family) int {
+	if f == fieldAddr {
+		return int(fam.addrLen)
+	}
+	return 4
+}
+
+func (f field) datatype(fam *family) nftables.SetDatatype {
+	switch f {
+	case fieldProto:
+		return nftables.TypeInetProto
+	case fieldPort:
+		return nftables.TypeInetService
+	}
+	return fam.addrType
+}
+
+// setDef describes one set or map; it exists once per family.
+type setDef struct {
+	base       string
+	fields     []field
+	interval   bool
+	verdictMap bool
+	comment    string
+}
+
+// setDefs lists every set and map, in name order. A setID indexes it
+// together with the family.
+var setDefs = []setDef{
+	{base: setClusterCIDRs, fields: []field{fieldAddr}, interval: true, comment: "pod networks (--cluster-cidr)"},
+	{base: setEmptyServices, fields: vsKeyFields, verdictMap: true, comment: "virtual servers without destinations"},
+	{base: setHairpin, fields: vsAddrFields, comment: "destination . itself: pods reaching themselves via a virtual server"},
+	{base: setLBSourceAllowed, fields: vsAddrFields, interval: true, comment: "load balancer virtual server . allowed source range"},
+	{base: setLBSourceRanged, fields: vsKeyFields, comment: "load balancer virtual servers with source ranges"},
+	{base: setMasqueradeAlways, fields: vsKeyFields, comment: "virtual servers always masqueraded"},
+	{base: setMasqueradeOff, fields: vsKeyFields, comment: "virtual servers masqueraded from outside the cluster CIDRs"},
+	{base: setNoTrackEndpoints, fields: vsKeyFields, comment: "destinations of NOTRACK virtual servers"},
+	{base: setNoTrackServices, fields: vsKeyFields, comment: "NOTRACK virtual servers"},
+	{base: setServiceIPs, fields: []field{fieldAddr}, comment: "ClusterIP, ExternalIP and LoadBalancer addresses"},
+	{base: setServicePorts, fields: vsKeyFields, comment: "ClusterIP, ExternalIP and LoadBalancer virtual servers"},
+}
+
+// setID names one set of one family: index into setDefs times two, plus
+// the family.
+type setID uint8
+
+func idOf(base string, fam *family) setID {
+	for i := range setDefs {
+		if setDefs[i].base == base {
+			id := setID(2 * i)
+			if fam == familyV6 {
+				id++
+			}
+			return id
+		}
+	}
+	panic("nft: unknown set " + base)
+}
+
+func (id setID) def() *setDef { return &setDefs[id/2] }
+
+func (id setID) family() *family { return families[id%2] }
+
+func (id setID) name() string { return id.def().base + id.family().suffix }
+
+// keyLen is the length of one key (not counting an interval end).
+func (id setID) keyLen() int {
+	n := 0
+	for _, f := range id.def().fields {
+		n += f.size(id.family())
+	}
+	return n
+}
+
+func numSets() int { return 2 * len(setDefs) }
+
+// chainDef is one chain; hook is nil for regular chains.
+type chainDef struct {
+	name     string
+	typ      nftables.ChainType
+	hook     *nftables.ChainHook
+	priority nftables.ChainPriority
+}
+
+// chainDefs lists every chain in the order they are created.
+var chainDefs = []chainDef{
+	{name: chainRawPrerouting, typ: nftables.ChainTypeFilter, hook: nftables.ChainHookPrerouting, priority: *nftables.ChainPriorityRaw},
+	{name: chainRawOutput, typ: nftables.ChainTypeFilter, hook: nftables.ChainHookOutput, priority: *nftables.ChainPriorityRaw},
+	{name: chainNATPrerouting, typ: nftables.ChainTypeNAT, hook: nftables.ChainHookPrerouting, priority: *nftables.ChainPriorityNATDest},
+	{name: chainNATOutput, typ: nftables.ChainTypeNAT, hook: nftables.ChainHookOutput, priority: *nftables.ChainPriorityNATDest},
+	{name: chainNATPostrouting, typ: nftables.ChainTypeNAT, hook: nftables.ChainHookPostrouting, priority: *nftables.ChainPriorityNATSource},
+	{name: chainFilterInput, typ: nftables.ChainTypeFilter, hook: nftables.ChainHookInput, priority: *nftables.ChainPriorityFilter},
+	{name: chainFilterOutput, typ: nftables.ChainTypeFilter, hook: nftables.ChainHookOutput, priority: priorityFilterOutput},
+	{name: chainRejectPacket},
+}

@@ -1,0 +1,284 @@
+package nft
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/binaryutil"
+	"github.com/google/nftables/expr"
+	"golang.org/x/sys/unix"
+)
+
+// ruleSpec is one rule: its nft text (for Render) and its expressions
+// (for the kernel), built together so they cannot drift apart.
+type ruleSpec struct {
+	chain string
+	text  string
+	exprs []expr.Any
+	// anon, when set, is the constant anonymous set the rule's lookup
+	// named anonSetName refers to.
+	anon *anonSet
+}
+
+// anonSet is a constant anonymous set bound to one rule.
+type anonSet struct {
+	keyType nftables.SetDatatype
+	keys    [][]byte
+}
+
+// anonSetName is what the kernel turns into __set0, __set1, ...
+const anonSetName = "__set%d"
+
+// source is a value a rule loads into a register.
+type source uint8
+
+const (
+	srcDaddr source = iota
+	srcSaddr
+	srcL4Proto
+	srcDport
+	srcSport
+)
+
+func (s source) text(fam *family) string {
+	switch s {
+	case srcDaddr:
+		return fam.keyword + " daddr"
+	case srcSaddr:
+		return fam.keyword + " saddr"
+	case srcL4Proto:
+		return "meta l4proto"
+	case srcDport:
+		return "th dport"
+	}
+	return "th sport"
+}
+
+// load returns the expression loading s into reg and the number of
+// 32-bit registers it fills.
+func (s source) load(fam *family, reg uint32) (expr.Any, uint32) {
+	switch s {
+	case srcDaddr:
+		return &expr.Payload{DestRegister: reg, Base: expr.PayloadBaseNetworkHeader, Offset: fam.daddrOff, Len: fam.addrLen}, fam.addrLen / 4
+	case srcSaddr:
+		return &expr.Payload{DestRegister: reg, Base: expr.PayloadBaseNetworkHeader, Offset: fam.saddrOff, Len: fam.addrLen}, fam.addrLen / 4
+	case srcL4Proto:
+		return &expr.Meta{Key: expr.MetaKeyL4PROTO, Register: reg}, 1
+	case srcDport:
+		return &expr.Payload{DestRegister: reg, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2}, 1
+	}
+	return &expr.Payload{DestRegister: reg, Base: expr.PayloadBaseTransportHeader, Offset: 0, Len: 2}, 1
+}
+
+// reg32 names the 32-bit register at word w (from the start of reg 1) in
+// the kernel's canonical form, as nft and the kernel's dumps do: a word
+// starting a 16-byte register is NFT_REG_1..4, any other NFT_REG32_xx.
+func reg32(w uint32) uint32 {
+	if w%4 == 0 {
+		return unix.NFT_REG_1 + w/4
+	}
+	return unix.NFT_REG32_00 + w
+}
+
+// ruleBuilder accumulates a rule's text and expressions.
+type ruleBuilder struct {
+	fam    *family // nil for a family-independent rule
+	text   []string
+	exprs  []expr.Any
+	anon   *anonSet
+	nfprot bool
+}
+
+func newRule(fam *family) *ruleBuilder { return &ruleBuilder{fam: fam} }
+
+// dependency adds "meta nfproto" before the first address match, as nft
+// does in an inet table.
+func (b *ruleBuilder) dependency() {
+	if b.fam == nil || b.nfprot {
+		return
+	}
+	b.nfprot = true
+	b.exprs = append(b.exprs,
+		&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: unix.NFT_REG_1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: unix.NFT_REG_1, Data: []byte{b.fam.nfproto}})
+}
+
+// loads loads srcs into consecutive registers from reg 1 and returns
+// their text joined by " . ".
+func (b *ruleBuilder) loads(srcs []source) string {
+	names := make([]string, len(srcs))
+	var w uint32
+	for i, s := range srcs {
+		if s == srcDaddr || s == srcSaddr {
+			b.dependency()
+		}
+		e, n := s.load(b.fam, reg32(w))
+		b.exprs = append(b.exprs, e)
+		w += n
+		names[i] = s.text(b.fam)
+	}
+	return strings.Join(names, " . ")
+}
+
+// inSet matches "srcs @set", or "srcs != @set" when invert.
+func (b *ruleBuilder) inSet(srcs []source, base string, invert bool) *ruleBuilder {
+	name := base + b.fam.suffix
+	op := ""
+	if invert {
+		op = "!= "
+	}
+	b.text = append(b.text, fmt.Sprintf("%s %s@%s", b.loads(srcs), op, name))
+	b.exprs = append(b.exprs, &expr.Lookup{SourceRegister: unix.NFT_REG_1, SetName: name, Invert: invert})
+	return b
+}
+
+// vmap jumps through the verdict map base.
+func (b *ruleBuilder) vmap(srcs []source, base string) *ruleBuilder {
+	name := base + b.fam.suffix
+	b.text = append(b.text, fmt.Sprintf("%s vmap @%s", b.loads(srcs), name))
+	b.exprs = append(b.exprs, &expr.Lookup{SourceRegister: unix.NFT_REG_1, SetName: name, IsDestRegSet: true, DestRegister: unix.NFT_REG_VERDICT})
+	return b
+}
+
+// ctState matches packets whose conntrack state has one of the bits.
+func (b *ruleBuilder) ctState(text string, bits uint32) *ruleBuilder {
+	b.text = append(b.text, "ct state "+text)
+	b.exprs = append(b.exprs,
+		&expr.Ct{Register: unix.NFT_REG_1, Key: expr.CtKeySTATE},
+		&expr.Bitwise{SourceRegister: unix.NFT_REG_1, DestRegister: unix.NFT_REG_1, Len: 4,
+			Mask: binaryutil.NativeEndian.PutUint32(bits), Xor: binaryutil.NativeEndian.PutUint32(0)},
+		&expr.Cmp{Op: expr.CmpOpNeq, Register: unix.NFT_REG_1, Data: binaryutil.NativeEndian.PutUint32(0)})
+	return b
+}
+
+// l4protoIn matches meta l4proto against a constant anonymous set.
+func (b *ruleBuilder) l4protoIn(text string, protos ...byte) *ruleBuilder {
+	b.text = append(b.text, "meta l4proto "+text)
+	set := &anonSet{keyType: nftables.TypeInetProto}
+	for _, p := range protos {
+		set.keys = append(set.keys, []byte{p})
+	}
+	b.anon = set
+	b.exprs = append(b.exprs,
+		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: unix.NFT_REG_1},
+		&expr.Lookup{SourceRegister: unix.NFT_REG_1, SetName: anonSetName})
+	return b
+}
+
+// l4proto matches one protocol.
+func (b *ruleBuilder) l4proto(text string, proto byte) *ruleBuilder {
+	b.text = append(b.text, "meta l4proto "+text)
+	b.exprs = append(b.exprs,
+		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: unix.NFT_REG_1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: unix.NFT_REG_1, Data: []byte{proto}})
+	return b
+}
+
+// markTest matches packets carrying the masquerade mark.
+func (b *ruleBuilder) markTest(mark uint32) *ruleBuilder {
+	b.text = append(b.text, fmt.Sprintf("meta mark & 0x%08x == 0x%08x", mark, mark))
+	b.exprs = append(b.exprs,
+		&expr.Meta{Key: expr.MetaKeyMARK, Register: unix.NFT_REG_1},
+		&expr.Bitwise{SourceRegister: unix.NFT_REG_1, DestRegister: unix.NFT_REG_1, Len: 4,
+			Mask: binaryutil.NativeEndian.PutUint32(mark), Xor: binaryutil.NativeEndian.PutUint32(0)},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: unix.NFT_REG_1, Data: binaryutil.NativeEndian.PutUint32(mark)})
+	return b
+}
+
+// markSet sets (or, with clear, clears) the masquerade mark: reg =
+// (mark & mask) ^ xor, as nft's "meta mark set meta mark | x" and "^ x".
+func (b *ruleBuilder) markSet(mark uint32, clear bool) *ruleBuilder {
+	mask, op := ^mark, "|"
+	if clear {
+		mask, op = 0xffffffff, "^"
+	}
+	b.text = append(b.text, fmt.Sprintf("meta mark set meta mark %s 0x%08x", op, mark))
+	b.exprs = append(b.exprs,
+		&expr.Meta{Key: expr.MetaKeyMARK, Register: unix.NFT_REG_1},
+		&expr.Bitwise{SourceRegister: unix.NFT_REG_1, DestRegister: unix.NFT_REG_1, Len: 4,
+			Mask: binaryutil.NativeEndian.PutUint32(mask), Xor: binaryutil.NativeEndian.PutUint32(mark)},
+		&expr.Meta{Key: expr.MetaKeyMARK, SourceRegister: true, Register: unix.NFT_REG_1})
+	return b
+}
+
+// then ends the rule with a statement.
+func (b *ruleBuilder) then(text string, e ...expr.Any) *ruleBuilder {
+	b.text = append(b.text, text)
+	b.exprs = append(b.exprs, e...)
+	return b
+}
+
+func (b *ruleBuilder) in(chain string) ruleSpec {
+	return ruleSpec{chain: chain, text: strings.Join(b.text, " "), exprs: b.exprs, anon: b.anon}
+}
+
+var (
+	vsKeySrcs    = []source{srcDaddr, srcL4Proto, srcDport}
+	replyKeySrcs = []source{srcSaddr, srcL4Proto, srcSport}
+	hairpinSrcs  = []source{srcDaddr, srcL4Proto, srcDport, srcSaddr}
+)
+
+const (
+	ctNewUntracked = expr.CtStateBitNEW | expr.CtStateBitUNTRACKED
+)
+
+// ruleSpecs returns every rule of the table, in chain order. The count
+// does not depend on the plan: services live in set elements only.
+func ruleSpecs(mark uint32) []ruleSpec {
+	var rs []ruleSpec
+	perFamily := func(build func(fam *family) ruleSpec) {
+		for _, fam := range families {
+			rs = append(rs, build(fam))
+		}
+	}
+	for _, chain := range []string{chainRawPrerouting, chainRawOutput} {
+		perFamily(func(f *family) ruleSpec {
+			return newRule(f).inSet(vsKeySrcs, setNoTrackServices, false).then("notrack", &expr.Notrack{}).in(chain)
+		})
+		perFamily(func(f *family) ruleSpec {
+			return newRule(f).inSet(replyKeySrcs, setNoTrackEndpoints, false).then("notrack", &expr.Notrack{}).in(chain)
+		})
+	}
+	for _, chain := range []string{chainNATPrerouting, chainNATOutput} {
+		perFamily(func(f *family) ruleSpec {
+			return newRule(f).inSet(vsKeySrcs, setMasqueradeAlways, false).markSet(mark, false).in(chain)
+		})
+		perFamily(func(f *family) ruleSpec {
+			return newRule(f).inSet([]source{srcSaddr}, setClusterCIDRs, true).
+				inSet(vsKeySrcs, setMasqueradeOff, false).markSet(mark, false).in(chain)
+		})
+	}
+	rs = append(rs, newRule(nil).markTest(mark).markSet(mark, true).
+		then("masquerade fully-random", &expr.Masq{FullyRandom: true}).in(chainNATPostrouting))
+	perFamily(func(f *family) ruleSpec {
+		return newRule(f).inSet(hairpinSrcs, setHairpin, false).then("masquerade", &expr.Masq{}).in(chainNATPostrouting)
+	})
+	perFamily(func(f *family) ruleSpec {
+		return newRule(f).ctState("{ new, untracked }", ctNewUntracked).vmap(vsKeySrcs, setEmptyServices).in(chainFilterInput)
+	})
+	perFamily(func(f *family) ruleSpec {
+		return newRule(f).inSet(vsKeySrcs, setLBSourceRanged, false).inSet(hairpinSrcs, setLBSourceAllowed, true).
+			then("drop", &expr.Verdict{Kind: expr.VerdictDrop}).in(chainFilterInput)
+	})
+	perFamily(func(f *family) ruleSpec {
+		return newRule(f).ctState("new", expr.CtStateBitNEW).
+			l4protoIn("{ tcp, udp, sctp }", unix.IPPROTO_TCP, unix.IPPROTO_UDP, unix.IPPROTO_SCTP).
+			inSet([]source{srcDaddr}, setServiceIPs, false).inSet(vsKeySrcs, setServicePorts, true).
+			then("reject", rejectPortUnreachable()).in(chainFilterInput)
+	})
+	perFamily(func(f *family) ruleSpec {
+		return newRule(f).ctState("{ new, untracked }", ctNewUntracked).vmap(vsKeySrcs, setEmptyServices).in(chainFilterOutput)
+	})
+	rs = append(rs,
+		newRule(nil).l4proto("tcp", unix.IPPROTO_TCP).
+			then("reject with tcp reset", &expr.Reject{Type: unix.NFT_REJECT_TCP_RST}).in(chainRejectPacket),
+		newRule(nil).then("reject", rejectPortUnreachable()).in(chainRejectPacket))
+	return rs
+}
+
+// rejectPortUnreachable is inet's plain "reject": ICMP or ICMPv6 port
+// unreachable, as the packet's family needs.
+func rejectPortUnreachable() *expr.Reject {
+	return &expr.Reject{Type: unix.NFT_REJECT_ICMPX_UNREACH, Code: unix.NFT_REJECT_ICMPX_PORT_UNREACH}
+}

@@ -1,0 +1,337 @@
+package nft
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/binaryutil"
+	"github.com/google/nftables/expr"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
+)
+
+// Config is the node-wide configuration of the table.
+type Config struct {
+	// ClusterCIDRs are the pod networks (--cluster-cidr): traffic to an
+	// OffCluster virtual server from outside them is masqueraded.
+	ClusterCIDRs []netip.Prefix
+	// MasqueradeBit is the packet mark bit that asks nat-postrouting to
+	// masquerade, as kube-proxy's --iptables-masquerade-bit. 0 means the
+	// default, 14 (mark 0x4000).
+	MasqueradeBit int
+}
+
+func (c Config) withDefaults() Config {
+	if c.MasqueradeBit == 0 {
+		c.MasqueradeBit = defaultMasqueradeBit
+	}
+	return c
+}
+
+// Validate reports a masquerade bit outside 0-31 or an invalid CIDR.
+func (c Config) Validate() error {
+	if c.MasqueradeBit < 0 || c.MasqueradeBit > 31 {
+		return fmt.Errorf("masquerade bit %d: want 0-31", c.MasqueradeBit)
+	}
+	for _, p := range c.ClusterCIDRs {
+		if !p.IsValid() {
+			return fmt.Errorf("cluster CIDR %s: invalid prefix", p)
+		}
+	}
+	return nil
+}
+
+// mark is the masquerade mark of a defaulted config.
+func (c Config) mark() uint32 { return 1 << uint(c.MasqueradeBit) }
+
+// Conn is the part of *nftables.Conn the writer uses. Every method but
+// Flush only queues a message; Flush sends the queue as one atomic batch
+// (all or nothing) and empties it, also on error. *nftables.Conn
+// implements it; NewFake returns a fake that behaves like the kernel.
+type Conn interface {
+	// AddTable queues "add table": no error if it exists.
+	AddTable(t *nftables.Table) *nftables.Table
+	// DelTable queues "delete table" with everything in it; ENOENT at
+	// Flush if it does not exist.
+	DelTable(t *nftables.Table)
+	// AddChain queues "add chain": no error if it exists.
+	AddChain(c *nftables.Chain) *nftables.Chain
+	// AddRule queues a rule appended to its chain.
+	AddRule(r *nftables.Rule) *nftables.Rule
+	// AddSet queues "add set" and then its initial elements (vals may be
+	// nil). It fails at once only for a non-constant anonymous set.
+	AddSet(s *nftables.Set, vals []nftables.SetElement) error
+	// SetAddElements queues "add element": an element that already exists
+	// with the same value is no error; EBUSY at Flush if its value differs.
+	SetAddElements(s *nftables.Set, vals []nftables.SetElement) error
+	// SetDeleteElements queues "delete element": ENOENT at Flush for a
+	// missing element.
+	SetDeleteElements(s *nftables.Set, vals []nftables.SetElement) error
+	// Flush sends the queued messages as one batch.
+	Flush() error
+}
+
+// ErrNeedsResync is returned by Apply when the kernel state is unknown
+// (before the first Resync, after a failed call or a Cleanup): the caller
+// must Resync the full plan.
+var ErrNeedsResync = errors.New("nftables table needs a full resync")
+
+// Writer programs the table. It is not safe for concurrent use.
+type Writer struct {
+	cfg         Config
+	conn        Conn
+	table       *nftables.Table
+	mirror      *mirror
+	needsResync bool
+}
+
+// New returns a writer over c. Nothing is sent until Resync.
+func New(cfg Config, c Conn) *Writer {
+	return &Writer{
+		cfg:         cfg.withDefaults(),
+		conn:        c,
+		table:       &nftables.Table{Family: nftables.TableFamilyINet, Name: TableName},
+		mirror:      newMirror(),
+		needsResync: true,
+	}
+}
+
+// NeedsResync reports whether the next call must be Resync: before the
+// first successful Resync and after any failed call or Cleanup.
+func (w *Writer) NeedsResync() bool { return w.needsResync }
+
+// Resync atomically replaces the table with the one plan needs: one batch
+// that adds, deletes and re-creates the table with its chains, sets,
+// elements and rules. Traffic never sees a half-written table.
+func (w *Writer) Resync(plan policy.Plan) error {
+	w.needsResync = true
+	if err := w.cfg.Validate(); err != nil {
+		return fmt.Errorf("resync table inet %s: %w", TableName, err)
+	}
+	m := mirrorOf(plan)
+	if err := w.queueTable(m); err != nil {
+		return fmt.Errorf("resync table inet %s: %w", TableName, err)
+	}
+	if err := w.conn.Flush(); err != nil {
+		return fmt.Errorf("resync table inet %s: %w", TableName, err)
+	}
+	w.mirror = m
+	w.needsResync = false
+	return nil
+}
+
+// queueTable queues the whole table with m's elements.
+func (w *Writer) queueTable(m *mirror) error {
+	c, t := w.conn, w.table
+	c.AddTable(t)
+	c.DelTable(t)
+	c.AddTable(t)
+	chains := map[string]*nftables.Chain{}
+	for _, d := range chainDefs {
+		chains[d.name] = c.AddChain(w.chain(d))
+	}
+	sets := newSets(t)
+	ids := map[string]uint32{}
+	for id, s := range sets {
+		if err := c.AddSet(s, nil); err != nil {
+			return fmt.Errorf("add set %s: %w", s.Name, err)
+		}
+		ids[s.Name] = s.ID
+		if setID(id).def().base == setClusterCIDRs {
+			if err := queueElements(c.SetAddElements, s, cidrElements(w.cfg.ClusterCIDRs, setID(id).family())); err != nil {
+				return err
+			}
+		}
+	}
+	if err := w.queueDiff(diff{add: m.elements()}, sets); err != nil {
+		return err
+	}
+	return w.queueRules(chains, ids, uint32(len(sets))+1)
+}
+
+// queueRules queues every rule, with the anonymous sets they need (IDs
+// from nextID). ids maps set names to the IDs their lookups carry.
+func (w *Writer) queueRules(chains map[string]*nftables.Chain, ids map[string]uint32, nextID uint32) error {
+	c, t := w.conn, w.table
+	for _, r := range ruleSpecs(w.cfg.mark()) {
+		anonID := uint32(0)
+		if r.anon != nil {
+			anonID, nextID = nextID, nextID+1
+			s := &nftables.Set{Table: t, ID: anonID, Name: anonSetName, Anonymous: true, Constant: true, KeyType: r.anon.keyType}
+			var vals []nftables.SetElement
+			for _, k := range r.anon.keys {
+				vals = append(vals, nftables.SetElement{Key: k})
+			}
+			if err := c.AddSet(s, vals); err != nil {
+				return fmt.Errorf("add anonymous set of chain %s: %w", r.chain, err)
+			}
+		}
+		for _, e := range r.exprs {
+			if l, ok := e.(*expr.Lookup); ok {
+				l.SetID = ids[l.SetName]
+				if l.SetName == anonSetName {
+					l.SetID = anonID
+				}
+			}
+		}
+		c.AddRule(&nftables.Rule{Table: t, Chain: chains[r.chain], Exprs: r.exprs})
+	}
+	return nil
+}
+
+func (w *Writer) chain(d chainDef) *nftables.Chain {
+	c := &nftables.Chain{Name: d.name, Table: w.table}
+	if d.hook != nil {
+		accept, prio := nftables.ChainPolicyAccept, d.priority
+		c.Type, c.Hooknum, c.Priority, c.Policy = d.typ, d.hook, &prio, &accept
+	}
+	return c
+}
+
+// newSets returns a handle for every set of table, indexed by setID.
+func newSets(table *nftables.Table) []*nftables.Set {
+	out := make([]*nftables.Set, numSets())
+	for i := range out {
+		id := setID(i)
+		def, fam := id.def(), id.family()
+		s := &nftables.Set{
+			Table:        table,
+			ID:           uint32(i) + 1,
+			Name:         id.name(),
+			Interval:     def.interval,
+			KeyByteOrder: binaryutil.BigEndian,
+			Comment:      def.comment,
+		}
+		if len(def.fields) == 1 {
+			s.KeyType = def.fields[0].datatype(fam)
+		} else {
+			types := make([]nftables.SetDatatype, len(def.fields))
+			for j, f := range def.fields {
+				types[j] = f.datatype(fam)
+			}
+			s.KeyType = nftables.MustConcatSetType(types...)
+			s.Concatenation = true
+		}
+		if def.verdictMap {
+			s.IsMap, s.DataType = true, nftables.TypeVerdict
+		}
+		out[i] = s
+	}
+	return out
+}
+
+// Apply updates the elements of the changed services only: each
+// ServicePlan is a service's complete new set of virtual servers (none
+// when it was deleted). Elements another service still holds stay. All
+// changes go in one batch. On error the next call must be Resync.
+func (w *Writer) Apply(changes []policy.ServicePlan) error {
+	if w.needsResync {
+		return ErrNeedsResync
+	}
+	before := map[elemID]elementState{}
+	for _, sp := range changes {
+		w.mirror.set(sp.Service.String(), contributions(sp.VirtualServers), before)
+	}
+	d := w.mirror.diffOf(before)
+	if len(d.add) == 0 && len(d.del) == 0 {
+		return nil
+	}
+	err := w.queueDiff(d, newSets(w.table))
+	if err == nil {
+		err = w.conn.Flush()
+	}
+	if err != nil {
+		w.needsResync = true
+		w.mirror = newMirror()
+		return fmt.Errorf("update table inet %s: %d element adds, %d deletes: %w", TableName, len(d.add), len(d.del), err)
+	}
+	return nil
+}
+
+// queueDiff queues deletes before adds: the batch is atomic, so the order
+// is invisible to traffic, and deleting first lets a map key change its
+// verdict and an interval be reshaped without EBUSY or overlap errors.
+// Elements are sorted by set, so each set gets few messages.
+func (w *Writer) queueDiff(d diff, sets []*nftables.Set) error {
+	for _, step := range []struct {
+		elems []element
+		del   bool
+	}{{d.del, true}, {d.add, false}} {
+		for start := 0; start < len(step.elems); {
+			id := step.elems[start].id.set
+			end := start
+			var vals []nftables.SetElement
+			for ; end < len(step.elems) && step.elems[end].id.set == id; end++ {
+				vals = append(vals, toSetElement(step.elems[end], step.del))
+			}
+			queue := w.conn.SetAddElements
+			if step.del {
+				queue = w.conn.SetDeleteElements
+			}
+			if err := queueElements(queue, sets[id], vals); err != nil {
+				return err
+			}
+			start = end
+		}
+	}
+	return nil
+}
+
+// queueElements splits vals into messages that fit a netlink attribute.
+func queueElements(queue func(*nftables.Set, []nftables.SetElement) error, s *nftables.Set, vals []nftables.SetElement) error {
+	for len(vals) > 0 {
+		n := min(len(vals), elementsPerMessage)
+		if err := queue(s, vals[:n]); err != nil {
+			return fmt.Errorf("set %s: %w", s.Name, err)
+		}
+		vals = vals[n:]
+	}
+	return nil
+}
+
+// toSetElement converts an element; a delete carries no value.
+func toSetElement(e element, del bool) nftables.SetElement {
+	n := e.id.set.keyLen()
+	se := nftables.SetElement{Key: []byte(e.id.key[:n])}
+	if len(e.id.key) > n {
+		se.KeyEnd = []byte(e.id.key[n:])
+	}
+	if del {
+		return se
+	}
+	switch e.v {
+	case rejectGoto:
+		se.VerdictData = &expr.Verdict{Kind: expr.VerdictGoto, Chain: chainRejectPacket}
+	case dropVerdict:
+		se.VerdictData = &expr.Verdict{Kind: expr.VerdictDrop}
+	}
+	return se
+}
+
+// cidrElements encodes prefixes for an interval (rbtree) set: a start
+// element, and an end element flagged IntervalEnd one past the last
+// address (none when the range reaches the top of the address space).
+func cidrElements(prefixes []netip.Prefix, fam *family) []nftables.SetElement {
+	var vals []nftables.SetElement
+	for _, r := range mergeRanges(prefixes, fam) {
+		vals = append(vals, nftables.SetElement{Key: r.first.AsSlice()})
+		if next := r.last.Next(); next.IsValid() {
+			vals = append(vals, nftables.SetElement{Key: next.AsSlice(), IntervalEnd: true})
+		}
+	}
+	return vals
+}
+
+// Cleanup deletes our table, if it exists, and nothing else.
+func (w *Writer) Cleanup() error {
+	w.conn.AddTable(w.table)
+	w.conn.DelTable(w.table)
+	err := w.conn.Flush()
+	w.needsResync = true
+	w.mirror = newMirror()
+	if err != nil {
+		return fmt.Errorf("delete table inet %s: %w", TableName, err)
+	}
+	return nil
+}
