@@ -9,6 +9,7 @@ import (
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/kubeapi"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/manifest"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/nft"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 )
 
@@ -26,7 +27,7 @@ func Run(_ context.Context, o *Options, stdout, stderr io.Writer) int {
 		}
 		return ExitError
 	}
-	if err := writePlan(stdout, plan, o.Output); err != nil {
+	if err := writePlan(stdout, plan, o.nftConfig(), o.Output); err != nil {
 		fmt.Fprintf(stderr, "kube-ipvs-proxy: write plan: %v\n", err)
 		return ExitError
 	}
@@ -89,11 +90,23 @@ func DryRun(o *Options) (policy.Plan, []string, error) {
 
 func skipped(err error) string { return err.Error() + "; skipped" }
 
-func writePlan(w io.Writer, plan policy.Plan, format string) error {
+// dryRunOutput is the --output json document: the plan, and the
+// nftables table that would be programmed for it.
+type dryRunOutput struct {
+	policy.Plan
+	NFTables string `json:"nftables"`
+}
+
+func writePlan(w io.Writer, plan policy.Plan, nftCfg nft.Config, format string) error {
+	table := nft.Render(nftCfg, plan)
 	if format == OutputText {
-		return plan.WriteText(w)
+		if err := plan.WriteText(w); err != nil {
+			return err
+		}
+		_, err := io.WriteString(w, "\nnftables:\n"+table)
+		return err
 	}
-	data, err := json.MarshalIndent(plan, "", "  ")
+	data, err := json.MarshalIndent(dryRunOutput{plan, table}, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode plan: %w", err)
 	}

@@ -4,11 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"strings"
 
 	"github.com/spf13/pflag"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/nft"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 )
 
@@ -118,6 +120,18 @@ func (o *Options) engineConfig() policy.Config {
 		MasqueradeAll:     o.MasqueradeAll,
 		NoTrackServices:   o.noTrackKeys(),
 	}
+}
+
+// nftConfig is the nftables writer's configuration. Validate has checked
+// the CIDRs.
+func (o *Options) nftConfig() nft.Config {
+	var cidrs []netip.Prefix
+	for _, c := range o.clusterCIDRs() {
+		if p, err := netip.ParsePrefix(c); err == nil {
+			cidrs = append(cidrs, p.Masked())
+		}
+	}
+	return nft.Config{ClusterCIDRs: cidrs}
 }
 
 func (o *Options) noTrackKeys() []policy.ServiceKey {
