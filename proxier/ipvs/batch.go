@@ -1,0 +1,304 @@
+package ipvs
+
+import (
+	"cmp"
+	"fmt"
+	"net/netip"
+	"slices"
+	"syscall"
+	"time"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
+)
+
+// phase orders a batch's steps: every add, then every update, then every
+// prune, so a virtual server never loses its old destinations before it
+// has its new ones.
+type phase int
+
+const (
+	phaseAddAddress phase = iota // a VIP is bound before its virtual servers exist
+	phaseAdd
+	phaseUpdate
+	phasePrune
+	phasePruneAddress // and unbound after they are gone
+)
+
+// step is one kernel change (or a drain check, which may make one),
+// planned by diffing the mirror against the desired state.
+type step struct {
+	phase phase
+	key   Key                 // the virtual server; zero for address steps
+	svcs  []policy.ServiceKey // blamed (retried with backoff) on failure
+	run   func() error
+}
+
+// batch collects the steps of one Apply or Resync and runs them.
+type batch struct {
+	w        *Writer
+	now      time.Time
+	steps    []step
+	services map[policy.ServiceKey]bool // reconciled: a retry is cleared or scheduled
+	blamed   map[policy.ServiceKey]bool
+	vsDone   map[Key]bool
+	addrDone map[netip.Addr]bool
+	fresh    map[Key]bool // destinations re-read from the kernel in this batch
+	errs     []error
+
+	// Touched by the services of this batch, reconciled by plan once
+	// every service's desired state is recorded.
+	pendingVS   []Key
+	vsBy        map[Key]policy.ServiceKey
+	pendingAddr []netip.Addr
+	addrBy      map[netip.Addr][]policy.ServiceKey
+}
+
+func (w *Writer) newBatch(now time.Time) *batch {
+	return &batch{
+		w: w, now: now,
+		services: map[policy.ServiceKey]bool{}, blamed: map[policy.ServiceKey]bool{},
+		vsDone: map[Key]bool{}, addrDone: map[netip.Addr]bool{}, fresh: map[Key]bool{},
+		vsBy: map[Key]policy.ServiceKey{}, addrBy: map[netip.Addr][]policy.ServiceKey{},
+	}
+}
+
+func (b *batch) add(s step) { b.steps = append(b.steps, s) }
+
+func (b *batch) blame(svc policy.ServiceKey) {
+	if svc == (policy.ServiceKey{}) {
+		return
+	}
+	b.services[svc] = true
+	b.blamed[svc] = true
+}
+
+// service records a service's new virtual servers and notes its old and
+// new virtual servers and their addresses for plan.
+func (b *batch) service(svc policy.ServiceKey, vss []policy.VirtualServer) {
+	b.services[svc] = true
+	touched, addrs, errs := b.w.setDesired(svc, vss)
+	var stale []Key
+	for k, s := range b.w.stale {
+		if s == svc {
+			stale = append(stale, k)
+		}
+	}
+	slices.SortFunc(stale, Key.Compare)
+	touched = append(touched, stale...)
+	if len(errs) > 0 {
+		b.errs = append(b.errs, errs...)
+		b.w.full = true
+		b.blame(svc)
+	}
+	for _, k := range touched {
+		if _, ok := b.vsBy[k]; !ok {
+			b.pendingVS = append(b.pendingVS, k)
+		}
+		b.vsBy[k] = svc
+	}
+	for _, a := range addrs {
+		if _, ok := b.addrBy[a]; !ok {
+			b.pendingAddr = append(b.pendingAddr, a)
+		}
+		if !slices.Contains(b.addrBy[a], svc) {
+			b.addrBy[a] = append(b.addrBy[a], svc)
+		}
+	}
+}
+
+// plan diffs what the batch's services touched. Their old virtual
+// servers were ours, so those no longer planned are deleted.
+func (b *batch) plan() {
+	for _, k := range b.pendingVS {
+		b.virtualServer(k, b.vsBy[k], true)
+	}
+	for _, a := range b.pendingAddr {
+		b.address(a, b.addrBy[a]...)
+	}
+}
+
+// virtualServer plans the changes that make one kernel virtual server
+// match its desired state. Without a desired state it is deleted if
+// mayDelete (it is ours) and it is not excluded.
+func (b *batch) virtualServer(k Key, svc policy.ServiceKey, mayDelete bool) {
+	if b.vsDone[k] {
+		return
+	}
+	b.vsDone[k] = true
+	w := b.w
+	want, have := w.want[k], w.mirror[k]
+	if want != nil {
+		delete(w.stale, k)
+	}
+	switch {
+	case want == nil && have == nil:
+	case want == nil:
+		if !mayDelete || w.excluded(k.Addr) {
+			delete(w.draining, k) // no longer ours to drain
+			return
+		}
+		b.add(step{phase: phasePrune, key: k, svcs: svcs(svc), run: func() error {
+			if err := w.call("delete-service", func() error { return gone(w.kernel.DeleteVirtualServer(k), syscall.ESRCH) }); err != nil {
+				if svc != (policy.ServiceKey{}) {
+					w.stale[k] = svc // retried with the service
+				}
+				return fmt.Errorf("delete virtual server %s: %w", k, err)
+			}
+			delete(w.stale, k)
+			delete(w.mirror, k)
+			delete(w.draining, k)
+			return nil
+		}})
+	case have == nil:
+		vs := want.vs
+		b.add(step{phase: phaseAdd, key: k, svcs: svcs(want.svc), run: func() error {
+			if err := w.call("add-service", func() error { return w.kernel.AddVirtualServer(vs) }); err != nil {
+				return fmt.Errorf("add virtual server %s: %w", k, err)
+			}
+			w.mirror[k] = &actual{vs: vs, dests: map[netip.AddrPort]Destination{}, managed: true}
+			return nil
+		}})
+		for _, d := range want.order {
+			b.destination(phaseAdd, "add", want, d)
+		}
+	default:
+		have.managed = true
+		if have.vs != want.vs {
+			vs := want.vs
+			b.add(step{phase: phaseUpdate, key: k, svcs: svcs(want.svc), run: func() error {
+				if err := w.call("update-service", func() error { return w.kernel.UpdateVirtualServer(vs) }); err != nil {
+					return fmt.Errorf("update virtual server %s: %w", k, err)
+				}
+				w.mirror[k].vs = vs
+				return nil
+			}})
+		}
+		b.destinations(want, have)
+	}
+}
+
+// destinations plans a kept virtual server's destination changes: new
+// ones are added, changed weights updated (a draining destination that
+// is back in the plan returns to its weight), and those no longer
+// planned retired.
+func (b *batch) destinations(want *wanted, have *actual) {
+	k := want.vs.Key
+	for _, d := range want.order {
+		b.w.forgetDrain(k, d)
+		cur, ok := have.dests[d]
+		switch {
+		case !ok:
+			b.destination(phaseAdd, "add", want, d)
+		case cur.Weight != want.dests[d] || cur.Forward != ForwardMasq:
+			b.destination(phaseUpdate, "update", want, d)
+		}
+	}
+	var leaving []netip.AddrPort
+	for d := range have.dests {
+		if _, ok := want.dests[d]; !ok {
+			leaving = append(leaving, d)
+		}
+	}
+	slices.SortFunc(leaving, netip.AddrPort.Compare)
+	for _, d := range leaving {
+		b.retire(k, want.svc, d)
+	}
+}
+
+// destination plans adding or updating one planned destination.
+func (b *batch) destination(ph phase, verb string, want *wanted, ap netip.AddrPort) {
+	w, k := b.w, want.vs.Key
+	d := Destination{Addr: ap.Addr(), Port: ap.Port(), Weight: want.dests[ap], Forward: ForwardMasq}
+	b.add(step{phase: ph, key: k, svcs: svcs(want.svc), run: func() error {
+		a := w.mirror[k]
+		if a == nil {
+			return fmt.Errorf("%s destination %s of virtual server %s: virtual server missing", verb, ap, k)
+		}
+		err := w.call(verb+"-destination", func() error {
+			if verb == "add" {
+				return w.kernel.AddDestination(k, d)
+			}
+			return w.kernel.UpdateDestination(k, d)
+		})
+		if err != nil {
+			return fmt.Errorf("%s destination %s of virtual server %s: %w", verb, ap, k, err)
+		}
+		a.dests[ap] = d
+		return nil
+	}})
+}
+
+// address plans adding a dummy address that a planned virtual server
+// binds, or deleting one that none binds.
+func (b *batch) address(a netip.Addr, by ...policy.ServiceKey) {
+	if b.addrDone[a] {
+		return
+	}
+	b.addrDone[a] = true
+	w := b.w
+	need := w.addrRefs[a] > 0
+	p, has := w.bound[a]
+	switch {
+	case need && !has:
+		p = hostPrefix(a)
+		b.add(step{phase: phaseAddAddress, svcs: by, run: func() error {
+			if err := w.call("add-address", func() error { return w.links.AddAddr(w.cfg.Interface, p) }); err != nil {
+				return fmt.Errorf("add address %s to %s: %w", p, w.cfg.Interface, err)
+			}
+			w.bound[a] = p
+			return nil
+		}})
+	case !need && has:
+		b.add(step{phase: phasePruneAddress, svcs: by, run: func() error {
+			if err := w.call("delete-address", func() error { return gone(w.links.DelAddr(w.cfg.Interface, p), syscall.EADDRNOTAVAIL) }); err != nil {
+				return fmt.Errorf("delete address %s from %s: %w", p, w.cfg.Interface, err)
+			}
+			delete(w.bound, a)
+			return nil
+		}})
+	}
+}
+
+// run executes the steps phase by phase. A failed step skips the later
+// steps of its virtual server only, blames its service, and asks for a
+// Resync; every other step still runs.
+func (b *batch) run() {
+	slices.SortStableFunc(b.steps, func(x, y step) int { return cmp.Compare(x.phase, y.phase) })
+	failed := map[Key]bool{}
+	for _, s := range b.steps {
+		vs := s.key.Addr.IsValid()
+		if vs && failed[s.key] {
+			continue
+		}
+		if err := s.run(); err != nil {
+			b.errs = append(b.errs, err)
+			b.w.full = true
+			if vs {
+				failed[s.key] = true
+			}
+			for _, svc := range s.svcs {
+				b.blame(svc)
+			}
+		}
+	}
+	b.finish()
+}
+
+// finish clears the retry of each reconciled service that succeeded and
+// schedules one for each that failed.
+func (b *batch) finish() {
+	for svc := range b.services {
+		if b.blamed[svc] {
+			b.w.backoff(svc, b.now)
+		} else {
+			delete(b.w.failed, svc)
+		}
+	}
+}
+
+func svcs(svc policy.ServiceKey) []policy.ServiceKey {
+	if svc == (policy.ServiceKey{}) {
+		return nil
+	}
+	return []policy.ServiceKey{svc}
+}

@@ -1,0 +1,28 @@
+// Package ipvs is the IPVS writer: it turns the policy engine's virtual
+// servers into kernel state, namely IPVS virtual servers and destinations
+// (NAT forwarding) and VIP addresses on the kube-ipvs0 dummy interface,
+// and drains removed destinations gracefully.
+//
+// The Writer keeps a mirror of what it believes the kernel holds. The
+// first call (Apply or Resync) reads the kernel once and adopts whatever
+// already matches, so a restart with the same plan changes nothing.
+// Apply then works per changed service, diffing the mirror against the
+// service's new virtual servers and applying the differences in a fixed
+// order: add, update, prune. Resync re-reads the kernel and repairs drift.
+//
+// Ownership: the Writer manages only virtual servers on addresses of its
+// dummy interface and on node addresses paired with one of the plan's
+// NodePorts (plus those it created itself). Every other virtual server is
+// foreign and never touched, and so are virtual servers on
+// Config.ExcludeCIDRs, which are never deleted.
+//
+// The kernel is seen through four small interfaces (Kernel, Links,
+// Conntrack, Sysctls), with real adapters in *_linux.go files
+// (github.com/moby/ipvs, github.com/vishvananda/netlink, /proc/sys) and
+// kernel-faithful fakes in fake.go for tests of this package and of its
+// callers.
+//
+// The package translates the plan; it makes no policy decisions and must
+// not import client-go or nftables. It does not log: errors are returned,
+// wrapped with the virtual server, destination or address they concern.
+package ipvs

@@ -1,0 +1,268 @@
+package ipvs
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
+)
+
+// FakeLinks is an in-memory set of links and addresses that answers as
+// rtnetlink does: EEXIST for a duplicate link or address, ENODEV for a
+// missing link, EADDRNOTAVAIL for a missing address.
+type FakeLinks struct {
+	mu    sync.Mutex
+	links map[string]*fakeLink
+	Fault FaultFunc
+}
+
+type fakeLink struct {
+	kind  string
+	addrs map[netip.Prefix]bool
+}
+
+// NewFakeLinks returns a host with only lo.
+func NewFakeLinks() *FakeLinks {
+	return &FakeLinks{links: map[string]*fakeLink{"lo": {kind: "loopback", addrs: map[netip.Prefix]bool{}}}}
+}
+
+var _ Links = (*FakeLinks)(nil)
+
+func (f *FakeLinks) fault(op, target string) error {
+	if f.Fault == nil {
+		return nil
+	}
+	return f.Fault(op, target)
+}
+
+// AddLink adds a link of any kind (for tests: foreign links).
+func (f *FakeLinks) AddLink(name, kind string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.links[name] != nil {
+		return syscall.EEXIST
+	}
+	f.links[name] = &fakeLink{kind: kind, addrs: map[netip.Prefix]bool{}}
+	return nil
+}
+
+// AddDummy implements Links.
+func (f *FakeLinks) AddDummy(name string) error {
+	if err := f.fault("add-link", name); err != nil {
+		return err
+	}
+	return f.AddLink(name, "dummy")
+}
+
+// DeleteLink implements Links.
+func (f *FakeLinks) DeleteLink(name string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.fault("delete-link", name); err != nil {
+		return err
+	}
+	if f.links[name] == nil {
+		return syscall.ENODEV
+	}
+	delete(f.links, name)
+	return nil
+}
+
+// Addrs implements Links.
+func (f *FakeLinks) Addrs(name string) ([]netip.Prefix, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.fault("list-addresses", name); err != nil {
+		return nil, err
+	}
+	l := f.links[name]
+	if l == nil {
+		return nil, syscall.ENODEV
+	}
+	return slices.SortedFunc(maps.Keys(l.addrs), comparePrefixes), nil
+}
+
+// AddAddr implements Links.
+func (f *FakeLinks) AddAddr(name string, p netip.Prefix) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.fault("add-address", name+" "+p.String()); err != nil {
+		return err
+	}
+	l := f.links[name]
+	switch {
+	case l == nil:
+		return syscall.ENODEV
+	case l.addrs[p]:
+		return syscall.EEXIST
+	}
+	l.addrs[p] = true
+	return nil
+}
+
+// DelAddr implements Links.
+func (f *FakeLinks) DelAddr(name string, p netip.Prefix) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.fault("delete-address", name+" "+p.String()); err != nil {
+		return err
+	}
+	l := f.links[name]
+	switch {
+	case l == nil:
+		return syscall.ENODEV
+	case !l.addrs[p]:
+		return syscall.EADDRNOTAVAIL
+	}
+	delete(l.addrs, p)
+	return nil
+}
+
+// Dump renders links and their addresses, sorted.
+func (f *FakeLinks) Dump() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var b strings.Builder
+	for _, name := range slices.Sorted(maps.Keys(f.links)) {
+		l := f.links[name]
+		fmt.Fprintf(&b, "link %s %s\n", name, l.kind)
+		for _, p := range slices.SortedFunc(maps.Keys(l.addrs), comparePrefixes) {
+			fmt.Fprintf(&b, "  addr %s\n", p)
+		}
+	}
+	return b.String()
+}
+
+func comparePrefixes(a, b netip.Prefix) int {
+	if c := a.Addr().Compare(b.Addr()); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Bits(), b.Bits())
+}
+
+// ConntrackEntry is one conntrack flow: the original direction (client
+// to virtual server) and the reply direction (endpoint to client).
+type ConntrackEntry struct {
+	Protocol           policy.Protocol
+	OrigSrc, OrigDst   netip.AddrPort
+	ReplySrc, ReplyDst netip.AddrPort
+}
+
+func (e ConntrackEntry) String() string {
+	return fmt.Sprintf("%s %s->%s reply %s->%s", e.Protocol, e.OrigSrc, e.OrigDst, e.ReplySrc, e.ReplyDst)
+}
+
+// FakeConntrack is an in-memory conntrack table.
+type FakeConntrack struct {
+	mu      sync.Mutex
+	entries []ConntrackEntry
+	Fault   FaultFunc
+}
+
+// NewFakeConntrack returns an empty table.
+func NewFakeConntrack() *FakeConntrack { return &FakeConntrack{} }
+
+var _ Conntrack = (*FakeConntrack)(nil)
+
+// Add adds an entry, as a flow would.
+func (f *FakeConntrack) Add(e ConntrackEntry) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.entries = append(f.entries, e)
+}
+
+// DeleteUDP implements Conntrack.
+func (f *FakeConntrack) DeleteUDP(ep netip.AddrPort) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.Fault != nil {
+		if err := f.Fault("flush-conntrack", ep.String()); err != nil {
+			return 0, err
+		}
+	}
+	n := len(f.entries)
+	f.entries = slices.DeleteFunc(f.entries, func(e ConntrackEntry) bool {
+		return e.Protocol == policy.ProtocolUDP && e.ReplySrc == ep
+	})
+	return n - len(f.entries), nil
+}
+
+// Dump renders the entries, sorted.
+func (f *FakeConntrack) Dump() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	lines := make([]string, 0, len(f.entries))
+	for _, e := range f.entries {
+		lines = append(lines, "conntrack "+e.String()+"\n")
+	}
+	slices.Sort(lines)
+	return strings.Join(lines, "")
+}
+
+// FakeSysctls is an in-memory /proc/sys holding the keys the Writer uses
+// (all "0" at first); other keys are ENOENT unless added with Set.
+type FakeSysctls struct {
+	mu     sync.Mutex
+	values map[string]string
+	Fault  FaultFunc
+}
+
+// NewFakeSysctls returns the keys the Writer uses, all "0".
+func NewFakeSysctls() *FakeSysctls {
+	f := &FakeSysctls{values: map[string]string{}}
+	for _, s := range (&Writer{cfg: Config{StrictARP: true}}).sysctlList() {
+		f.values[s.key] = "0"
+	}
+	return f
+}
+
+var _ Sysctls = (*FakeSysctls)(nil)
+
+// Get implements Sysctls.
+func (f *FakeSysctls) Get(key string) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.Fault != nil {
+		if err := f.Fault("get-sysctl", key); err != nil {
+			return "", err
+		}
+	}
+	v, ok := f.values[key]
+	if !ok {
+		return "", syscall.ENOENT
+	}
+	return v + "\n", nil
+}
+
+// Set implements Sysctls.
+func (f *FakeSysctls) Set(key, value string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.Fault != nil {
+		if err := f.Fault("set-sysctl", key); err != nil {
+			return err
+		}
+	}
+	if _, ok := f.values[key]; !ok {
+		return syscall.ENOENT
+	}
+	f.values[key] = value
+	return nil
+}
+
+// Dump renders the keys and values, sorted.
+func (f *FakeSysctls) Dump() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var b strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(f.values)) {
+		fmt.Fprintf(&b, "sysctl %s=%s\n", k, f.values[k])
+	}
+	return b.String()
+}

@@ -1,0 +1,193 @@
+package ipvs
+
+import (
+	"flag"
+	"fmt"
+	"maps"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden")
+
+// env is a Writer over fakes with a settable clock.
+type env struct {
+	t     *testing.T
+	k     *FakeKernel
+	l     *FakeLinks
+	ct    *FakeConntrack
+	sys   *FakeSysctls
+	now   time.Time
+	cfg   Config
+	w     *Writer
+	trace []string // every kernel change, in order
+	rec   FaultFunc
+}
+
+func newEnv(t *testing.T, cfg Config) *env {
+	t.Helper()
+	e := &env{t: t, k: NewFakeKernel(), l: NewFakeLinks(), ct: NewFakeConntrack(), sys: NewFakeSysctls(),
+		now: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}
+	if err := e.l.AddLink("eth0", "veth"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.l.AddAddr("eth0", netip.MustParsePrefix("192.168.1.10/24")); err != nil {
+		t.Fatal(err)
+	}
+	record := func(op, target string) error {
+		if !strings.HasPrefix(op, "list-") && !strings.HasPrefix(op, "get-") {
+			e.trace = append(e.trace, op+" "+target)
+		}
+		return nil
+	}
+	e.rec = record
+	e.k.Fault, e.l.Fault, e.ct.Fault, e.sys.Fault = record, record, record, record
+	cfg.Now = func() time.Time { return e.now }
+	e.cfg = cfg
+	e.w = New(cfg, e.k, e.l, e.ct, e.sys)
+	return e
+}
+
+// restart replaces the Writer with a new one over the same kernel.
+func (e *env) restart() { e.w = New(e.cfg, e.k, e.l, e.ct, e.sys) }
+
+func (e *env) advance(d time.Duration) { e.now = e.now.Add(d) }
+
+// fault makes the fakes fail op on target with err (nil clears it).
+func (e *env) fault(op, target string, err error) {
+	f := func(o, tg string) error {
+		if o == op && tg == target && err != nil {
+			return err
+		}
+		return e.rec(o, tg)
+	}
+	e.k.Fault, e.l.Fault, e.ct.Fault, e.sys.Fault = f, f, f, f
+}
+
+func (e *env) apply(changes ...policy.ServicePlan) error {
+	e.t.Helper()
+	e.trace = nil
+	return e.w.Apply(changes)
+}
+
+func (e *env) mustApply(changes ...policy.ServicePlan) {
+	e.t.Helper()
+	if err := e.apply(changes...); err != nil {
+		e.t.Fatalf("Apply: %v", err)
+	}
+}
+
+func (e *env) resync(plan policy.Plan) error {
+	e.t.Helper()
+	e.trace = nil
+	return e.w.Resync(plan)
+}
+
+func (e *env) mustResync(plan policy.Plan) {
+	e.t.Helper()
+	if err := e.resync(plan); err != nil {
+		e.t.Fatalf("Resync: %v", err)
+	}
+}
+
+// opsDelta returns the ops made by fn.
+func (e *env) opsDelta(fn func()) map[string]int {
+	before := e.w.Ops()
+	fn()
+	after := e.w.Ops()
+	d := map[string]int{}
+	for k, v := range after {
+		if n := v - before[k]; n != 0 {
+			d[k] = n
+		}
+	}
+	return d
+}
+
+func (e *env) dump() string {
+	return e.k.Dump() + e.l.Dump() + e.ct.Dump()
+}
+
+// golden compares got with testdata/<name>.golden (-update rewrites it).
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name+".golden")
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if diff := cmp.Diff(string(want), got); diff != "" {
+		t.Errorf("%s mismatch (-want +got):\n%s", path, diff)
+	}
+}
+
+func opsString(m map[string]int) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%s=%d", k, m[k]))
+	}
+	return strings.Join(parts, " ")
+}
+
+// svc builds a ServicePlan for default/<name>.
+func svc(name string, vss ...policy.VirtualServer) policy.ServicePlan {
+	key := policy.ServiceKey{Namespace: "default", Name: name}
+	for i := range vss {
+		vss[i].Service = key.String()
+	}
+	return policy.ServicePlan{Service: key, VirtualServers: vss}
+}
+
+// vs builds a virtual server from "kind addr:port/proto" and
+// destinations "addr:port" or "addr:port*weight".
+func vs(spec string, dests ...string) policy.VirtualServer {
+	kind, rest, _ := strings.Cut(spec, " ")
+	ap, proto, _ := strings.Cut(rest, "/")
+	a := netip.MustParseAddrPort(ap)
+	v := policy.VirtualServer{Kind: policy.Kind(kind), Address: a.Addr(), Port: a.Port(),
+		Protocol: policy.Protocol(proto), Scheduler: "rr", Destinations: []policy.Destination{}}
+	for _, d := range dests {
+		ds, w, ok := strings.Cut(d, "*")
+		weight := int64(1)
+		if ok {
+			weight, _ = strconv.ParseInt(w, 10, 32)
+		}
+		dap := netip.MustParseAddrPort(ds)
+		v.Destinations = append(v.Destinations, policy.Destination{Address: dap.Addr(), Port: dap.Port(), Weight: int32(weight)})
+	}
+	return v
+}
+
+// plan flattens service plans into a sorted Plan.
+func plan(sps ...policy.ServicePlan) policy.Plan {
+	var p policy.Plan
+	for _, sp := range sps {
+		p.VirtualServers = append(p.VirtualServers, sp.VirtualServers...)
+	}
+	policy.SortVirtualServers(p.VirtualServers)
+	return p
+}
+
+func key(s string) Key {
+	ap, proto, _ := strings.Cut(s, "/")
+	a := netip.MustParseAddrPort(ap)
+	return Key{Addr: a.Addr(), Protocol: policy.Protocol(proto), Port: a.Port()}
+}
+
+func dest(s string) netip.AddrPort { return netip.MustParseAddrPort(s) }

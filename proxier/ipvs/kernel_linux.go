@@ -1,0 +1,159 @@
+package ipvs
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+
+	mobyipvs "github.com/moby/ipvs"
+	"golang.org/x/sys/unix"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
+)
+
+// mobyKernel is the Kernel over github.com/moby/ipvs (generic netlink).
+type mobyKernel struct{ h *mobyipvs.Handle }
+
+var _ Kernel = (*mobyKernel)(nil)
+
+var protoNumbers = map[policy.Protocol]uint16{
+	policy.ProtocolTCP:  unix.IPPROTO_TCP,
+	policy.ProtocolUDP:  unix.IPPROTO_UDP,
+	policy.ProtocolSCTP: unix.IPPROTO_SCTP,
+}
+
+func protoName(n uint16) (policy.Protocol, bool) {
+	for p, x := range protoNumbers {
+		if x == n {
+			return p, true
+		}
+	}
+	return "", false
+}
+
+func family(a netip.Addr) uint16 {
+	if a.Is4() {
+		return unix.AF_INET
+	}
+	return unix.AF_INET6
+}
+
+// mobyService is the moby form of a key or virtual server. The netmask is
+// kube-proxy's: /32 or /128 (only used by persistence).
+func mobyService(vs VirtualServer) *mobyipvs.Service {
+	s := &mobyipvs.Service{
+		Address:       net.IP(vs.Addr.AsSlice()),
+		Protocol:      protoNumbers[vs.Protocol],
+		Port:          vs.Port,
+		SchedName:     vs.Scheduler,
+		Flags:         vs.Flags,
+		Timeout:       vs.Timeout,
+		AddressFamily: family(vs.Addr),
+		Netmask:       0xffffffff,
+	}
+	if vs.Addr.Is6() {
+		s.Netmask = 128
+	}
+	return s
+}
+
+func mobyDestination(d Destination) *mobyipvs.Destination {
+	return &mobyipvs.Destination{
+		Address:         net.IP(d.Addr.AsSlice()),
+		Port:            d.Port,
+		Weight:          d.Weight,
+		ConnectionFlags: d.Forward,
+		AddressFamily:   family(d.Addr),
+	}
+}
+
+func (m *mobyKernel) VirtualServers() ([]VirtualServer, error) {
+	svcs, err := m.h.GetServices()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]VirtualServer, 0, len(svcs))
+	for _, s := range svcs {
+		if s.FWMark != 0 {
+			continue // firewall-mark services are never ours
+		}
+		addr, ok := netip.AddrFromSlice(s.Address)
+		proto, known := protoName(s.Protocol)
+		if !ok || !known {
+			continue
+		}
+		out = append(out, VirtualServer{
+			Key:       Key{Addr: addr.Unmap(), Protocol: proto, Port: s.Port},
+			Scheduler: s.SchedName,
+			Flags:     s.Flags &^ FlagHashed,
+			Timeout:   s.Timeout,
+		})
+	}
+	return out, nil
+}
+
+func (m *mobyKernel) Destinations(k Key) ([]Destination, error) {
+	ds, err := m.h.GetDestinations(mobyService(VirtualServer{Key: k}))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Destination, 0, len(ds))
+	for _, d := range ds {
+		addr, ok := netip.AddrFromSlice(d.Address)
+		if !ok {
+			return nil, fmt.Errorf("destination of %s: bad address %v", k, d.Address)
+		}
+		out = append(out, Destination{
+			Addr: addr.Unmap(), Port: d.Port, Weight: d.Weight,
+			Forward:     d.ConnectionFlags & mobyipvs.ConnectionFlagFwdMask,
+			ActiveConns: d.ActiveConnections, InactiveConns: d.InactiveConnections,
+		})
+	}
+	return out, nil
+}
+
+func (m *mobyKernel) AddVirtualServer(vs VirtualServer) error {
+	return m.h.NewService(mobyService(vs))
+}
+
+func (m *mobyKernel) UpdateVirtualServer(vs VirtualServer) error {
+	return m.h.UpdateService(mobyService(vs))
+}
+
+func (m *mobyKernel) DeleteVirtualServer(k Key) error {
+	return m.h.DelService(mobyService(VirtualServer{Key: k}))
+}
+
+func (m *mobyKernel) AddDestination(k Key, d Destination) error {
+	return m.h.NewDestination(mobyService(VirtualServer{Key: k}), mobyDestination(d))
+}
+
+func (m *mobyKernel) UpdateDestination(k Key, d Destination) error {
+	return m.h.UpdateDestination(mobyService(VirtualServer{Key: k}), mobyDestination(d))
+}
+
+func (m *mobyKernel) DeleteDestination(k Key, d Destination) error {
+	return m.h.DelDestination(mobyService(VirtualServer{Key: k}), mobyDestination(d))
+}
+
+func (m *mobyKernel) Timeouts() (Timeouts, error) {
+	c, err := m.h.GetConfig()
+	if err != nil {
+		return Timeouts{}, err
+	}
+	return Timeouts{TCP: c.TimeoutTCP, TCPFin: c.TimeoutTCPFin, UDP: c.TimeoutUDP}, nil
+}
+
+func (m *mobyKernel) SetTimeouts(t Timeouts) error {
+	return m.h.SetConfig(&mobyipvs.Config{TimeoutTCP: t.TCP, TimeoutTCPFin: t.TCPFin, TimeoutUDP: t.UDP})
+}
+
+func (m *mobyKernel) Close() { m.h.Close() }
+
+func mobyipvsNew() (*mobyKernel, error) {
+	h, err := mobyipvs.New("")
+	if err != nil {
+		return nil, fmt.Errorf("open ipvs netlink socket: %w", err)
+	}
+	return &mobyKernel{h: h}, nil
+}

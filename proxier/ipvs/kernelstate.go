@@ -1,0 +1,168 @@
+package ipvs
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+	"syscall"
+)
+
+// start reads the kernel on a Writer's first sync and makes sure the
+// dummy interface exists and the sysctls and timeouts are set. A missing
+// dummy interface is retried by the next call; sysctls and timeouts that
+// failed by the next Resync (full), so that a read-only /proc/sys does
+// not fail every Apply.
+func (w *Writer) start(full bool) error {
+	if !w.started {
+		if err := w.readKernel(); err != nil {
+			w.full = true
+			return err
+		}
+		w.started = true
+	}
+	var errs []error
+	if !w.linkExists {
+		err := w.call("add-link", func() error { return w.links.AddDummy(w.cfg.Interface) })
+		switch {
+		case err == nil, errors.Is(err, syscall.EEXIST):
+			w.linkExists = true
+		default:
+			w.full = true
+			errs = append(errs, fmt.Errorf("add link %s: %w", w.cfg.Interface, err))
+		}
+	}
+	if !w.tuned && (!w.tuneTried || full) {
+		w.tuneTried = true
+		if err := w.tune(); err != nil {
+			errs = append(errs, err)
+		} else {
+			w.tuned = true
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// readKernel replaces the mirror with the kernel's virtual servers,
+// destinations and dummy addresses. Managed marks and drain start times
+// survive for what still exists.
+func (w *Writer) readKernel() error {
+	vss, err := w.kernel.VirtualServers()
+	if err != nil {
+		return fmt.Errorf("list virtual servers: %w", err)
+	}
+	mirror := make(map[Key]*actual, len(vss))
+	for _, vs := range vss {
+		ds, err := w.kernel.Destinations(vs.Key)
+		if err != nil {
+			return fmt.Errorf("list destinations of virtual server %s: %w", vs.Key, err)
+		}
+		a := &actual{vs: vs, dests: make(map[netip.AddrPort]Destination, len(ds))}
+		for _, d := range ds {
+			a.dests[d.AddrPort()] = d
+		}
+		if old := w.mirror[vs.Key]; old != nil {
+			a.managed = old.managed
+		}
+		mirror[vs.Key] = a
+	}
+	prefixes, err := w.links.Addrs(w.cfg.Interface)
+	exists := true
+	switch {
+	case errors.Is(err, syscall.ENODEV):
+		exists = false
+	case err != nil:
+		return fmt.Errorf("list addresses of %s: %w", w.cfg.Interface, err)
+	}
+	w.mirror, w.linkExists = mirror, exists
+	w.bound = make(map[netip.Addr]netip.Prefix, len(prefixes))
+	for _, p := range prefixes {
+		w.bound[p.Addr().Unmap()] = p
+	}
+	for k, m := range w.draining {
+		a := mirror[k]
+		for d := range m {
+			if _, ok := a.destination(d); !ok {
+				delete(m, d)
+			}
+		}
+		if len(m) == 0 {
+			delete(w.draining, k)
+		}
+	}
+	return nil
+}
+
+func (a *actual) destination(d netip.AddrPort) (Destination, bool) {
+	if a == nil {
+		return Destination{}, false
+	}
+	x, ok := a.dests[d]
+	return x, ok
+}
+
+type sysctl struct{ key, value string }
+
+// sysctlList is what kube-proxy's IPVS mode sets.
+func (w *Writer) sysctlList() []sysctl {
+	l := []sysctl{
+		{"net/ipv4/vs/conntrack", "1"},
+		{"net/ipv4/vs/expire_nodest_conn", "1"},
+		{"net/ipv4/vs/expire_quiescent_template", "1"},
+		{"net/ipv4/ip_forward", "1"},
+	}
+	if w.cfg.StrictARP {
+		l = append(l, sysctl{"net/ipv4/conf/all/arp_ignore", "1"}, sysctl{"net/ipv4/conf/all/arp_announce", "2"})
+	}
+	return l
+}
+
+// tune sets the sysctls and IPVS timeouts, writing only what differs.
+func (w *Writer) tune() error {
+	var errs []error
+	for _, s := range w.sysctlList() {
+		cur, err := w.sysctls.Get(s.key)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("read sysctl %s: %w", s.key, err))
+			continue
+		}
+		if strings.TrimSpace(cur) == s.value {
+			continue
+		}
+		if err := w.call("set-sysctl", func() error { return w.sysctls.Set(s.key, s.value) }); err != nil {
+			errs = append(errs, fmt.Errorf("set sysctl %s=%s: %w", s.key, s.value, err))
+		}
+	}
+	if err := w.setTimeouts(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+func (w *Writer) setTimeouts() error {
+	cfg := Timeouts{TCP: w.cfg.TCPTimeout, TCPFin: w.cfg.TCPFinTimeout, UDP: w.cfg.UDPTimeout}
+	if cfg == (Timeouts{}) {
+		return nil
+	}
+	cur, err := w.kernel.Timeouts()
+	if err != nil {
+		return fmt.Errorf("read ipvs timeouts: %w", err)
+	}
+	var set Timeouts
+	if cfg.TCP != 0 && cfg.TCP != cur.TCP {
+		set.TCP = cfg.TCP
+	}
+	if cfg.TCPFin != 0 && cfg.TCPFin != cur.TCPFin {
+		set.TCPFin = cfg.TCPFin
+	}
+	if cfg.UDP != 0 && cfg.UDP != cur.UDP {
+		set.UDP = cfg.UDP
+	}
+	if set == (Timeouts{}) {
+		return nil
+	}
+	if err := w.call("set-timeouts", func() error { return w.kernel.SetTimeouts(set) }); err != nil {
+		return fmt.Errorf("set ipvs timeouts: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,151 @@
+package ipvs
+
+import (
+	"net/netip"
+	"testing"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
+)
+
+// addForeign adds virtual servers that are not ours: one on an address
+// of no interface of ours, one on the node address with a port that is
+// not a NodePort of the plan (192.168.1.10:30080 is).
+func addForeign(t *testing.T, e *env) {
+	t.Helper()
+	for _, k := range []string{"192.0.2.77:80/TCP", "192.168.1.10:22/TCP", "192.168.1.10:30080/UDP"} {
+		must(t, e.k.AddVirtualServer(VirtualServer{Key: key(k), Scheduler: "wlc"}))
+		must(t, e.k.AddDestination(key(k), Destination{Addr: netip.MustParseAddr("192.0.2.1"), Port: 80, Weight: 1}))
+	}
+}
+
+func TestForeignUntouched(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		run  func(e *env) error
+	}{
+		{"apply", func(e *env) error { return e.apply(web("10.244.1.5:8080")) }},
+		{"resync", func(e *env) error { return e.resync(plan(web("10.244.1.5:8080"))) }},
+		{"resync with empty plan", func(e *env) error {
+			if err := e.resync(plan(web("10.244.1.5:8080"))); err != nil {
+				return err
+			}
+			return e.resync(policy.Plan{})
+		}},
+		{"remove service", func(e *env) error {
+			if err := e.apply(web("10.244.1.5:8080")); err != nil {
+				return err
+			}
+			return e.apply(svc("web"))
+		}},
+		{"cleanup", func(e *env) error {
+			if err := e.resync(plan(web("10.244.1.5:8080"))); err != nil {
+				return err
+			}
+			return e.w.Cleanup()
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, Config{})
+			addForeign(t, e)
+			if err := tc.run(e); err != nil {
+				t.Fatal(err)
+			}
+			for _, tr := range e.trace {
+				for _, f := range []string{"192.0.2.77:80/TCP", "192.168.1.10:22/TCP", "192.168.1.10:30080/UDP", "eth0"} {
+					if containsWord(tr, f) {
+						t.Errorf("touched foreign %s: %s", f, tr)
+					}
+				}
+			}
+			vss, _ := e.k.VirtualServers()
+			n := 0
+			for _, v := range vss {
+				if v.Scheduler == "wlc" {
+					n++
+				}
+			}
+			if n != 3 {
+				t.Errorf("%d foreign virtual servers left, want 3:\n%s", n, e.k.Dump())
+			}
+		})
+	}
+}
+
+func containsWord(s, w string) bool {
+	for _, f := range splitFields(s) {
+		if f == w {
+			return true
+		}
+	}
+	return false
+}
+
+func splitFields(s string) []string {
+	var out []string
+	start := -1
+	for i, r := range s + " " {
+		if r == ' ' {
+			if start >= 0 {
+				out = append(out, s[start:i])
+			}
+			start = -1
+		} else if start < 0 {
+			start = i
+		}
+	}
+	return out
+}
+
+func TestExcludeCIDRs(t *testing.T) {
+	cfg := Config{ExcludeCIDRs: []netip.Prefix{netip.MustParsePrefix("10.96.100.0/24")}}
+	excluded := svc("ex", vs("ClusterIP 10.96.100.1:80/TCP", "10.244.1.5:80"))
+	for _, tc := range []struct {
+		name string
+		run  func(e *env) error
+	}{
+		{"service removed", func(e *env) error { return e.apply(svc("ex")) }},
+		{"stale on resync", func(e *env) error { return e.resync(policy.Plan{}) }},
+		{"cleanup", func(e *env) error { return e.w.Cleanup() }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, cfg)
+			e.mustApply(excluded, one("10.244.1.5:80"))
+			if err := tc.run(e); err != nil {
+				t.Fatal(err)
+			}
+			vss, _ := e.k.VirtualServers()
+			found := false
+			for _, v := range vss {
+				found = found || v.Key == key("10.96.100.1:80/TCP")
+			}
+			if !found {
+				t.Errorf("excluded virtual server deleted:\n%s", e.k.Dump())
+			}
+		})
+	}
+	t.Run("still programmed when planned", func(t *testing.T) {
+		e := newEnv(t, cfg)
+		e.mustApply(excluded)
+		if d := destLine(&env{k: e.k}, "10.244.1.5:80"); d == "" {
+			t.Errorf("excluded planned virtual server not programmed:\n%s", e.k.Dump())
+		}
+	})
+}
+
+// TestNodePortOwnership: a stale virtual server on a node address is
+// ours when its port is a NodePort of the plan.
+func TestNodePortOwnership(t *testing.T) {
+	e := newEnv(t, Config{})
+	must(t, e.k.AddVirtualServer(VirtualServer{Key: key("192.168.1.11:30080/TCP"), Scheduler: "rr"}))
+	// 192.168.1.11 becomes a node address of the plan: the stale VS on
+	// it with NodePort 30080 is ours and goes.
+	w := web("10.244.1.5:8080")
+	w.VirtualServers = append(w.VirtualServers, vs("NodePort 192.168.1.11:30081/TCP", "10.244.1.5:8080"))
+	e.mustResync(plan(w))
+	vss, _ := e.k.VirtualServers()
+	for _, v := range vss {
+		if v.Key == key("192.168.1.11:30080/TCP") {
+			t.Errorf("stale NodePort virtual server kept:\n%s", e.k.Dump())
+		}
+	}
+}

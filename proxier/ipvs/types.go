@@ -1,0 +1,120 @@
+package ipvs
+
+import (
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
+)
+
+// IPVS service flags (include/uapi/linux/ip_vs.h).
+const (
+	FlagPersistent = 0x0001 // IP_VS_SVC_F_PERSISTENT: session affinity
+	FlagHashed     = 0x0002 // IP_VS_SVC_F_HASHED: set by the kernel, never by us
+	FlagOnePacket  = 0x0004 // IP_VS_SVC_F_ONEPACKET
+	FlagSched1     = 0x0008 // IP_VS_SVC_F_SCHED1: mh-fallback, sh-fallback
+	FlagSched2     = 0x0010 // IP_VS_SVC_F_SCHED2: mh-port, sh-port
+	FlagSched3     = 0x0020 // IP_VS_SVC_F_SCHED3
+)
+
+// ForwardMasq is the NAT (masquerade) forwarding method of a destination,
+// IP_VS_CONN_F_MASQ; the only one the Writer programs.
+const ForwardMasq = 0
+
+// Key identifies a virtual server in the kernel.
+type Key struct {
+	Addr     netip.Addr
+	Protocol policy.Protocol
+	Port     uint16
+}
+
+// String renders the key as 10.96.0.1:80/TCP or [fd00::1]:80/TCP.
+func (k Key) String() string {
+	return netip.AddrPortFrom(k.Addr, k.Port).String() + "/" + string(k.Protocol)
+}
+
+// Compare orders keys by address, protocol and port.
+func (k Key) Compare(o Key) int {
+	return policy.VirtualServerKey{Address: k.Addr, Protocol: k.Protocol, Port: k.Port}.Compare(
+		policy.VirtualServerKey{Address: o.Addr, Protocol: o.Protocol, Port: o.Port})
+}
+
+// VirtualServer is an IPVS virtual server as the Writer programs it.
+// Flags never include FlagHashed: adapters strip it when reading.
+type VirtualServer struct {
+	Key
+	Scheduler string
+	Flags     uint32
+	// Timeout is the persistence timeout in seconds (0 without FlagPersistent).
+	Timeout uint32
+}
+
+func (vs VirtualServer) String() string {
+	return fmt.Sprintf("%s %s flags=%#x timeout=%d", vs.Key, vs.Scheduler, vs.Flags, vs.Timeout)
+}
+
+// Destination is a real server of a virtual server. ActiveConns and
+// InactiveConns are read from the kernel and ignored when writing.
+type Destination struct {
+	Addr          netip.Addr
+	Port          uint16
+	Weight        int
+	Forward       uint32 // forwarding method; ForwardMasq
+	ActiveConns   int
+	InactiveConns int
+}
+
+// AddrPort is the destination's identity within its virtual server.
+func (d Destination) AddrPort() netip.AddrPort { return netip.AddrPortFrom(d.Addr, d.Port) }
+
+// Timeouts are the IPVS connection timeouts; zero means unchanged.
+type Timeouts struct{ TCP, TCPFin, UDP time.Duration }
+
+// Kernel is the IPVS part of the kernel. Errors are the kernel's: adding
+// what exists is EEXIST, changing or deleting a missing virtual server is
+// ESRCH, a missing destination ENOENT.
+type Kernel interface {
+	// VirtualServers lists every address-based virtual server (firewall
+	// mark services are not listed); empty when there are none.
+	VirtualServers() ([]VirtualServer, error)
+	// Destinations lists a virtual server's destinations with their
+	// connection counts; empty (no error) when the virtual server is missing.
+	Destinations(k Key) ([]Destination, error)
+	AddVirtualServer(vs VirtualServer) error
+	UpdateVirtualServer(vs VirtualServer) error
+	DeleteVirtualServer(k Key) error
+	AddDestination(k Key, d Destination) error
+	UpdateDestination(k Key, d Destination) error
+	DeleteDestination(k Key, d Destination) error
+	Timeouts() (Timeouts, error)
+	// SetTimeouts changes the non-zero timeouts.
+	SetTimeouts(t Timeouts) error
+}
+
+// Links is the part of rtnetlink the Writer uses: one dummy interface and
+// its addresses. A missing link is ENODEV, an existing link or address
+// EEXIST, a missing address EADDRNOTAVAIL.
+type Links interface {
+	// AddDummy creates a dummy interface (left down, as kube-proxy does).
+	AddDummy(name string) error
+	DeleteLink(name string) error
+	// Addrs lists the link's addresses, without IPv6 link-local ones.
+	Addrs(name string) ([]netip.Prefix, error)
+	AddAddr(name string, p netip.Prefix) error
+	DelAddr(name string, p netip.Prefix) error
+}
+
+// Conntrack deletes conntrack entries.
+type Conntrack interface {
+	// DeleteUDP deletes the UDP entries whose reply source is ep (the
+	// endpoint a flow was sent to) and returns how many it deleted.
+	DeleteUDP(ep netip.AddrPort) (int, error)
+}
+
+// Sysctls reads and writes /proc/sys keys such as "net/ipv4/ip_forward".
+// A missing key is ENOENT.
+type Sysctls interface {
+	Get(key string) (string, error)
+	Set(key, value string) error
+}

@@ -1,0 +1,373 @@
+package ipvs
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
+)
+
+// Defaults of Config.
+const (
+	DefaultInterface      = "kube-ipvs0"
+	DefaultGracefulPeriod = 15 * time.Minute
+)
+
+// Backoff of a failed service's retries.
+const (
+	retryInitial = time.Second
+	retryMax     = 2 * time.Minute
+)
+
+// Config configures a Writer.
+type Config struct {
+	// Interface is the dummy interface carrying VIPs; default kube-ipvs0.
+	Interface string
+	// GracefulPeriod is the longest a removed TCP destination drains;
+	// default 15m.
+	GracefulPeriod time.Duration
+	// ExcludeCIDRs (--ipvs-exclude-cidrs): virtual servers on these
+	// addresses are never deleted.
+	ExcludeCIDRs []netip.Prefix
+	// StrictARP (--ipvs-strict-arp) sets arp_ignore=1 and arp_announce=2.
+	StrictARP bool
+	// IPVS timeouts; 0 leaves the kernel's value.
+	TCPTimeout, TCPFinTimeout, UDPTimeout time.Duration
+	// Now is the clock, for tests; default time.Now.
+	Now func() time.Time
+}
+
+// Writer programs IPVS and the dummy interface from plans. Its methods
+// are safe for concurrent use (they serialize).
+type Writer struct {
+	mu      sync.Mutex
+	cfg     Config
+	kernel  Kernel
+	links   Links
+	ct      Conntrack
+	sysctls Sysctls
+
+	started   bool // the kernel has been read
+	tuned     bool // sysctls and timeouts applied
+	tuneTried bool
+	full      bool // a failure asks for a Resync
+
+	mirror     map[Key]*actual
+	bound      map[netip.Addr]netip.Prefix // addresses on the dummy interface
+	linkExists bool
+
+	desired   map[policy.ServiceKey][]policy.VirtualServer
+	owned     map[policy.ServiceKey][]Key
+	want      map[Key]*wanted
+	addrRefs  map[netip.Addr]int // planned VSs binding each address
+	nodeAddrs map[netip.Addr]int // planned NodePort VSs per address
+	nodePorts map[portKey]int    // planned NodePort VSs per protocol/port
+
+	draining map[Key]map[netip.AddrPort]time.Time
+	failed   map[policy.ServiceKey]*retry
+	stale    map[Key]policy.ServiceKey // released by a service, deletion failed
+	ops      map[string]int
+}
+
+// actual is the mirror of one kernel virtual server.
+type actual struct {
+	vs    VirtualServer
+	dests map[netip.AddrPort]Destination
+	// managed: created or adopted by this Writer, so deleting it when it
+	// leaves the plan is ours to do even where ownership rules no longer
+	// say so (its NodePort was removed, say).
+	managed bool
+}
+
+type portKey struct {
+	proto policy.Protocol
+	port  uint16
+}
+
+type retry struct {
+	delay time.Duration
+	at    time.Time
+}
+
+// New returns a Writer over the given kernel handles (fakes in tests).
+func New(cfg Config, k Kernel, l Links, ct Conntrack, sys Sysctls) *Writer {
+	if cfg.Interface == "" {
+		cfg.Interface = DefaultInterface
+	}
+	if cfg.GracefulPeriod <= 0 {
+		cfg.GracefulPeriod = DefaultGracefulPeriod
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	w := &Writer{cfg: cfg, kernel: k, links: l, ct: ct, sysctls: sys, ops: map[string]int{}}
+	w.resetDesired()
+	w.resetMirror()
+	w.draining = map[Key]map[netip.AddrPort]time.Time{}
+	w.failed = map[policy.ServiceKey]*retry{}
+	w.stale = map[Key]policy.ServiceKey{}
+	return w
+}
+
+func (w *Writer) resetDesired() {
+	w.desired = map[policy.ServiceKey][]policy.VirtualServer{}
+	w.owned = map[policy.ServiceKey][]Key{}
+	w.want = map[Key]*wanted{}
+	w.addrRefs = map[netip.Addr]int{}
+	w.nodeAddrs = map[netip.Addr]int{}
+	w.nodePorts = map[portKey]int{}
+}
+
+func (w *Writer) resetMirror() {
+	w.mirror = map[Key]*actual{}
+	w.bound = map[netip.Addr]netip.Prefix{}
+	w.linkExists = false
+}
+
+// Apply applies changed services: each ServicePlan replaces that
+// service's virtual servers, and an empty list removes them. It costs
+// O(changed services), plus services due for a retry and draining
+// destinations. The first call of a Writer (Apply or Resync) reads the
+// kernel first and adopts what matches. A failure on one virtual server
+// is returned, wrapped with it, and neither blocks nor undoes the others;
+// its service is retried by later Applies with exponential backoff
+// (1 s, doubling, at most 2 min) and NeedsResync becomes true.
+func (w *Writer) Apply(changes []policy.ServicePlan) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	now := w.cfg.Now()
+	b := w.newBatch(now)
+	var errs []error
+	if err := w.start(false); err != nil {
+		errs = append(errs, err)
+	}
+	changed := map[policy.ServiceKey]bool{}
+	for _, ch := range changes {
+		changed[ch.Service] = true
+		b.service(ch.Service, ch.VirtualServers)
+	}
+	for _, svc := range slices.SortedFunc(maps.Keys(w.failed), compareServiceKeys) {
+		if r := w.failed[svc]; !changed[svc] && !now.Before(r.at) {
+			b.service(svc, w.desired[svc])
+		}
+	}
+	if !w.started {
+		// Without the kernel's state nothing can be diffed: keep the
+		// plan and retry these services later.
+		for svc := range b.services {
+			b.blame(svc)
+		}
+		b.finish()
+		return errors.Join(append(errs, b.errs...)...)
+	}
+	b.plan()
+	b.drains()
+	b.run()
+	return errors.Join(append(errs, b.errs...)...)
+}
+
+// Resync makes the kernel match the whole plan: it re-reads the kernel's
+// virtual servers, destinations and dummy addresses, adopts what matches,
+// repairs drift (a virtual server deleted by hand, a changed weight),
+// and removes stale virtual servers and addresses that are ours.
+func (w *Writer) Resync(plan policy.Plan) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var errs []error
+	w.started, w.full = false, false
+	if err := w.start(true); err != nil {
+		if !w.started {
+			return err
+		}
+		errs = append(errs, err)
+	}
+	w.resetDesired()
+	w.failed = map[policy.ServiceKey]*retry{}
+	w.stale = map[Key]policy.ServiceKey{}
+	b := w.newBatch(w.cfg.Now())
+	for _, sp := range groupByService(plan) {
+		b.service(sp.Service, sp.VirtualServers)
+	}
+	b.plan()
+	keys := slices.Collect(maps.Keys(w.mirror))
+	for k := range w.want {
+		if w.mirror[k] == nil {
+			keys = append(keys, k)
+		}
+	}
+	slices.SortFunc(keys, Key.Compare)
+	for _, k := range keys {
+		b.virtualServer(k, policy.ServiceKey{}, w.owns(k))
+	}
+	addrs := slices.Collect(maps.Keys(w.bound))
+	for a := range w.addrRefs {
+		if _, ok := w.bound[a]; !ok {
+			addrs = append(addrs, a)
+		}
+	}
+	slices.SortFunc(addrs, netip.Addr.Compare)
+	for _, a := range addrs {
+		b.address(a)
+	}
+	b.drains()
+	b.run()
+	return errors.Join(append(errs, b.errs...)...)
+}
+
+// Cleanup deletes the virtual servers that are ours (on addresses of the
+// dummy interface, NodePort virtual servers of the last plan, and those
+// this Writer created) and the dummy interface. It reads the kernel, so
+// it works in a fresh process; there, without a plan, NodePort virtual
+// servers on node addresses cannot be told from foreign ones and are
+// left alone. Foreign and excluded virtual servers are never touched.
+func (w *Writer) Cleanup() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	defer w.forget()
+	if err := w.readKernel(); err != nil {
+		return err
+	}
+	var errs []error
+	keys := slices.SortedFunc(maps.Keys(w.mirror), Key.Compare)
+	for _, k := range keys {
+		if !w.owns(k) || w.excluded(k.Addr) {
+			continue
+		}
+		if err := w.call("delete-service", func() error { return gone(w.kernel.DeleteVirtualServer(k), syscall.ESRCH) }); err != nil {
+			errs = append(errs, fmt.Errorf("delete virtual server %s: %w", k, err))
+		}
+	}
+	if w.linkExists {
+		if err := w.call("delete-link", func() error { return gone(w.links.DeleteLink(w.cfg.Interface), syscall.ENODEV) }); err != nil {
+			errs = append(errs, fmt.Errorf("delete link %s: %w", w.cfg.Interface, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// forget drops all state but the op counts: the next call starts afresh.
+func (w *Writer) forget() {
+	w.started, w.tuned, w.tuneTried, w.full = false, false, false, false
+	w.resetDesired()
+	w.resetMirror()
+	w.draining = map[Key]map[netip.AddrPort]time.Time{}
+	w.failed = map[policy.ServiceKey]*retry{}
+	w.stale = map[Key]policy.ServiceKey{}
+}
+
+// Ops returns the number of kernel changes made so far by kind
+// (add-service, update-service, delete-service, add-destination,
+// update-destination, delete-destination, add-address, delete-address,
+// add-link, delete-link, flush-conntrack, set-sysctl, set-timeouts), and
+// under "error" how many of them failed. Reads are not counted.
+func (w *Writer) Ops() map[string]int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return maps.Clone(w.ops)
+}
+
+// Draining returns the number of destinations draining (weight 0, kept
+// until their connections end or the graceful period passes).
+func (w *Writer) Draining() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	for _, m := range w.draining {
+		n += len(m)
+	}
+	return n
+}
+
+// NeedsResync reports whether an operation failed since the last
+// successful Resync, so the caller should Resync soon.
+func (w *Writer) NeedsResync() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.full
+}
+
+// call runs one kernel change, counting it.
+func (w *Writer) call(kind string, fn func() error) error {
+	w.ops[kind]++
+	if err := fn(); err != nil {
+		w.ops["error"]++
+		return err
+	}
+	return nil
+}
+
+// excluded reports whether a is in Config.ExcludeCIDRs.
+func (w *Writer) excluded(a netip.Addr) bool {
+	for _, p := range w.cfg.ExcludeCIDRs {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// owns reports whether a kernel virtual server is ours to manage: on an
+// address of the dummy interface, a NodePort of the plan on a node
+// address of the plan, or created or adopted by this Writer.
+func (w *Writer) owns(k Key) bool {
+	if _, ok := w.bound[k.Addr]; ok {
+		return true
+	}
+	if w.nodeAddrs[k.Addr] > 0 && w.nodePorts[portKey{k.Protocol, k.Port}] > 0 {
+		return true
+	}
+	a := w.mirror[k]
+	return a != nil && a.managed
+}
+
+// groupByService splits a plan into per-service plans, in order of first
+// appearance (the plan's order).
+func groupByService(plan policy.Plan) []policy.ServicePlan {
+	var out []policy.ServicePlan
+	idx := map[string]int{}
+	for _, vs := range plan.VirtualServers {
+		i, ok := idx[vs.Service]
+		if !ok {
+			ns, name, _ := strings.Cut(vs.Service, "/")
+			i = len(out)
+			idx[vs.Service] = i
+			out = append(out, policy.ServicePlan{Service: policy.ServiceKey{Namespace: ns, Name: name}})
+		}
+		out[i].VirtualServers = append(out[i].VirtualServers, vs)
+	}
+	return out
+}
+
+func compareServiceKeys(a, b policy.ServiceKey) int {
+	return strings.Compare(a.String(), b.String())
+}
+
+// Close releases the kernel handles (NewLinux's IPVS netlink socket).
+// The kernel state is left as it is.
+func (w *Writer) Close() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, h := range []any{w.kernel, w.links, w.ct, w.sysctls} {
+		if c, ok := h.(interface{ Close() }); ok {
+			c.Close()
+		}
+	}
+}
+
+// gone treats a deletion that found nothing to delete (errnos) as done:
+// the kernel is already as desired.
+func gone(err error, errnos ...syscall.Errno) error {
+	for _, e := range errnos {
+		if errors.Is(err, e) {
+			return nil
+		}
+	}
+	return err
+}
