@@ -1,12 +1,14 @@
-// Package proxier will own the node agent's loop: informers on Services,
-// EndpointSlices and Nodes feed the policy engine's incremental API, and
-// each sync turns the changed part of the Plan into IPVS virtual servers
-// and destinations (github.com/moby/ipvs) and VIP addresses on the
-// kube-ipvs0 dummy interface (netlink), draining removed backends
-// gracefully. It will also serve health, metrics and healthCheckNodePorts.
+// Package proxier owns the node agent's data plane composition: DataPlane
+// applies the policy engine's plans to the kernel through the IPVS writer
+// (package proxier/ipvs: virtual servers, destinations, the kube-ipvs0
+// dummy interface, sysctls) and the nftables writer (package nft: one
+// table for NOTRACK, masquerade, hairpin, reject and filtering).
 //
-// Not yet implemented: it arrives with the data plane and control plane
-// issues. Kernel libraries will be imported only by its IPVS writer, behind
-// a small interface with a kernel-faithful fake. It must make no policy
-// decisions: those live in package policy.
+// It translates nothing and decides nothing: both writers take the same
+// Plan or per-service changes, and DataPlane only orders the calls and
+// joins their errors. The informer-driven sync loop, health, metrics and
+// healthCheckNodePorts arrive with the control plane.
+//
+// proxier must not import kernel libraries itself (only its writer
+// subpackages do) nor make policy decisions.
 package proxier
