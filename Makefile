@@ -4,7 +4,7 @@ export PATH := $(PATH):/usr/local/go/bin
 BIN := bin/kube-ipvs-proxy
 PKGS := ./...
 
-.PHONY: all build plan test unit lint integration bench fuzz clean
+.PHONY: all build plan test unit lint integration bench bench-vm fuzz clean
 
 all: build
 
@@ -35,6 +35,13 @@ integration:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./policy/
+
+# Data-plane benchmarks in the VM, against ipvsadm -R and nft -f (staged
+# into the VM with their libraries). Not part of make test.
+bench-vm:
+	hack/vmlab/stage-tools.sh .cache/vmlab/tools ipvsadm nftables -- /sbin/ipvsadm /usr/sbin/nft
+	VMLAB_EXTRA_TREE=.cache/vmlab/tools VMLAB_MEM=2048 VMLAB_TIMEOUT=1500 \
+		hack/vmlab/run.sh ./integration/bench/ -- -test.run '^$$' -test.bench . -test.benchtime 3x -test.v
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzLoad -fuzztime 30s ./manifest/

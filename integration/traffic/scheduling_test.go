@@ -1,0 +1,129 @@
+//go:build integration
+
+package traffic
+
+import (
+	"net"
+	"testing"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
+)
+
+// TestHairpinPodReachesItselfThroughItsService: a pod that is its own
+// service's only endpoint reaches itself through the ClusterIP (the data
+// plane must masquerade it: a packet from the pod's own address would be
+// dropped as a martian), and with a second endpoint both answer it.
+func TestHairpinPodReachesItselfThroughItsService(t *testing.T) {
+	l := newLab(t)
+	alone := service("hairpin", []string{"10.96.6.1"})
+	l.setService(alone, l.ep("pod-a1"))
+	pair := service("hairpin-pair", []string{"10.96.6.2"})
+	l.setService(pair, l.ep("pod-a1"), l.ep("pod-b1"))
+	l.resync()
+	a1 := l.pod("pod-a1")
+	t.Run("only endpoint", func(t *testing.T) {
+		l.expectOnly(t, a1, "10.96.6.1:80", TCP, nConns, "pod-a1")
+		l.expectOnly(t, a1, "10.96.6.1:53", UDP, nConns, "pod-a1")
+	})
+	t.Run("one of two endpoints", func(t *testing.T) {
+		l.expectOnly(t, a1, "10.96.6.2:80", TCP, nConns, "pod-a1", "pod-b1")
+		l.expectOnly(t, a1, "10.96.6.2:53", UDP, nConns, "pod-a1", "pod-b1")
+	})
+}
+
+// TestSessionAffinityKeepsAClientOnOneBackend: with ClientIP affinity
+// (IPVS persistence), every fresh connection of one client goes to the
+// same backend.
+func TestSessionAffinityKeepsAClientOnOneBackend(t *testing.T) {
+	l := newLab(t)
+	const vip = "10.96.7.1"
+	s := service("sticky", []string{vip}, func(s *policy.Service) { s.PersistenceTimeoutSeconds = 10800 })
+	l.setService(s, l.ep("pod-a1"), l.ep("pod-a2"), l.ep("pod-b1"), l.ep("pod-b2"), l.ep("pod-c1"))
+	l.resync()
+	for _, from := range []*host{l.pod("pod-a3"), l.client} {
+		for _, proto := range []Proto{TCP, UDP} {
+			port := map[Proto]string{TCP: "80", UDP: "53"}[proto]
+			got, err := l.Count(from, net.JoinHostPort(vip, port), proto, nConns)
+			if err != nil {
+				t.Fatalf("%v (so far %s)", err, formatCounts(got))
+			}
+			if len(got) != 1 {
+				t.Errorf("%s from %s over %d connections: %s, want one backend", proto, from, nConns, formatCounts(got))
+			}
+		}
+	}
+}
+
+// TestWeightedSpillMatchesPlanWeights: PreferLocal with an
+// overprovisioning factor spills part of the traffic to the next tier
+// with unequal weights, so the plan asks for wrr. wrr is deterministic:
+// over a whole number of its cycles, each backend gets exactly its
+// weight's share of the connections.
+func TestWeightedSpillMatchesPlanWeights(t *testing.T) {
+	l := newLab(t)
+	const vip = "10.96.8.1"
+	// Local tier: 1 ready of 2 → health min(1, 1.5·1/2) = 0.75; the zone
+	// tier (pod-b1) takes the remaining 0.25: weights 7500:2500 = 3:1.
+	s := service("spill", []string{vip},
+		annotate(policy.AnnotationTrafficPolicy, string(policy.PolicyPreferLocal)),
+		annotate(policy.AnnotationOverprovision, "1.5"))
+	l.setService(s, l.ep("pod-a1"), l.ep("pod-a2", notReady), l.ep("pod-b1"), l.ep("pod-c1"))
+	l.resync()
+	client := l.pod("pod-a3")
+	for _, tc := range []struct {
+		proto policy.Protocol
+		p     Proto
+		port  string
+	}{{policy.ProtocolTCP, TCP, "80"}, {policy.ProtocolUDP, UDP, "53"}} {
+		vs := l.virtualServer(s.Key, policy.KindClusterIP, tc.proto, true)
+		want, n := expectedShares(l, vs, nConns)
+		t.Run(string(tc.proto), func(t *testing.T) {
+			if vs.Scheduler != "wrr" {
+				t.Fatalf("plan: scheduler %q, want wrr (reason %q)", vs.Scheduler, vs.Reason)
+			}
+			t.Logf("plan %v → over %d connections want %s", vs.Destinations, n, formatCounts(want))
+			got, err := l.Count(client, net.JoinHostPort(vip, tc.port), tc.p, n)
+			if err != nil {
+				t.Fatalf("%v (so far %s)", err, formatCounts(got))
+			}
+			if formatCounts(got) != formatCounts(want) {
+				t.Errorf("got %s, want %s", formatCounts(got), formatCounts(want))
+			}
+		})
+	}
+}
+
+// expectedShares returns the exact per-backend counts wrr gives over n
+// connections, n being the smallest whole number of wrr cycles (weight
+// sum over the weights' gcd) that is at least atLeast.
+func expectedShares(l *lab, vs policy.VirtualServer, atLeast int) (map[string]int, int) {
+	g, sum := int32(0), int32(0)
+	for _, d := range vs.Destinations {
+		g, sum = gcd(g, d.Weight), sum+d.Weight
+	}
+	cycle := int(sum / g)
+	n := (atLeast + cycle - 1) / cycle * cycle
+	want := map[string]int{}
+	for _, d := range vs.Destinations {
+		want[l.podByAddr(d.Address.String())] = n / cycle * int(d.Weight/g)
+	}
+	return want, n
+}
+
+func gcd(a, b int32) int32 {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
+
+// podByAddr names the pod owning an address.
+func (l *lab) podByAddr(addr string) string {
+	for name, p := range l.pods {
+		if p.v4.String() == addr || p.v6.String() == addr {
+			return name
+		}
+	}
+	l.t.Fatalf("no pod has address %s", addr)
+	return ""
+}
