@@ -15,6 +15,9 @@ import (
 
 // Run runs the mode the options select and returns the exit code.
 func Run(_ context.Context, o *Options, stdout, stderr io.Writer) int {
+	if o.Cleanup {
+		return runCleanup(o, stderr)
+	}
 	plan, warnings, err := DryRun(o)
 	for _, w := range warnings {
 		fmt.Fprintf(stderr, "warning: %s\n", w)

@@ -39,6 +39,8 @@ type Options struct {
 	ClusterCIDR       string
 	MasqueradeAll     bool
 	NoTrackServices   []string
+	Cleanup           bool
+	IPVSInterface     string
 }
 
 // ParseFlags parses args (without the program name). Help goes to out.
@@ -56,6 +58,8 @@ func ParseFlags(args []string, out io.Writer) (*Options, error) {
 	fs.StringVar(&o.ClusterCIDR, "cluster-cidr", "", "the pods' CIDR range, or a comma-separated dual-stack pair; ClusterIP traffic from outside it is masqueraded")
 	fs.BoolVar(&o.MasqueradeAll, "masquerade-all", false, "masquerade all traffic sent to cluster IPs")
 	fs.StringSliceVar(&o.NoTrackServices, "notrack-services", nil, "services (namespace/name, comma-separated) whose traffic is NOTRACK, as if annotated kube-ipvs-proxy.io/notrack")
+	fs.BoolVar(&o.Cleanup, "cleanup", false, "remove our IPVS virtual servers, dummy interface and nftables table, then exit; nothing foreign is touched")
+	fs.StringVar(&o.IPVSInterface, "ipvs-interface", "kube-ipvs0", "the dummy interface carrying service addresses")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -87,8 +91,14 @@ func (o *Options) Validate() error {
 	if o.DryRun && len(o.Objects) == 0 {
 		errs = append(errs, errors.New("--dry-run needs --objects PATH (watching an API server comes with the control plane)"))
 	}
-	if !o.DryRun {
-		errs = append(errs, errors.New("only --dry-run --objects is implemented so far; the kernel data plane is not in this build"))
+	if o.Cleanup && o.DryRun {
+		errs = append(errs, errors.New("--cleanup and --dry-run exclude each other"))
+	}
+	if !o.DryRun && !o.Cleanup {
+		errs = append(errs, errors.New("the watch loop is not in this build yet: use --dry-run --objects, or --cleanup"))
+	}
+	if o.IPVSInterface == "" {
+		errs = append(errs, errors.New("--ipvs-interface must not be empty"))
 	}
 	for _, s := range o.NoTrackServices {
 		if ns, name, ok := strings.Cut(s, "/"); !ok || ns == "" || name == "" || strings.Contains(name, "/") {

@@ -1,0 +1,25 @@
+package app
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxier"
+)
+
+// runCleanup removes what the proxy programmed: our nftables table, our
+// IPVS virtual servers on the dummy interface's addresses, and the dummy
+// interface. Foreign virtual servers and tables are left alone.
+func runCleanup(o *Options, stderr io.Writer) int {
+	dp, err := proxier.NewDataPlane(proxier.DataPlaneConfig{Interface: o.IPVSInterface})
+	if err != nil {
+		fmt.Fprintf(stderr, "kube-ipvs-proxy: cleanup: %v\n", err)
+		return ExitError
+	}
+	defer dp.Close()
+	if err := dp.Cleanup(); err != nil {
+		fmt.Fprintf(stderr, "kube-ipvs-proxy: cleanup: %v\n", err)
+		return ExitError
+	}
+	return ExitOK
+}
