@@ -54,6 +54,14 @@ func Service(svc *corev1.Service, proxyName string) (*policy.Service, error) {
 	itp := svc.Spec.InternalTrafficPolicy
 	s.InternalLocal = itp != nil && *itp == corev1.ServiceInternalTrafficPolicyLocal
 	s.ExternalLocal = externallyAccessible(svc) && svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal
+	// kube-proxy's NeedsHealthCheck: only eTP=Local load balancers.
+	if s.ExternalLocal && svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
+		p := svc.Spec.HealthCheckNodePort
+		if p < 0 || p > 65535 {
+			return nil, invalid(obj, "spec.healthCheckNodePort", "must be 0-65535, got %d", p)
+		}
+		s.HealthCheckNodePort = uint16(p)
+	}
 	return s, nil
 }
 

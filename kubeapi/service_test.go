@@ -407,6 +407,18 @@ func TestService(t *testing.T) {
 			want: wantService(),
 		},
 		{
+			name: "healthCheckNodePort is kept for an eTP=Local load balancer",
+			svc: testService(withTraffic(corev1.ServiceTypeLoadBalancer, corev1.ServiceExternalTrafficPolicyLocal, nil),
+				func(s *corev1.Service) { s.Spec.HealthCheckNodePort = 32100 }),
+			want: wantService(func(s *policy.Service) { s.ExternalLocal, s.HealthCheckNodePort = true, 32100 }),
+		},
+		{
+			name: "healthCheckNodePort is ignored on an eTP=Local NodePort service, as kube-proxy",
+			svc: testService(withTraffic(corev1.ServiceTypeNodePort, corev1.ServiceExternalTrafficPolicyLocal, nil),
+				func(s *corev1.Service) { s.Spec.HealthCheckNodePort = 32100 }),
+			want: wantService(func(s *policy.Service) { s.ExternalLocal = true }),
+		},
+		{
 			name: "loadBalancerSourceRanges are parsed, trimmed and masked",
 			svc: testService(func(s *corev1.Service) {
 				s.Spec.LoadBalancerSourceRanges = []string{" 203.0.113.7/24", "2001:db8::/32"}

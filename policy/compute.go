@@ -5,18 +5,24 @@ import (
 	"slices"
 )
 
-// virtualServers assembles one service's virtual servers, sorted. For
-// each family the service has a cluster IP of, and each port, it gathers
-// the endpoints once and lets each kind of virtual server pick its
-// selection.
-func (e *Engine) virtualServers(entry *serviceEntry) []VirtualServer {
+// virtualServers assembles one service's virtual servers, sorted, and
+// counts its local ready endpoints. For each family the service has a
+// cluster IP of, and each port, it gathers the endpoints once and lets
+// each kind of virtual server pick its selection.
+func (e *Engine) virtualServers(entry *serviceEntry) ([]VirtualServer, int) {
 	svc, st := entry.svc, entry.settings
 	var out []VirtualServer
+	var localReady []netip.AddrPort
 	zone := e.selfLabel(LabelTopologyZone)
 	for _, cip := range svc.ClusterIPs {
 		v4 := cip.Is4()
 		for _, sp := range svc.Ports {
 			cands := candidates(e.slices[svc.Key], sp, v4, e.cfg.NodeName)
+			for i := range cands {
+				if cands[i].local && cands[i].Ready {
+					localReady = append(localReady, cands[i].addrPort())
+				}
+			}
 			b := vsBuilder{svc: svc, st: st, port: sp, v4: v4, anyUsable: anyUsable(cands),
 				clusterMasquerade: e.clusterMasquerade(v4, st.noTrack)}
 
@@ -49,7 +55,10 @@ func (e *Engine) virtualServers(entry *serviceEntry) []VirtualServer {
 		}
 	}
 	SortVirtualServers(out)
-	return out
+	// Like kube-proxy's LocalReadyEndpoints: unique address:port pairs
+	// across the service's ports.
+	slices.SortFunc(localReady, netip.AddrPort.Compare)
+	return out, len(slices.Compact(localReady))
 }
 
 // anyUsable is kube-proxy's hasAnyEndpoints: some endpoint is ready, or

@@ -58,10 +58,16 @@ type serviceEntry struct {
 
 type sliceID struct{ namespace, name string }
 
-// ServicePlan is the virtual servers of one service, sorted.
+// ServicePlan is the virtual servers of one service, sorted, and what its
+// health check node port reports.
 type ServicePlan struct {
 	Service        ServiceKey
 	VirtualServers []VirtualServer
+	// HealthCheckNodePort is the service's healthCheckNodePort, or 0.
+	HealthCheckNodePort uint16
+	// LocalReadyEndpoints counts this node's ready endpoints (unique
+	// address:port pairs), as kube-proxy's health check server reports.
+	LocalReadyEndpoints int
 }
 
 // New validates cfg and returns an empty engine.
@@ -224,7 +230,9 @@ func (e *Engine) ComputeService(key ServiceKey) (plan ServicePlan, ok bool) {
 	if !ok {
 		return ServicePlan{Service: key}, false
 	}
-	return ServicePlan{Service: key, VirtualServers: e.virtualServers(entry)}, true
+	vss, local := e.virtualServers(entry)
+	return ServicePlan{Service: key, VirtualServers: vss,
+		HealthCheckNodePort: entry.svc.HealthCheckNodePort, LocalReadyEndpoints: local}, true
 }
 
 // Compute returns the whole plan. A virtual server claimed by two
@@ -236,9 +244,15 @@ func (e *Engine) Compute() (Plan, []Warning) {
 	keys := e.Services()
 	perService := make([][]VirtualServer, len(keys))
 	total := 0
+	var checks []HealthCheck
 	for i, key := range keys {
-		perService[i] = e.virtualServers(e.services[key])
+		entry := e.services[key]
+		var local int
+		perService[i], local = e.virtualServers(entry)
 		total += len(perService[i])
+		if p := entry.svc.HealthCheckNodePort; p != 0 {
+			checks = append(checks, HealthCheck{Service: key.String(), NodePort: p, LocalReadyEndpoints: local})
+		}
 	}
 	vss := make([]VirtualServer, 0, total)
 	for _, p := range perService {
@@ -262,7 +276,7 @@ func (e *Engine) Compute() (Plan, []Warning) {
 		}
 		kept = append(kept, vs)
 	}
-	return Plan{Node: e.cfg.NodeName, VirtualServers: kept}, ws
+	return Plan{Node: e.cfg.NodeName, VirtualServers: kept, HealthChecks: checks}, ws
 }
 
 func (k VirtualServerKey) String() string {

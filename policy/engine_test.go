@@ -345,3 +345,24 @@ func TestPlanIsSortedByAddressProtocolPort(t *testing.T) {
 		t.Errorf("order (-want +got):\n%s", diff)
 	}
 }
+
+func TestHealthCheckCountsUniqueLocalReadyEndpoints(t *testing.T) {
+	s := svc("lb", func(s *Service) {
+		s.HealthCheckNodePort = 32100
+		s.ExternalLocal = true
+		s.Ports = append(s.Ports, ServicePort{Name: "alt", Protocol: ProtocolTCP, Port: 81})
+	})
+	sl := slice("lb", "lb-1", ep("10.0.0.1", local()), ep("10.0.0.2", local()), ep("10.0.0.3", local(), notReady), ep("10.0.0.4"))
+	sl.Ports = append(sl.Ports, EndpointPort{Name: "alt", Protocol: ProtocolTCP, Port: 8080})
+	e, _ := newEngine(t, world{svcs: []*Service{s}, slices: []*EndpointSlice{sl}})
+	sp, _ := e.ComputeService(s.Key)
+	if sp.HealthCheckNodePort != 32100 || sp.LocalReadyEndpoints != 2 {
+		t.Errorf("health check %d with %d local ready endpoints, want 32100 with 2 (one per address:port, across ports)",
+			sp.HealthCheckNodePort, sp.LocalReadyEndpoints)
+	}
+	plan, _ := e.Compute()
+	want := []HealthCheck{{Service: "default/lb", NodePort: 32100, LocalReadyEndpoints: 2}}
+	if !cmp.Equal(plan.HealthChecks, want) {
+		t.Errorf("plan health checks %+v, want %+v", plan.HealthChecks, want)
+	}
+}

@@ -29,6 +29,9 @@ type Service struct {
 	// LoadBalancerSourceRanges restricts LoadBalancer clients; empty means
 	// any.
 	LoadBalancerSourceRanges []netip.Prefix
+	// HealthCheckNodePort is spec.healthCheckNodePort (eTP=Local
+	// LoadBalancers), or 0.
+	HealthCheckNodePort uint16
 	// PersistenceTimeoutSeconds is the ClientIP affinity timeout, or 0.
 	PersistenceTimeoutSeconds uint32
 	// Annotations are the Service's annotations; the engine reads the

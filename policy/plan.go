@@ -73,6 +73,16 @@ const (
 type Plan struct {
 	Node           string          `json:"node"`
 	VirtualServers []VirtualServer `json:"virtualServers"`
+	// HealthChecks lists the services with a healthCheckNodePort, by
+	// namespace/name.
+	HealthChecks []HealthCheck `json:"healthChecks,omitempty"`
+}
+
+// HealthCheck is what a service's healthCheckNodePort server reports.
+type HealthCheck struct {
+	Service             string `json:"service"`
+	NodePort            uint16 `json:"nodePort"`
+	LocalReadyEndpoints int    `json:"localReadyEndpoints"`
 }
 
 // VirtualServer is one IPVS virtual server and the destinations this node
