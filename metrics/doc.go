@@ -1,0 +1,23 @@
+// Package metrics owns the node agent's Prometheus metrics and the
+// --metrics-bind-address server (default 127.0.0.1:10249).
+//
+// It exports kube-proxy's metrics under kube-proxy's exact names, help
+// texts (with component-base's "[ALPHA] " prefix, as kube-proxy's /metrics
+// shows them), types, buckets and labels, so that dashboards and alerts
+// written for kube-proxy keep working: kubeproxy_sync_proxy_rules_*,
+// kubeproxy_network_programming_duration_seconds and
+// kubeproxy_proxy_healthz_total / _livez_total. Given the IP families the
+// proxy serves, the per-family metrics carry kube-proxy ≥ 1.33's ip_family
+// label; without, they have kube-proxy ≤ 1.32's label set. Its own metrics
+// are under kube_ipvs_proxy_: netlink_ops_total{kind,result},
+// draining_destinations and virtual_servers{kind}.
+//
+// There are no globals: New registers everything on the Registerer it is
+// given, and *Metrics implements the sync loop's proxier.Observer seam
+// (and health.ProbeObserver) without importing either package. Serve
+// serves /metrics, kube-proxy's /proxyMode ("ipvs") and /healthz ("ok").
+//
+// metrics must not import package proxier, client-go informers or clients,
+// or kernel libraries (netlink, nftables, ipvs); it only counts what it is
+// told.
+package metrics

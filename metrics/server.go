@@ -1,0 +1,87 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// DefaultBindAddress is kube-proxy's default --metrics-bind-address.
+const DefaultBindAddress = "127.0.0.1:10249"
+
+// ProxyMode is what /proxyMode answers, as kube-proxy in IPVS mode.
+const ProxyMode = "ipvs"
+
+// NewRegistry returns a registry with the Go runtime and process
+// collectors (go_*, process_*), which kube-proxy's /metrics also shows.
+// Pass it to New and Serve.
+func NewRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	return reg
+}
+
+// Handler serves g's metrics in the Prometheus text (or negotiated)
+// format; it is the /metrics handler.
+func Handler(g prometheus.Gatherer) http.Handler {
+	return promhttp.HandlerFor(g, promhttp.HandlerOpts{})
+}
+
+// Mux is the --metrics-bind-address server's routes, those of kube-proxy's
+// that a drop-in needs: /metrics, /proxyMode (the mode as plain text) and
+// /healthz (and /healthz/ping), which answer "ok" while the process serves.
+func Mux(g prometheus.Gatherer) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", Handler(g))
+	mux.HandleFunc("/proxyMode", func(w http.ResponseWriter, _ *http.Request) { plain(w, ProxyMode) })
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { plain(w, "ok") })
+	mux.HandleFunc("/healthz/ping", func(w http.ResponseWriter, _ *http.Request) { plain(w, "ok") })
+	return mux
+}
+
+func plain(w http.ResponseWriter, body string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	_, _ = fmt.Fprint(w, body)
+}
+
+// shutdownGrace bounds how long the server waits for in-flight scrapes once
+// its context is done.
+const shutdownGrace = 5 * time.Second
+
+// Serve listens on addr (host:port, kube-proxy's --metrics-bind-address)
+// and serves Mux(g) until ctx is done, then shuts the server down. It
+// returns the listen error, a serving error, or nil after ctx is done.
+func Serve(ctx context.Context, addr string, g prometheus.Gatherer) error {
+	l, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen for metrics on %s: %w", addr, err)
+	}
+	srv := &http.Server{Handler: Mux(g), ReadHeaderTimeout: 5 * time.Second}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(l) }()
+	select {
+	case err := <-done:
+		return fmt.Errorf("serve metrics on %s: %w", addr, err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return fmt.Errorf("shut down metrics on %s: %w", addr, err)
+	}
+	if err := <-done; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve metrics on %s: %w", addr, err)
+	}
+	return nil
+}

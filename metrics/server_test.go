@@ -1,0 +1,123 @@
+package metrics
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+func TestMux(t *testing.T) {
+	m, reg := newTest(corev1.IPv4Protocol)
+	m.EndpointChanges(0, 4)
+	mux := Mux(reg)
+	for _, tc := range []struct {
+		name, path, contentType string
+		code                    int
+		body                    string // exact, or a substring for /metrics
+	}{
+		{name: "proxy mode is ipvs", path: "/proxyMode", code: 200, contentType: "text/plain; charset=utf-8", body: "ipvs"},
+		{name: "healthz answers ok", path: "/healthz", code: 200, contentType: "text/plain; charset=utf-8", body: "ok"},
+		{name: "healthz ping answers ok", path: "/healthz/ping", code: 200, contentType: "text/plain; charset=utf-8", body: "ok"},
+		{name: "metrics are the registry's", path: "/metrics", code: 200, contentType: "text/plain",
+			body: "kubeproxy_sync_proxy_rules_endpoint_changes_total 4\n"},
+		{name: "other paths are not found", path: "/configz", code: 404},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, tc.path, nil))
+			if rec.Code != tc.code {
+				t.Fatalf("GET %s = %d, want %d", tc.path, rec.Code, tc.code)
+			}
+			if tc.code != 200 {
+				return
+			}
+			if ct := rec.Header().Get("Content-Type"); !strings.HasPrefix(ct, tc.contentType) {
+				t.Errorf("Content-Type = %q, want %q", ct, tc.contentType)
+			}
+			body := rec.Body.String()
+			if tc.path == "/metrics" {
+				if !strings.Contains(body, tc.body) {
+					t.Errorf("/metrics lacks %q:\n%s", tc.body, body)
+				}
+			} else if body != tc.body {
+				t.Errorf("GET %s = %q, want %q", tc.path, body, tc.body)
+			}
+		})
+	}
+}
+
+func TestNewRegistryHasRuntimeCollectors(t *testing.T) {
+	reg := NewRegistry()
+	New(reg, corev1.IPv4Protocol)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, mf := range mfs {
+		seen[mf.GetName()] = true
+	}
+	for _, name := range []string{"go_goroutines", "process_start_time_seconds", "kubeproxy_sync_proxy_rules_service_changes_total"} {
+		if !seen[name] {
+			t.Errorf("%s not gathered", name)
+		}
+	}
+}
+
+func TestServe(t *testing.T) {
+	t.Run("serves until the context is done", func(t *testing.T) {
+		_, reg := newTest(corev1.IPv4Protocol)
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := l.Addr().String()
+		l.Close()
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- Serve(ctx, addr, reg) }()
+		var resp *http.Response
+		for range 100 {
+			if resp, err = http.Get("http://" + addr + "/proxyMode"); err == nil {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if err != nil {
+			t.Fatalf("GET /proxyMode: %v", err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(body) != "ipvs" {
+			t.Errorf("GET /proxyMode = %q", body)
+		}
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Serve = %v, want nil after cancel", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("Serve did not return after cancel")
+		}
+	})
+	t.Run("listen failure is returned", func(t *testing.T) {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		_, reg := newTest()
+		err = Serve(context.Background(), l.Addr().String(), reg)
+		if err == nil || !strings.Contains(err.Error(), "listen for metrics on "+l.Addr().String()) {
+			t.Errorf("Serve on a bound port = %v", err)
+		}
+	})
+}
