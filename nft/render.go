@@ -37,7 +37,7 @@ func Render(cfg Config, plan policy.Plan) string {
 	for _, c := range sortedChains() {
 		fmt.Fprintf(&b, "\n\tchain %s {\n", c.name)
 		if c.hook != nil {
-			fmt.Fprintf(&b, "\t\ttype %s hook %s priority %s; policy accept;\n", c.typ, hookName(uint32(*c.hook)), priorityName(int32(c.priority)))
+			fmt.Fprintf(&b, "\t\ttype %s hook %s priority %s; policy accept;\n", c.typ, hookName(uint32(*c.hook)), priorityName(uint32(*c.hook), int32(c.priority)))
 		}
 		for _, r := range specs {
 			if r.chain == c.name {
@@ -173,20 +173,23 @@ func hookName(h uint32) string {
 	return strconv.Itoa(int(h))
 }
 
-// priorityName prints the standard names of the inet family's priorities.
-func priorityName(p int32) string {
-	switch p {
-	case -300:
+// priorityName prints the standard names of the inet family's
+// priorities. nft accepts dstnat only on prerouting and srcnat only on
+// postrouting (nft(8), "standard priority names"), so elsewhere the number
+// is printed and `nft -f` reads the rendering back.
+func priorityName(hook uint32, p int32) string {
+	switch {
+	case p == -300:
 		return "raw"
-	case -150:
+	case p == -150:
 		return "mangle"
-	case -100:
+	case p == -100 && hook == unix.NF_INET_PRE_ROUTING:
 		return "dstnat"
-	case 0:
+	case p == 0:
 		return "filter"
-	case 50:
+	case p == 50:
 		return "security"
-	case 100:
+	case p == 100 && hook == unix.NF_INET_POST_ROUTING:
 		return "srcnat"
 	}
 	return strconv.Itoa(int(p))
