@@ -1,14 +1,21 @@
-// Package proxier owns the node agent's data plane composition: DataPlane
-// applies the policy engine's plans to the kernel through the IPVS writer
-// (package proxier/ipvs: virtual servers, destinations, the kube-ipvs0
-// dummy interface, sysctls) and the nftables writer (package nft: one
-// table for NOTRACK, masquerade, hairpin, reject and filtering).
+// Package proxier is the node agent's control loop and data plane
+// composition. Proxier (loop.go) watches Services, discovery/v1
+// EndpointSlices and this node's Node, plus a metadata-only informer over
+// all Nodes while some Service uses kube-ipvs-proxy.io/topology-keys
+// (nodes.go). Handlers convert objects with package kubeapi into one
+// policy.Engine and mark only the services they affect (tracker.go). A
+// bounded-frequency runner (runner.go) syncs at most once per
+// MinSyncPeriod and at least once per SyncPeriod: a sync recomputes the
+// dirty services and applies those whose virtual servers changed, or
+// resyncs the whole plan periodically, first, after a failure or when the
+// writer asks (sync.go). Events on invalid annotations: events.go; the
+// seams to the data plane, metrics and health: seams.go.
 //
-// It translates nothing and decides nothing: both writers take the same
-// Plan or per-service changes, and DataPlane only orders the calls and
-// joins their errors. The informer-driven sync loop, health, metrics and
-// healthCheckNodePorts arrive with the control plane.
+// DataPlane applies plans to the kernel through the IPVS writer (package
+// proxier/ipvs) and the nftables writer (package nft); it only orders the
+// calls and joins their errors.
 //
 // proxier must not import kernel libraries itself (only its writer
-// subpackages do) nor make policy decisions.
+// subpackages do) nor make policy decisions, and it never flushes the
+// kernel: not on exit, not while the apiserver is unreachable.
 package proxier

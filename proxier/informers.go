@@ -1,0 +1,226 @@
+package proxier
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/kubeapi"
+)
+
+// informerSet is the always-on informers: Services, EndpointSlices and
+// this node's Node.
+type informerSet struct {
+	factories []informers.SharedInformerFactory
+	synced    []cache.InformerSynced
+}
+
+// Label selectors, as kube-proxy: Services of another proxy and
+// EndpointSlices of headless services are never sent to us. With
+// --service-proxy-name, exactly the Services labelled with it are.
+func (p *Proxier) serviceSelector() (string, error) {
+	op, vals := selection.DoesNotExist, []string(nil)
+	if p.cfg.ServiceProxyName != "" {
+		op, vals = selection.Equals, []string{p.cfg.ServiceProxyName}
+	}
+	r, err := labels.NewRequirement(kubeapi.LabelServiceProxyName, op, vals)
+	if err != nil {
+		return "", fmt.Errorf("service proxy name %q: %w", p.cfg.ServiceProxyName, err)
+	}
+	return labels.NewSelector().Add(*r).String(), nil
+}
+
+func sliceSelector() string {
+	r, err := labels.NewRequirement(corev1.IsHeadlessService, selection.DoesNotExist, nil)
+	if err != nil {
+		panic(err) // a constant requirement
+	}
+	return labels.NewSelector().Add(*r).String()
+}
+
+// stripManagedFields drops what we never read from cached objects.
+func stripManagedFields(obj any) (any, error) {
+	if a, err := meta.Accessor(obj); err == nil {
+		a.SetManagedFields(nil)
+	}
+	return obj, nil
+}
+
+// newInformers builds the informers and registers the handlers. They
+// start with start.
+func (p *Proxier) newInformers() (*informerSet, error) {
+	svcSel, err := p.serviceSelector()
+	if err != nil {
+		return nil, err
+	}
+	c, resync := p.cfg.Client, p.cfg.ConfigSyncPeriod
+	tweak := func(f func(*metav1.ListOptions)) informers.SharedInformerOption {
+		return informers.WithTweakListOptions(f)
+	}
+	svcF := informers.NewSharedInformerFactoryWithOptions(c, resync, informers.WithTransform(stripManagedFields),
+		tweak(func(o *metav1.ListOptions) {
+			o.LabelSelector = svcSel
+			o.FieldSelector = fields.OneTermNotEqualSelector("spec.clusterIP", corev1.ClusterIPNone).String()
+		}))
+	sliceF := informers.NewSharedInformerFactoryWithOptions(c, resync, informers.WithTransform(stripManagedFields),
+		tweak(func(o *metav1.ListOptions) { o.LabelSelector = sliceSelector() }))
+	nodeF := informers.NewSharedInformerFactoryWithOptions(c, resync, informers.WithTransform(stripManagedFields),
+		tweak(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", p.cfg.NodeName).String()
+		}))
+
+	set := &informerSet{factories: []informers.SharedInformerFactory{svcF, sliceF, nodeF}}
+	for _, h := range []struct {
+		inf     cache.SharedIndexInformer
+		handler cache.ResourceEventHandler
+	}{
+		{svcF.Core().V1().Services().Informer(), p.serviceHandler()},
+		{sliceF.Discovery().V1().EndpointSlices().Informer(), p.sliceHandler()},
+		{nodeF.Core().V1().Nodes().Informer(), p.nodeHandler()},
+	} {
+		reg, err := h.inf.AddEventHandler(h.handler)
+		if err != nil {
+			return nil, fmt.Errorf("register event handler: %w", err)
+		}
+		set.synced = append(set.synced, reg.HasSynced)
+	}
+	return set, nil
+}
+
+func (s *informerSet) start(ctx context.Context) {
+	for _, f := range s.factories {
+		f.StartWithContext(ctx)
+	}
+}
+
+// shutdown waits for the informers' goroutines; ctx must be done.
+func (s *informerSet) shutdown() {
+	for _, f := range s.factories {
+		f.Shutdown()
+	}
+}
+
+// objectOf returns obj as a T, unwrapping a delete tombstone.
+func objectOf[T any](obj any) (T, bool) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	t, ok := obj.(T)
+	return t, ok
+}
+
+// unchanged reports an informer resync: the same resource version again.
+func unchanged(old, cur metav1.Object) bool {
+	return old.GetResourceVersion() != "" && old.GetResourceVersion() == cur.GetResourceVersion()
+}
+
+func (p *Proxier) serviceHandler() cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if svc, ok := objectOf[*corev1.Service](obj); ok {
+				p.onService(svc)
+			}
+		},
+		UpdateFunc: func(old, obj any) {
+			o, ok1 := objectOf[*corev1.Service](old)
+			svc, ok2 := objectOf[*corev1.Service](obj)
+			if ok1 && ok2 && !unchanged(o, svc) {
+				p.onService(svc)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if svc, ok := objectOf[*corev1.Service](obj); ok {
+				p.onServiceDelete(svc.Namespace, svc.Name)
+			}
+		},
+	}
+}
+
+func (p *Proxier) onService(svc *corev1.Service) {
+	c := p.t.upsertService(svc)
+	if !c.invalid { // an ignored object changes nothing, not even warnings
+		p.events.warn(p.logger(), svc, c.warnings)
+	}
+	p.serviceChanged(c)
+}
+
+func (p *Proxier) onServiceDelete(namespace, name string) {
+	p.events.forget(serviceKey(namespace, name))
+	p.serviceChanged(p.t.deleteService(namespace, name))
+}
+
+// serviceChanged reports a Service change and starts or stops the node
+// metadata informer as topology-keys services come and go.
+func (p *Proxier) serviceChanged(c change) {
+	p.queued(c)
+	p.nodes.set(c.topology)
+}
+
+func (p *Proxier) sliceHandler() cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if s, ok := objectOf[*discoveryv1.EndpointSlice](obj); ok {
+				p.queued(p.t.upsertSlice(s))
+			}
+		},
+		UpdateFunc: func(old, obj any) {
+			o, ok1 := objectOf[*discoveryv1.EndpointSlice](old)
+			s, ok2 := objectOf[*discoveryv1.EndpointSlice](obj)
+			if ok1 && ok2 && !unchanged(o, s) {
+				p.queued(p.t.upsertSlice(s))
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if s, ok := objectOf[*discoveryv1.EndpointSlice](obj); ok {
+				p.queued(p.t.deleteSlice(s.Namespace, s.Name))
+			}
+		},
+	}
+}
+
+func (p *Proxier) nodeHandler() cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if n, ok := objectOf[*corev1.Node](obj); ok {
+				p.onNode(n)
+			}
+		},
+		UpdateFunc: func(_, obj any) {
+			if n, ok := objectOf[*corev1.Node](obj); ok {
+				p.onNode(n)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			n, ok := objectOf[*corev1.Node](obj)
+			if !ok || n.Name != p.cfg.NodeName {
+				return
+			}
+			// A deleted Node is going away: health reports it as such
+			// even if the last version seen had no deletion timestamp.
+			gone := n.DeepCopy()
+			if gone.DeletionTimestamp == nil {
+				now := metav1.NewTime(p.clock.Now())
+				gone.DeletionTimestamp = &now
+			}
+			p.health.SyncNode(gone)
+			p.queued(p.t.deleteSelf(n.Name))
+		},
+	}
+}
+
+func (p *Proxier) onNode(n *corev1.Node) {
+	if n.Name != p.cfg.NodeName {
+		return
+	}
+	p.health.SyncNode(n)
+	p.queued(p.t.upsertSelf(n))
+}

@@ -1,0 +1,226 @@
+package proxier
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
+)
+
+// Defaults, as kube-proxy's IPVS mode (--ipvs-min-sync-period defaults
+// to 0: every change syncs at once).
+const (
+	DefaultSyncPeriod       = 30 * time.Second
+	DefaultConfigSyncPeriod = 15 * time.Minute
+)
+
+// Config configures the sync loop.
+type Config struct {
+	// NodeName is this node's name (--hostname-override).
+	NodeName string
+	// Engine configures the policy engine; its NodeName is set to
+	// NodeName.
+	Engine policy.Config
+	// ServiceProxyName is --service-proxy-name: empty serves Services
+	// without the service.kubernetes.io/service-proxy-name label, set
+	// serves exactly the Services labelled with it.
+	ServiceProxyName string
+	// MinSyncPeriod is the minimum interval between syncs
+	// (--ipvs-min-sync-period); 0 syncs on every change.
+	MinSyncPeriod time.Duration
+	// SyncPeriod is the interval of the periodic full Resync
+	// (--ipvs-sync-period); 0 means DefaultSyncPeriod. A failed sync is
+	// retried, as a Resync, after SyncPeriod or at the next change.
+	SyncPeriod time.Duration
+	// ConfigSyncPeriod is the informers' resync period
+	// (--config-sync-period); 0 means DefaultConfigSyncPeriod.
+	ConfigSyncPeriod time.Duration
+	// Client reads Services, EndpointSlices and this node's Node.
+	Client kubernetes.Interface
+	// MetadataClient reads the other Nodes' labels (metadata only), while
+	// some service uses the topology-keys annotation.
+	MetadataClient metadata.Interface
+	// DataPlane programs the kernel.
+	DataPlane DataPlaneWriter
+	// Observer, Health and ServiceHealth may be nil.
+	Observer      Observer
+	Health        Health
+	ServiceHealth ServiceHealth
+	// Recorder, if set, receives a Warning Event (reason
+	// InvalidAnnotation) per invalid kube-ipvs-proxy.io annotation of a
+	// Service, once per service, annotation and message.
+	Recorder record.EventRecorder
+	// OnPlan, if set, is called after each sync with the whole current
+	// plan (--dry-run watch mode).
+	OnPlan func(policy.Plan)
+}
+
+// Stats counts what the loop did, for tests and debugging.
+type Stats struct {
+	Syncs     int // syncs run, full and incremental
+	FullSyncs int // of which full (DataPlane.Resync)
+	Applies   int // DataPlane.Apply calls
+	Failures  int // syncs whose data plane call failed
+	LastFull  bool
+	// LastChanged lists, sorted, the services the last incremental sync
+	// passed to Apply; nil after a full sync.
+	LastChanged []policy.ServiceKey
+	LastError   error
+	// NodeInformer reports whether the node metadata informer runs, and
+	// how often it started and stopped.
+	NodeInformer                          bool
+	NodeInformerStarts, NodeInformerStops int
+}
+
+// Proxier is the sync loop: informers feed one policy engine, and a
+// bounded-frequency runner programs what changed.
+type Proxier struct {
+	cfg       Config
+	clock     clock.Clock
+	log       klog.Logger
+	obs       Observer
+	health    Health
+	svcHealth ServiceHealth
+	dpStats   DataPlaneStats // nil unless the DataPlane has stats
+
+	t       *tracker
+	nodes   *nodeWatch
+	events  *annotationEvents
+	runner  *runner
+	running atomic.Bool
+
+	st syncState // the sync goroutine's
+
+	statsMu sync.Mutex
+	stats   Stats
+}
+
+// New validates cfg and returns a Proxier; Run starts it.
+func New(cfg Config) (*Proxier, error) {
+	switch {
+	case cfg.NodeName == "":
+		return nil, errors.New("node name is required")
+	case cfg.Client == nil || cfg.MetadataClient == nil:
+		return nil, errors.New("a client and a metadata client are required")
+	case cfg.DataPlane == nil:
+		return nil, errors.New("a data plane is required")
+	}
+	if cfg.SyncPeriod == 0 {
+		cfg.SyncPeriod = DefaultSyncPeriod
+	}
+	if cfg.ConfigSyncPeriod == 0 {
+		cfg.ConfigSyncPeriod = DefaultConfigSyncPeriod
+	}
+	switch {
+	case cfg.SyncPeriod < 0 || cfg.ConfigSyncPeriod < 0:
+		return nil, fmt.Errorf("sync period %v and config sync period %v must be positive", cfg.SyncPeriod, cfg.ConfigSyncPeriod)
+	case cfg.MinSyncPeriod < 0 || cfg.MinSyncPeriod > cfg.SyncPeriod:
+		return nil, fmt.Errorf("min sync period %v must be between 0 and the sync period %v", cfg.MinSyncPeriod, cfg.SyncPeriod)
+	}
+	cfg.Engine.NodeName = cfg.NodeName
+	engine, err := policy.New(cfg.Engine)
+	if err != nil {
+		return nil, fmt.Errorf("policy engine: %w", err)
+	}
+	p := &Proxier{cfg: cfg, log: klog.Background(),
+		obs: cfg.Observer, health: cfg.Health, svcHealth: cfg.ServiceHealth, events: newAnnotationEvents(cfg.Recorder)}
+	if p.obs == nil {
+		p.obs = nopObserver{}
+	}
+	if p.health == nil {
+		p.health = nopHealth{}
+	}
+	if p.svcHealth == nil {
+		p.svcHealth = nopServiceHealth{}
+	}
+	p.dpStats, _ = cfg.DataPlane.(DataPlaneStats)
+	p.st = newSyncState()
+	p.setClock(clock.RealClock{})
+	p.t = newTracker(engine, cfg.NodeName, cfg.ServiceProxyName, p.clock.Now())
+	p.nodes = &nodeWatch{client: cfg.MetadataClient, resync: cfg.ConfigSyncPeriod, t: p.t, changed: p.queued}
+	return p, nil
+}
+
+// setClock replaces the clock; tests only, before Run.
+func (p *Proxier) setClock(c clock.Clock) {
+	p.clock = c
+	// As kube-proxy's IPVS mode, a failed sync is retried after
+	// SyncPeriod (or at the next change); it is then a full Resync.
+	p.runner = newRunner(p.sync, p.cfg.MinSyncPeriod, p.cfg.SyncPeriod, p.cfg.SyncPeriod, c)
+	if p.t != nil {
+		p.t.since = c.Now()
+	}
+}
+
+// Run starts the informers, waits for their caches, makes the first full
+// Resync and then syncs until ctx is done. It never flushes the kernel:
+// on exit, or while the apiserver is unreachable (the informers retry
+// with backoff), the last programmed state stays. It returns nil when ctx
+// ends, and an error only if it cannot start.
+func (p *Proxier) Run(ctx context.Context) error {
+	if !p.running.CompareAndSwap(false, true) {
+		return errors.New("proxier: Run called twice")
+	}
+	p.log = klog.FromContext(ctx)
+	p.t.mu.Lock()
+	p.t.logger = p.log
+	p.t.mu.Unlock()
+	set, err := p.newInformers()
+	if err != nil {
+		return err
+	}
+	p.nodes.run(ctx)
+	set.start(ctx)
+	defer set.shutdown()
+	defer p.nodes.shutdown()
+	p.log.V(2).Info("Waiting for informer caches", "node", p.cfg.NodeName)
+	if !cache.WaitForCacheSync(ctx.Done(), set.synced...) || !p.nodes.waitSynced(ctx) {
+		return nil // ctx done
+	}
+	p.log.Info("Informer caches synced; starting the sync loop", "minSyncPeriod", p.cfg.MinSyncPeriod,
+		"syncPeriod", p.cfg.SyncPeriod)
+	p.runner.Run()
+	p.runner.Loop(ctx)
+	return nil
+}
+
+func (p *Proxier) logger() klog.Logger { return p.log }
+
+// queued reports an event's change and, if some service must be
+// recomputed, requests a sync.
+func (p *Proxier) queued(c change) {
+	if c.svcChange {
+		p.obs.ServiceChanges(c.svcPending, 1)
+	}
+	if c.epChange {
+		p.obs.EndpointChanges(c.epPending, 1)
+	}
+	if !c.dirty {
+		return
+	}
+	p.obs.Queued()
+	p.health.QueuedUpdate()
+	p.runner.Run()
+}
+
+// Stats returns a copy of the counters.
+func (p *Proxier) Stats() Stats {
+	p.statsMu.Lock()
+	s := p.stats
+	p.statsMu.Unlock()
+	s.LastChanged = slices.Clone(s.LastChanged)
+	s.NodeInformer, s.NodeInformerStarts, s.NodeInformerStops = p.nodes.state()
+	return s
+}

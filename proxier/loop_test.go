@@ -1,0 +1,238 @@
+package proxier
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	metadatafake "k8s.io/client-go/metadata/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
+)
+
+// These tests run the whole loop: fake clientsets, real informers, the
+// runner on the real clock (MinSyncPeriod 0).
+
+func TestNew(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(*Config)
+		ok     bool
+	}{
+		{"defaults", func(*Config) {}, true},
+		{"no node name", func(c *Config) { c.NodeName = "" }, false},
+		{"no data plane", func(c *Config) { c.DataPlane = nil }, false},
+		{"no metadata client", func(c *Config) { c.MetadataClient = nil }, false},
+		{"negative min sync period", func(c *Config) { c.MinSyncPeriod = -time.Second }, false},
+		{"min sync period above the sync period", func(c *Config) { c.MinSyncPeriod, c.SyncPeriod = time.Minute, time.Second }, false},
+		{"invalid scheduler", func(c *Config) { c.Engine.Scheduler = "nope" }, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tp := newTestProxier(t, nil)
+			cfg := tp.cfg
+			cfg.SyncPeriod, cfg.ConfigSyncPeriod = 0, 0
+			tc.mutate(&cfg)
+			p, err := New(cfg)
+			if (err == nil) != tc.ok {
+				t.Fatalf("New: err = %v, want ok %v", err, tc.ok)
+			}
+			if err == nil && (p.cfg.SyncPeriod != DefaultSyncPeriod || p.cfg.ConfigSyncPeriod != DefaultConfigSyncPeriod) {
+				t.Errorf("defaults: %v %v", p.cfg.SyncPeriod, p.cfg.ConfigSyncPeriod)
+			}
+		})
+	}
+}
+
+func TestRunAgainstFakeAPI(t *testing.T) {
+	ctx := context.Background()
+	web := service("web", "10.96.0.10")
+	tp := newTestProxier(t, nil, node(testNode, "192.168.0.10", nil), web, service("db", "10.96.0.20"),
+		slice("web-1", "web", ep{"10.244.1.5", testNode}))
+	tp.start(t)
+	if got := describeAll(tp.dp.snapshot()); !cmp.Equal(got, []string{"Resync[2]"}) {
+		t.Fatalf("first sync: got %v, want one Resync of both ClusterIPs", got)
+	}
+	eps := tp.client.DiscoveryV1().EndpointSlices("default")
+	services := tp.client.CoreV1().Services("default")
+	steps := []struct {
+		name string
+		act  func() error
+		want []string
+	}{
+		{"an EndpointSlice change applies exactly its service",
+			func() error {
+				_, err := eps.Update(ctx, slice("web-1", "web", ep{"10.244.1.6", testNode}), metav1.UpdateOptions{})
+				return err
+			}, []string{"Apply default/web[1]"}},
+		{"an annotation-only EndpointSlice update applies nothing",
+			func() error {
+				s := slice("web-1", "web", ep{"10.244.1.6", testNode})
+				s.Annotations = map[string]string{"example.com/x": "y"}
+				_, err := eps.Update(ctx, s, metav1.UpdateOptions{})
+				return err
+			}, []string{}},
+		{"a Service delete applies an empty plan for it",
+			func() error { return services.Delete(ctx, "db", metav1.DeleteOptions{}) },
+			[]string{"Apply default/db[0]"}},
+		{"an invalid annotation emits an Event and applies nothing else",
+			func() error {
+				svc := web.DeepCopy()
+				svc.Annotations = map[string]string{policy.AnnotationNoTrack: "maybe"}
+				_, err := services.Update(ctx, svc, metav1.UpdateOptions{})
+				return err
+			}, []string{}},
+	}
+	for _, st := range steps {
+		t.Run(st.name, func(t *testing.T) {
+			before, calls := tp.Stats().Syncs, len(tp.dp.snapshot())
+			if err := st.act(); err != nil {
+				t.Fatal(err)
+			}
+			tp.syncedAfter(t, before)
+			if got := describeAll(tp.dp.snapshot()[calls:]); !cmp.Equal(got, st.want) {
+				t.Errorf("data plane calls: got %v, want %v", got, st.want)
+			}
+		})
+	}
+	if got := tp.drainEvents(); len(got) != 1 {
+		t.Errorf("events: got %q, want exactly one InvalidAnnotation", got)
+	}
+}
+
+func TestRunPeriodicResync(t *testing.T) {
+	tp := newTestProxier(t, func(c *Config) { c.SyncPeriod = 20 * time.Millisecond }, service("web", "10.96.0.10"))
+	tp.start(t)
+	waitFor(t, "three full syncs", func() bool { return tp.Stats().FullSyncs >= 3 })
+	for _, c := range tp.dp.snapshot() {
+		if !c.resync || len(c.plan.VirtualServers) != 1 {
+			t.Fatalf("periodic sync: got %s, want Resync[1]", describe(c))
+		}
+	}
+}
+
+// TestRunNodeMetadataInformer: the informer over other nodes' labels runs
+// only while a topology-keys service exists, and its labels drive the
+// plan.
+func TestRunNodeMetadataInformer(t *testing.T) {
+	ctx := context.Background()
+	zone := func(z string) map[string]string { return map[string]string{policy.LabelTopologyZone: z} }
+	tp := newTestProxier(t, nil, node(testNode, "192.168.0.10", zone("z1")),
+		slice("topo-1", "topo", ep{"10.244.2.5", "node-b"}, ep{"10.244.3.5", "node-c"}))
+	for _, n := range []*metav1.PartialObjectMetadata{nodeMeta(testNode, zone("z1")), nodeMeta("node-b", zone("z1")), nodeMeta("node-c", zone("z2"))} {
+		if err := tp.meta.Tracker().Add(n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tp.start(t)
+	if s := tp.Stats(); s.NodeInformer || s.NodeInformerStarts != 0 {
+		t.Fatalf("node informer running without topology-keys services: %+v", s)
+	}
+
+	svc := service("topo", "10.96.0.50", annotated(policy.AnnotationTopologyKeys, policy.LabelTopologyZone))
+	if _, err := tp.client.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "node-b's endpoint only (same zone)", func() bool { return lastDestinations(tp, "topo") == "10.244.2.5" })
+	if s := tp.Stats(); !s.NodeInformer || s.NodeInformerStarts != 1 {
+		t.Errorf("node informer: %+v, want running, started once", s)
+	}
+
+	nodes := tp.meta.Resource(nodesResource).(metadatafake.MetadataClient)
+	if _, err := nodes.UpdateFake(nodeMeta("node-c", zone("z1")), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "node-c's endpoint too after its zone changed", func() bool {
+		return lastDestinations(tp, "topo") == "10.244.2.5 10.244.3.5"
+	})
+
+	if err := tp.client.CoreV1().Services("default").Delete(ctx, "topo", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "node informer stopped", func() bool { s := tp.Stats(); return !s.NodeInformer && s.NodeInformerStops == 1 })
+}
+
+// lastDestinations renders the ClusterIP destinations of the last data
+// plane call that carried svc.
+func lastDestinations(tp *testProxier, svc string) string {
+	calls := tp.dp.snapshot()
+	for i := len(calls) - 1; i >= 0; i-- {
+		vss := calls[i].plan.VirtualServers
+		for _, sp := range calls[i].changes {
+			vss = append(vss, sp.VirtualServers...)
+		}
+		for _, vs := range vss {
+			if vs.Service == "default/"+svc && vs.Kind == policy.KindClusterIP {
+				var out []string
+				for _, d := range vs.Destinations {
+					out = append(out, d.Address.String())
+				}
+				slices.Sort(out)
+				return strings.Join(out, " ")
+			}
+		}
+	}
+	return "<none>"
+}
+
+// TestRunUnreachableAPIServer: while the apiserver cannot be listed,
+// nothing is programmed (no sync from empty caches, which would flush
+// every service); once it answers, the first sync is the full plan. On
+// exit nothing is flushed either.
+func TestRunUnreachableAPIServer(t *testing.T) {
+	tp := newTestProxier(t, nil, service("web", "10.96.0.10"))
+	var down atomic.Bool
+	down.Store(true)
+	tp.client.PrependReactor("list", "services", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if down.Load() {
+			return true, nil, errBoom
+		}
+		return false, nil, nil
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- tp.Run(ctx) }()
+	time.Sleep(300 * time.Millisecond)
+	if calls := tp.dp.snapshot(); len(calls) != 0 {
+		t.Fatalf("programmed while the apiserver was unreachable: %v", describeAll(calls))
+	}
+	down.Store(false)
+	waitFor(t, "first sync after the apiserver answers", func() bool { return tp.Stats().Syncs >= 1 })
+	if got := describeAll(tp.dp.snapshot()); !cmp.Equal(got, []string{"Resync[1]"}) {
+		t.Errorf("first sync: got %v, want Resync[1]", got)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run: %v", err)
+	}
+	if got := describeAll(tp.dp.snapshot()); !cmp.Equal(got, []string{"Resync[1]"}) {
+		t.Errorf("after exit: got %v, want nothing more", got)
+	}
+}
+
+func TestRunHealthSeams(t *testing.T) {
+	lb := service("lb", "10.96.0.40", localLB(32000, "203.0.113.1"))
+	tp := newTestProxier(t, nil, node(testNode, "192.168.0.10", nil), lb, slice("lb-1", "lb", ep{"10.244.1.9", testNode}))
+	tp.start(t)
+	s := tp.seams
+	waitFor(t, "health calls", func() bool { return s.get("Updated") >= 1 && s.get("SyncEndpoints") >= 1 })
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !cmp.Equal(s.hcPorts, map[policy.ServiceKey]uint16{key("lb"): 32000}) ||
+		!cmp.Equal(s.localReady, map[policy.ServiceKey]int{key("lb"): 1}) {
+		t.Errorf("service health: ports %v local ready %v", s.hcPorts, s.localReady)
+	}
+	if len(s.nodes) == 0 || s.nodes[0].Name != testNode {
+		t.Errorf("SyncNode: got %v, want this node", s.nodes)
+	}
+	if s.calls["QueuedUpdate"] == 0 {
+		t.Error("QueuedUpdate never called")
+	}
+}

@@ -1,0 +1,106 @@
+package proxier
+
+import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
+)
+
+// The seams between the sync loop and the components it drives. Each is
+// small so that tests can fake it; nil Observer, Health and ServiceHealth
+// in Config mean "not wanted".
+
+// DataPlaneWriter programs plans into the kernel. *DataPlane implements
+// it.
+type DataPlaneWriter interface {
+	// Apply programs the given services' virtual servers; a ServicePlan
+	// without virtual servers removes the service's.
+	Apply(changes []policy.ServicePlan) error
+	// Resync makes the kernel match the whole plan.
+	Resync(plan policy.Plan) error
+	// NeedsResync reports whether the next sync must be a Resync.
+	NeedsResync() bool
+}
+
+// DataPlaneStats is optionally implemented by a DataPlaneWriter; the loop
+// reports it to the Observer after each sync. *DataPlane implements it.
+type DataPlaneStats interface {
+	IPVSOps() map[string]int // cumulative kernel operations by kind
+	Draining() int           // destinations draining after leaving the plan
+}
+
+// Observer receives the sync loop's metrics. Package metrics implements
+// it.
+type Observer interface {
+	SyncStarted()                                   // a sync begins
+	SyncDone(full bool, d time.Duration, err error) // kubeproxy_sync_proxy_rules_duration_seconds, _last_timestamp_seconds
+	Queued()                                        // kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds
+	// ServiceChanges sets the pending gauge and adds total to the
+	// counter: (pending, 1) on each Service change, (pending, 0) when a
+	// sync takes the changes.
+	ServiceChanges(pending int, total int)
+	EndpointChanges(pending int, total int)    // the same for EndpointSlices
+	NetworkProgrammingLatency(d time.Duration) // kubeproxy_network_programming_duration_seconds
+	// NoLocalEndpoints is the number of services whose internal
+	// (iTP=Local) or external (eTP=Local) virtual servers drop traffic
+	// because this node has no endpoint while the service has some; set
+	// after each sync.
+	NoLocalEndpoints(trafficPolicy string, n int)
+	VirtualServers(byKind map[policy.Kind]int) // kube_ipvs_proxy_virtual_servers{kind}
+	IPVSOps(ops map[string]int)                // cumulative counts from the writer
+	Draining(n int)                            // kube_ipvs_proxy_draining_destinations
+}
+
+// Health is the proxy's /healthz and /livez state. Package health
+// implements it.
+type Health interface {
+	QueuedUpdate()              // a change is pending
+	Updated()                   // a sync applied
+	SyncNode(node *corev1.Node) // deletion timestamp / ToBeDeletedByClusterAutoscaler taint → 503
+}
+
+// ServiceHealth runs the healthCheckNodePort servers. Package health
+// implements it.
+type ServiceHealth interface {
+	// SyncServices says which services need a server on which port.
+	SyncServices(ports map[policy.ServiceKey]uint16) error
+	// SyncEndpoints gives the local ready endpoints of those services.
+	SyncEndpoints(localReady map[policy.ServiceKey]int) error
+}
+
+var (
+	_ DataPlaneWriter = (*DataPlane)(nil)
+	_ DataPlaneStats  = (*DataPlane)(nil)
+)
+
+// Traffic policy label values of Observer.NoLocalEndpoints.
+const (
+	TrafficPolicyInternal = "internal"
+	TrafficPolicyExternal = "external"
+)
+
+type nopObserver struct{}
+
+func (nopObserver) SyncStarted()                            {}
+func (nopObserver) SyncDone(bool, time.Duration, error)     {}
+func (nopObserver) Queued()                                 {}
+func (nopObserver) ServiceChanges(int, int)                 {}
+func (nopObserver) EndpointChanges(int, int)                {}
+func (nopObserver) NetworkProgrammingLatency(time.Duration) {}
+func (nopObserver) NoLocalEndpoints(string, int)            {}
+func (nopObserver) VirtualServers(map[policy.Kind]int)      {}
+func (nopObserver) IPVSOps(map[string]int)                  {}
+func (nopObserver) Draining(int)                            {}
+
+type nopHealth struct{}
+
+func (nopHealth) QueuedUpdate()         {}
+func (nopHealth) Updated()              {}
+func (nopHealth) SyncNode(*corev1.Node) {}
+
+type nopServiceHealth struct{}
+
+func (nopServiceHealth) SyncServices(map[policy.ServiceKey]uint16) error { return nil }
+func (nopServiceHealth) SyncEndpoints(map[policy.ServiceKey]int) error   { return nil }

@@ -1,0 +1,265 @@
+package proxier
+
+import (
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
+)
+
+// syncState is what the sync goroutine remembers between syncs; only it
+// touches it.
+type syncState struct {
+	// applied is the last computed plan of each service, as given to the
+	// data plane. Services without virtual servers or health check are
+	// left out.
+	applied map[policy.ServiceKey]policy.ServicePlan
+	totals  totals
+	// The healthCheckNodePort services and their local ready endpoints;
+	// healthDirty says ServiceHealth has not seen them yet.
+	hcPorts     map[policy.ServiceKey]uint16
+	localReady  map[policy.ServiceKey]int
+	healthDirty bool
+	// full says the next sync must be a Resync: none succeeded yet, or
+	// the last one failed.
+	full      bool
+	conflicts string // the conflict warnings last logged
+}
+
+func newSyncState() syncState {
+	return syncState{applied: map[policy.ServiceKey]policy.ServicePlan{}, totals: newTotals(),
+		hcPorts: map[policy.ServiceKey]uint16{}, localReady: map[policy.ServiceKey]int{}, healthDirty: true, full: true}
+}
+
+// totals are the gauges summed over the applied plans.
+type totals struct {
+	byKind                           map[policy.Kind]int
+	noLocalInternal, noLocalExternal int // services dropping for want of a local endpoint
+}
+
+func newTotals() totals {
+	return totals{byKind: map[policy.Kind]int{policy.KindClusterIP: 0, policy.KindNodePort: 0,
+		policy.KindExternalIP: 0, policy.KindLoadBalancer: 0}}
+}
+
+// add adds (sign 1) or removes (sign -1) one service's plan. A service
+// counts as having no local endpoints, as kube-proxy, when a virtual
+// server under a Local traffic policy drops its traffic (WhenEmpty Drop:
+// the service has endpoints, none on this node).
+func (t *totals) add(sp policy.ServicePlan, sign int) {
+	var internal, external bool
+	for i := range sp.VirtualServers {
+		vs := &sp.VirtualServers[i]
+		t.byKind[vs.Kind] += sign
+		if vs.TrafficPolicy == policy.PolicyLocal && len(vs.Destinations) == 0 && vs.WhenEmpty == policy.EmptyDrop {
+			internal = internal || vs.Kind == policy.KindClusterIP
+			external = external || vs.Kind != policy.KindClusterIP
+		}
+	}
+	if internal {
+		t.noLocalInternal += sign
+	}
+	if external {
+		t.noLocalExternal += sign
+	}
+}
+
+// set records a service's new plan.
+func (s *syncState) set(sp policy.ServicePlan) {
+	k := sp.Service
+	s.totals.add(s.applied[k], -1)
+	s.totals.add(sp, 1)
+	if len(sp.VirtualServers) == 0 && sp.HealthCheckNodePort == 0 {
+		delete(s.applied, k)
+	} else {
+		s.applied[k] = sp
+	}
+	port, hasPort := s.hcPorts[k]
+	switch {
+	case sp.HealthCheckNodePort != 0:
+		if port != sp.HealthCheckNodePort || s.localReady[k] != sp.LocalReadyEndpoints {
+			s.hcPorts[k], s.localReady[k] = sp.HealthCheckNodePort, sp.LocalReadyEndpoints
+			s.healthDirty = true
+		}
+	case hasPort:
+		delete(s.hcPorts, k)
+		delete(s.localReady, k)
+		s.healthDirty = true
+	}
+}
+
+// replace records a full sync's plans: every service.
+func (s *syncState) replace(plans []policy.ServicePlan) {
+	clear(s.applied)
+	clear(s.hcPorts)
+	clear(s.localReady)
+	s.totals = newTotals()
+	for _, sp := range plans {
+		s.set(sp)
+	}
+	s.healthDirty = true
+}
+
+// update records an incremental sync's plans and returns those whose
+// virtual servers changed: the only ones the data plane needs.
+func (s *syncState) update(plans []policy.ServicePlan) []policy.ServicePlan {
+	var changes []policy.ServicePlan
+	for _, sp := range plans {
+		if !sameVirtualServers(s.applied[sp.Service].VirtualServers, sp.VirtualServers) {
+			changes = append(changes, sp)
+		}
+		s.set(sp)
+	}
+	return changes
+}
+
+// sameVirtualServers compares what the kernel sees: everything but the
+// human-readable Reason.
+func sameVirtualServers(a, b []policy.VirtualServer) bool {
+	return slices.EqualFunc(a, b, func(x, y policy.VirtualServer) bool {
+		x.Reason, y.Reason = "", ""
+		return reflect.DeepEqual(x, y)
+	})
+}
+
+// sync is the runner's function: a full Resync when periodic, when none
+// succeeded yet, after a failure or when the data plane asks; otherwise
+// the dirty services are recomputed and only those whose virtual servers
+// changed are applied.
+func (p *Proxier) sync(periodic bool) error {
+	start := p.clock.Now()
+	p.obs.SyncStarted()
+	full := periodic || p.st.full || p.cfg.DataPlane.NeedsResync()
+	w := p.t.checkout(full, p.cfg.OnPlan != nil)
+	p.obs.ServiceChanges(w.svcPending, 0)
+	p.obs.EndpointChanges(w.epPending, 0)
+
+	var changes []policy.ServicePlan
+	var err error
+	if full {
+		p.st.replace(w.plans)
+		p.log.V(9).Info("Plan", "plan", w.plan)
+		if err = p.cfg.DataPlane.Resync(*w.plan); err != nil {
+			err = fmt.Errorf("resync %d virtual servers: %w", len(w.plan.VirtualServers), err)
+		}
+	} else if changes = p.st.update(w.plans); len(changes) > 0 {
+		p.log.V(9).Info("Changes", "changes", changes)
+		if err = p.cfg.DataPlane.Apply(changes); err != nil {
+			err = fmt.Errorf("apply %d services: %w", len(changes), err)
+		}
+	}
+	p.st.full = err != nil
+	elapsed := p.clock.Since(start)
+	p.after(w, changes, err)
+	p.obs.SyncDone(full, elapsed, err)
+	p.record(full, changes, err)
+	if err != nil {
+		p.log.Error(err, "Sync failed; the next sync is a full resync", "full", full)
+		return err
+	}
+	p.log.V(2).Info("Synced", "full", full, "recomputed", len(w.plans), "applied", len(changes),
+		"pendingServices", w.svcPending, "elapsed", elapsed)
+	return nil
+}
+
+// after reports a sync to health, the observer and OnPlan.
+func (p *Proxier) after(w work, changes []policy.ServicePlan, err error) {
+	if err == nil {
+		p.health.Updated()
+		p.reportLatency(w, changes)
+	}
+	p.syncServiceHealth()
+	p.obs.VirtualServers(maps.Clone(p.st.totals.byKind))
+	p.obs.NoLocalEndpoints(TrafficPolicyInternal, p.st.totals.noLocalInternal)
+	p.obs.NoLocalEndpoints(TrafficPolicyExternal, p.st.totals.noLocalExternal)
+	if p.dpStats != nil {
+		p.obs.IPVSOps(p.dpStats.IPVSOps())
+		p.obs.Draining(p.dpStats.Draining())
+	}
+	if w.plan != nil {
+		p.logConflicts(w.conflicts)
+		if p.cfg.OnPlan != nil {
+			p.cfg.OnPlan(*w.plan)
+		}
+	}
+}
+
+// reportLatency reports the network programming latency of the endpoint
+// changes this sync programmed: all of them for a full sync, those of
+// the applied services otherwise (a change that altered no virtual
+// server programmed nothing).
+func (p *Proxier) reportLatency(w work, changes []policy.ServicePlan) {
+	report := func(k policy.ServiceKey, times []time.Time) {
+		for _, t := range times {
+			d := p.clock.Since(t)
+			p.obs.NetworkProgrammingLatency(d)
+			p.log.V(4).Info("Network programming", "service", k.String(), "elapsed", d)
+		}
+	}
+	if w.full {
+		for k, times := range w.triggers {
+			report(k, times)
+		}
+		return
+	}
+	for _, sp := range changes {
+		report(sp.Service, w.triggers[sp.Service])
+	}
+}
+
+// syncServiceHealth gives ServiceHealth the healthCheckNodePort services
+// when they changed; after an error it tries again next sync.
+func (p *Proxier) syncServiceHealth() {
+	if !p.st.healthDirty {
+		return
+	}
+	err1 := p.svcHealth.SyncServices(maps.Clone(p.st.hcPorts))
+	if err1 != nil {
+		p.log.Error(err1, "Cannot sync health check services")
+	}
+	err2 := p.svcHealth.SyncEndpoints(maps.Clone(p.st.localReady))
+	if err2 != nil {
+		p.log.Error(err2, "Cannot sync health check endpoints")
+	}
+	p.st.healthDirty = err1 != nil || err2 != nil
+}
+
+// logConflicts logs virtual servers claimed by two services when they
+// change, not on every sync.
+func (p *Proxier) logConflicts(ws []policy.Warning) {
+	var b strings.Builder
+	for _, w := range ws {
+		b.WriteString(w.String())
+		b.WriteByte('\n')
+	}
+	if b.String() == p.st.conflicts {
+		return
+	}
+	p.st.conflicts = b.String()
+	for _, w := range ws {
+		p.log.Info("Virtual server conflict", "warning", w.String())
+	}
+}
+
+func (p *Proxier) record(full bool, changes []policy.ServicePlan, err error) {
+	p.statsMu.Lock()
+	defer p.statsMu.Unlock()
+	s := &p.stats
+	s.Syncs++
+	s.LastFull, s.LastError, s.LastChanged = full, err, nil
+	if full {
+		s.FullSyncs++
+	} else if len(changes) > 0 {
+		s.Applies++
+		for _, sp := range changes {
+			s.LastChanged = append(s.LastChanged, sp.Service)
+		}
+	}
+	if err != nil {
+		s.Failures++
+	}
+}

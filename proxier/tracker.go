@@ -1,0 +1,374 @@
+package proxier
+
+import (
+	"cmp"
+	"errors"
+	"maps"
+	"reflect"
+	"slices"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/kubeapi"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
+)
+
+// tracker owns the policy engine and records which services changed since
+// the last sync. Informer handlers write it; the sync checks the changes
+// out. One mutex guards everything, since the engine is not safe for
+// concurrent use.
+//
+// An event marks only the services it may affect. An invalid object is
+// logged and ignored, so the previous valid version stays; a Service this
+// proxy does not serve (ErrNotProxied) is removed.
+type tracker struct {
+	mu        sync.Mutex
+	engine    *policy.Engine
+	nodeName  string
+	proxyName string
+	logger    klog.Logger
+	// since: trigger times older than this (objects already there at
+	// start) are not network programming latency.
+	since time.Time
+
+	services   map[policy.ServiceKey]struct{} // in the engine
+	dirty      map[policy.ServiceKey]struct{}
+	all        bool // this node changed: every service is dirty
+	svcPending map[policy.ServiceKey]struct{}
+	epPending  map[policy.ServiceKey]struct{}
+	triggers   map[policy.ServiceKey][]time.Time
+
+	topo   map[policy.ServiceKey]struct{} // services annotated with topology keys
+	self   *policy.Node
+	others map[string]map[string]string // other nodes' labels, from the metadata informer
+	// nodeGen counts metadata informer starts and stops; events from an
+	// earlier informer are dropped.
+	nodeGen                   int
+	nodesRunning, nodesSynced bool
+}
+
+func newTracker(engine *policy.Engine, nodeName, proxyName string, since time.Time) *tracker {
+	return &tracker{
+		engine: engine, nodeName: nodeName, proxyName: proxyName, logger: klog.Background(), since: since,
+		services: map[policy.ServiceKey]struct{}{}, dirty: map[policy.ServiceKey]struct{}{},
+		svcPending: map[policy.ServiceKey]struct{}{}, epPending: map[policy.ServiceKey]struct{}{},
+		triggers: map[policy.ServiceKey][]time.Time{}, topo: map[policy.ServiceKey]struct{}{},
+		others: map[string]map[string]string{},
+	}
+}
+
+// change is what one event did, reported by the caller outside the lock.
+type change struct {
+	dirty                 bool // some service must be recomputed
+	svcChange, epChange   bool // counted as a Service / EndpointSlice change
+	svcPending, epPending int
+	topology              bool // some service uses topology keys
+	warnings              []policy.Warning
+	invalid               bool // the object was ignored
+}
+
+func (t *tracker) resultLocked(c change) change {
+	c.svcPending, c.epPending, c.topology = len(t.svcPending), len(t.epPending), len(t.topo) > 0
+	return c
+}
+
+func serviceKey(namespace, name string) policy.ServiceKey {
+	return policy.ServiceKey{Namespace: namespace, Name: name}
+}
+
+// upsertService converts and applies a Service add or update.
+func (t *tracker) upsertService(svc *corev1.Service) change {
+	key := serviceKey(svc.Namespace, svc.Name)
+	ps, err := kubeapi.Service(svc, t.proxyName)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch {
+	case errors.Is(err, policy.ErrNotProxied):
+		t.logger.V(4).Info("Service not proxied", "service", klog.KObj(svc), "reason", err.Error())
+		return t.removeServiceLocked(key)
+	case err != nil:
+		t.logger.Error(err, "Ignoring invalid object; its previous version stays", "service", klog.KObj(svc))
+		return t.resultLocked(change{invalid: true})
+	}
+	ws := t.engine.UpsertService(ps)
+	t.services[key] = struct{}{}
+	if _, ok := ps.Annotations[policy.AnnotationTopologyKeys]; ok {
+		t.topo[key] = struct{}{}
+	} else {
+		delete(t.topo, key)
+	}
+	t.logger.V(4).Info("Service updated", "service", klog.KObj(svc), "warnings", len(ws))
+	t.markLocked(key, t.svcPending)
+	return t.resultLocked(change{dirty: true, svcChange: true, warnings: ws})
+}
+
+// deleteService applies a Service delete.
+func (t *tracker) deleteService(namespace, name string) change {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.logger.V(4).Info("Service deleted", "service", klog.KRef(namespace, name))
+	return t.removeServiceLocked(serviceKey(namespace, name))
+}
+
+func (t *tracker) removeServiceLocked(key policy.ServiceKey) change {
+	if _, ok := t.services[key]; !ok {
+		return t.resultLocked(change{})
+	}
+	delete(t.services, key)
+	delete(t.topo, key)
+	t.engine.DeleteService(key)
+	t.markLocked(key, t.svcPending)
+	return t.resultLocked(change{dirty: true, svcChange: true})
+}
+
+func (t *tracker) markLocked(key policy.ServiceKey, pending map[policy.ServiceKey]struct{}) {
+	t.dirty[key] = struct{}{}
+	if pending != nil {
+		pending[key] = struct{}{}
+	}
+}
+
+// upsertSlice converts and applies an EndpointSlice add or update, and
+// records its trigger time.
+func (t *tracker) upsertSlice(s *discoveryv1.EndpointSlice) change {
+	conv, err := kubeapi.EndpointSlice(s)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err != nil {
+		t.logger.Error(err, "Ignoring invalid object; its previous version stays", "endpointSlice", klog.KObj(s))
+		return t.resultLocked(change{})
+	}
+	var affected []policy.ServiceKey
+	if conv == nil { // no longer one the engine uses
+		affected = t.engine.DeleteEndpointSlice(s.Namespace, s.Name)
+	} else {
+		affected = t.engine.UpsertEndpointSlice(conv)
+		if tt, ok := t.triggerTime(s); ok {
+			t.triggers[conv.Service] = append(t.triggers[conv.Service], tt)
+		}
+	}
+	t.logger.V(4).Info("EndpointSlice updated", "endpointSlice", klog.KObj(s), "services", affected)
+	return t.markSlicesLocked(affected)
+}
+
+// deleteSlice applies an EndpointSlice delete. As kube-proxy, pending
+// trigger times of its service are dropped: a deletion's trigger time is
+// not the time of the change being programmed.
+func (t *tracker) deleteSlice(namespace, name string) change {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	affected := t.engine.DeleteEndpointSlice(namespace, name)
+	for _, k := range affected {
+		delete(t.triggers, k)
+	}
+	t.logger.V(4).Info("EndpointSlice deleted", "endpointSlice", klog.KRef(namespace, name), "services", affected)
+	return t.markSlicesLocked(affected)
+}
+
+func (t *tracker) markSlicesLocked(affected []policy.ServiceKey) change {
+	for _, k := range affected {
+		t.markLocked(k, t.epPending)
+	}
+	return t.resultLocked(change{dirty: len(affected) > 0, epChange: len(affected) > 0})
+}
+
+// triggerTime reads endpoints.kubernetes.io/last-change-trigger-time.
+func (t *tracker) triggerTime(s *discoveryv1.EndpointSlice) (time.Time, bool) {
+	v, ok := s.Annotations[corev1.EndpointsLastChangeTriggerTime]
+	if !ok {
+		return time.Time{}, false
+	}
+	tt, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		t.logger.V(2).Info("Ignoring unparsable trigger time", "endpointSlice", klog.KObj(s), "value", v, "err", err)
+		return time.Time{}, false
+	}
+	return tt, tt.After(t.since)
+}
+
+// upsertSelf applies this node's Node. Addresses, labels (the zone) and
+// so every service may change; a Node whose converted form is unchanged
+// (a heartbeat) marks nothing.
+func (t *tracker) upsertSelf(n *corev1.Node) change {
+	if n.Name != t.nodeName {
+		return change{}
+	}
+	conv, err := kubeapi.Node(n)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err != nil {
+		t.logger.Error(err, "Ignoring invalid object; its previous version stays", "node", klog.KObj(n))
+		return t.resultLocked(change{})
+	}
+	if reflect.DeepEqual(conv, t.self) {
+		return t.resultLocked(change{})
+	}
+	t.engine.UpsertNode(conv)
+	t.self, t.all = conv, true
+	t.logger.V(4).Info("This node updated", "node", klog.KObj(n))
+	return t.resultLocked(change{dirty: true})
+}
+
+// deleteSelf applies the deletion of this node's Node.
+func (t *tracker) deleteSelf(name string) change {
+	if name != t.nodeName {
+		return change{}
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.engine.DeleteNode(name)
+	t.self, t.all = nil, true
+	t.logger.V(4).Info("This node deleted", "node", klog.KRef("", name))
+	return t.resultLocked(change{dirty: true})
+}
+
+// upsertOther records another node's labels, from metadata informer
+// generation gen. Services with topology keys are marked.
+func (t *tracker) upsertOther(gen int, name string, labels map[string]string) change {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if gen != t.nodeGen || name == t.nodeName {
+		return t.resultLocked(change{})
+	}
+	if old, ok := t.others[name]; ok && maps.Equal(old, labels) {
+		return t.resultLocked(change{})
+	}
+	t.others[name] = labels
+	t.engine.UpsertNode(&policy.Node{Name: name, Labels: labels})
+	return t.markTopologyLocked()
+}
+
+// deleteOther forgets another node.
+func (t *tracker) deleteOther(gen int, name string) change {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.others[name]; gen != t.nodeGen || !ok {
+		return t.resultLocked(change{})
+	}
+	delete(t.others, name)
+	t.engine.DeleteNode(name)
+	return t.markTopologyLocked()
+}
+
+func (t *tracker) markTopologyLocked() change {
+	for k := range t.topo {
+		t.markLocked(k, nil)
+	}
+	return t.resultLocked(change{dirty: len(t.topo) > 0})
+}
+
+// nodesStarted begins a metadata informer generation.
+func (t *tracker) nodesStarted() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.nodeGen++
+	t.nodesRunning, t.nodesSynced = true, false
+	return t.nodeGen
+}
+
+// nodesSynced records that generation gen listed every node; services
+// with topology keys, held back until then, are marked.
+func (t *tracker) nodesSyncedGen(gen int) change {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if gen != t.nodeGen || !t.nodesRunning {
+		return t.resultLocked(change{})
+	}
+	t.nodesSynced = true
+	return t.markTopologyLocked()
+}
+
+// nodesStopped ends the metadata informer generation and forgets other
+// nodes' labels: a later informer lists them again, and deletions in
+// between would be missed.
+func (t *tracker) nodesStopped() change {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.nodeGen++
+	t.nodesRunning, t.nodesSynced = false, false
+	for name := range t.others {
+		t.engine.DeleteNode(name)
+	}
+	clear(t.others)
+	return t.markTopologyLocked()
+}
+
+// held reports whether a dirty service waits for the metadata informer.
+func (t *tracker) heldLocked(k policy.ServiceKey) bool {
+	_, topo := t.topo[k]
+	return topo && t.nodesRunning && !t.nodesSynced
+}
+
+func compareKeys(a, b policy.ServiceKey) int {
+	return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+}
+
+// work is what one sync takes from the tracker.
+type work struct {
+	full bool
+	// plan is the whole plan: for a full sync, or when wanted.
+	plan      *policy.Plan
+	conflicts []policy.Warning
+	// plans are the recomputed services, sorted: every service for a
+	// full sync, the dirty ones otherwise (empty for removed services).
+	plans    []policy.ServicePlan
+	triggers map[policy.ServiceKey][]time.Time
+	// Changes still pending after this checkout (held back).
+	svcPending, epPending int
+}
+
+// checkout takes the changes and computes the plans the sync needs.
+// Services with topology keys stay pending while the node metadata
+// informer has not listed every node.
+func (t *tracker) checkout(full, wantPlan bool) work {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	w := work{full: full, triggers: map[policy.ServiceKey][]time.Time{}}
+	var keys []policy.ServiceKey
+	if full || t.all {
+		keys = t.engine.Services()
+	}
+	if !full {
+		for k := range t.dirty {
+			if _, ok := t.services[k]; !ok || !t.all { // removed, or not listed yet
+				keys = append(keys, k)
+			}
+		}
+		keys = slices.DeleteFunc(keys, t.heldLocked)
+		slices.SortFunc(keys, compareKeys)
+	}
+	// Held services dropped from an all-services mark are marked again
+	// when the node informer syncs.
+	t.all = false
+	for k := range t.dirty {
+		if full || !t.heldLocked(k) {
+			t.take(k, w.triggers)
+		}
+	}
+	w.plans = make([]policy.ServicePlan, 0, len(keys))
+	for _, k := range keys {
+		sp, _ := t.engine.ComputeService(k)
+		w.plans = append(w.plans, sp)
+	}
+	if full || wantPlan {
+		plan, ws := t.engine.Compute()
+		w.plan, w.conflicts = &plan, ws
+	}
+	w.svcPending, w.epPending = len(t.svcPending), len(t.epPending)
+	return w
+}
+
+// take checks one dirty service out.
+func (t *tracker) take(k policy.ServiceKey, triggers map[policy.ServiceKey][]time.Time) {
+	if tt := t.triggers[k]; len(tt) > 0 {
+		triggers[k] = tt
+	}
+	delete(t.triggers, k)
+	delete(t.dirty, k)
+	delete(t.svcPending, k)
+	delete(t.epPending, k)
+}
