@@ -1,7 +1,6 @@
 package app
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,11 +12,8 @@ import (
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 )
 
-// Run runs the mode the options select and returns the exit code.
-func Run(_ context.Context, o *Options, stdout, stderr io.Writer) int {
-	if o.Cleanup {
-		return runCleanup(o, stderr)
-	}
+// runDryRun prints the plan for the --objects files.
+func runDryRun(o *Options, stdout, stderr io.Writer) int {
 	plan, warnings, err := DryRun(o)
 	for _, w := range warnings {
 		fmt.Fprintf(stderr, "warning: %s\n", w)

@@ -1,17 +1,13 @@
 package app
 
 import (
-	"errors"
 	"fmt"
 	"io"
-	"net/netip"
-	"os"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
-
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/nft"
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 )
 
 // Exit codes.
@@ -29,127 +25,203 @@ const (
 
 // Options is the parsed command line.
 type Options struct {
-	HostnameOverride  string
-	DryRun            bool
-	Objects           []string
-	Output            string
-	IPVSScheduler     string
-	NodePortAddresses []string
-	ServiceProxyName  string
-	ClusterCIDR       string
-	MasqueradeAll     bool
-	NoTrackServices   []string
-	Cleanup           bool
-	IPVSInterface     string
+	// Config is the effective kube-proxy configuration: the --config file
+	// if given (kube-proxy's other flags are then ignored, as in
+	// kube-proxy), otherwise kube-proxy's flags over kube-proxy's
+	// defaults; then --hostname-override, -v and --vmodule on top, and an
+	// empty mode made "ipvs". RunConfig derives what the run needs.
+	Config KubeProxyConfiguration
+
+	ConfigFile       string // --config
+	WriteConfigTo    string // --write-config-to
+	HostnameOverride string // --hostname-override as given; wins over the file
+	Master           string // --master: overrides the kubeconfig's server, also with --config
+	Cleanup          bool   // --cleanup
+	InitOnly         bool   // --init-only
+	Version          string // --version: "false", "true" or "raw"
+
+	// kube-ipvs-proxy's own flags; no configuration file field.
+	DryRun             bool
+	Objects            []string
+	Output             string
+	ServiceProxyName   string
+	NoTrackServices    []string
+	IPVSInterface      string
+	IPVSGracefulPeriod time.Duration
+
+	// NodeName is this node's name: --hostname-override, else the
+	// file's hostnameOverride, else the host name; trimmed and lower
+	// case. Validate sets it.
+	NodeName string
+
+	// proxyModeFlag is --proxy-mode as given, checked even with --config.
+	proxyModeFlag string
 }
 
-// ParseFlags parses args (without the program name). Help goes to out.
+// ParseFlags parses args (without the program name) as kube-proxy does:
+// kube-proxy's flags, then the --config file if given. Notices about
+// ignored flags, warnings about the file, and help go to out.
 func ParseFlags(args []string, out io.Writer) (*Options, error) {
 	o := &Options{}
-	fs := pflag.NewFlagSet("kube-ipvs-proxy", pflag.ContinueOnError)
-	fs.SetOutput(out)
-	fs.StringVar(&o.HostnameOverride, "hostname-override", "", "the name of this node; defaults to the host name")
-	fs.BoolVar(&o.DryRun, "dry-run", false, "compute and print the plan without touching the kernel")
-	fs.StringArrayVar(&o.Objects, "objects", nil, "with --dry-run: a manifest file, or a directory of *.yaml, *.yml and *.json files; repeatable")
-	fs.StringVar(&o.Output, "output", OutputJSON, "with --dry-run: plan format, json or text")
-	fs.StringVar(&o.IPVSScheduler, "ipvs-scheduler", policy.DefaultScheduler, "default IPVS scheduler: "+strings.Join(policy.Schedulers, ", "))
-	fs.StringSliceVar(&o.NodePortAddresses, "nodeport-addresses", nil, "CIDRs selecting the node addresses NodePorts listen on, or \"primary\"; default: every InternalIP and ExternalIP")
-	fs.StringVar(&o.ServiceProxyName, "service-proxy-name", "", "proxy exactly the services labelled service.kubernetes.io/service-proxy-name=NAME")
-	fs.StringVar(&o.ClusterCIDR, "cluster-cidr", "", "the pods' CIDR range, or a comma-separated dual-stack pair; ClusterIP traffic from outside it is masqueraded")
-	fs.BoolVar(&o.MasqueradeAll, "masquerade-all", false, "masquerade all traffic sent to cluster IPs")
-	fs.StringSliceVar(&o.NoTrackServices, "notrack-services", nil, "services (namespace/name, comma-separated) whose traffic is NOTRACK, as if annotated kube-ipvs-proxy.io/notrack")
-	fs.BoolVar(&o.Cleanup, "cleanup", false, "remove our IPVS virtual servers, dummy interface and nftables table, then exit; nothing foreign is touched")
-	fs.StringVar(&o.IPVSInterface, "ipvs-interface", "kube-ipvs0", "the dummy interface carrying service addresses")
+	s := &flagState{cfg: newFlagConfig(), healthzPort: defaultHealthzPort, metricsPort: defaultMetricsPort}
+	fs := newFlagSet(o, s, out)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
+	if err := o.complete(fs, s, out); err != nil {
+		return nil, err
+	}
 	return o, nil
 }
 
-// Validate checks the options and fills defaults.
-func (o *Options) Validate() error {
-	var errs []error
-	if o.HostnameOverride == "" {
-		h, err := os.Hostname()
-		if err != nil {
-			errs = append(errs, fmt.Errorf("--hostname-override not set and the host name is unknown: %w", err))
-		}
-		o.HostnameOverride = strings.ToLower(strings.TrimSpace(h))
-	}
-	if o.Output != OutputJSON && o.Output != OutputText {
-		errs = append(errs, fmt.Errorf("--output must be json or text, got %q", o.Output))
-	}
-	if !policy.IsScheduler(o.IPVSScheduler) {
-		errs = append(errs, fmt.Errorf("--ipvs-scheduler: unknown scheduler %q", o.IPVSScheduler))
-	}
-	if len(o.Objects) > 0 && !o.DryRun {
-		errs = append(errs, errors.New("--objects needs --dry-run"))
-	}
-	if o.DryRun && len(o.Objects) == 0 {
-		errs = append(errs, errors.New("--dry-run needs --objects PATH (watching an API server comes with the control plane)"))
-	}
-	if o.Cleanup && o.DryRun {
-		errs = append(errs, errors.New("--cleanup and --dry-run exclude each other"))
-	}
-	if !o.DryRun && !o.Cleanup {
-		errs = append(errs, errors.New("the watch loop is not in this build yet: use --dry-run --objects, or --cleanup"))
-	}
-	if o.IPVSInterface == "" {
-		errs = append(errs, errors.New("--ipvs-interface must not be empty"))
-	}
-	for _, s := range o.NoTrackServices {
-		if ns, name, ok := strings.Cut(s, "/"); !ok || ns == "" || name == "" || strings.Contains(name, "/") {
-			errs = append(errs, fmt.Errorf("--notrack-services: %q is not namespace/name", s))
-		}
-	}
-	if _, err := policy.New(o.engineConfig()); err != nil {
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
+func newFlagSet(o *Options, s *flagState, out io.Writer) *pflag.FlagSet {
+	fs := pflag.NewFlagSet("kube-ipvs-proxy", pflag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.SetNormalizeFunc(wordSepNormalize)
+	o.addFlags(fs)
+	s.register(fs)
+	return fs
 }
 
-func (o *Options) clusterCIDRs() []string {
-	var out []string
-	for _, c := range strings.Split(o.ClusterCIDR, ",") {
-		if c = strings.TrimSpace(c); c != "" {
-			out = append(out, c)
+func (o *Options) addFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.ConfigFile, "config", "", "Path to a KubeProxyConfiguration file (kubeproxy.config.k8s.io/v1alpha1, YAML or JSON). As in kube-proxy, the file then replaces every kube-proxy flag except --hostname-override, --master, --cleanup, --write-config-to, --init-only, -v and --vmodule; kube-ipvs-proxy's own flags still apply.")
+	fs.StringVar(&o.WriteConfigTo, "write-config-to", "", "Write the effective configuration to this file as KubeProxyConfiguration YAML, and exit.")
+	fs.StringVar(&o.HostnameOverride, "hostname-override", "", "The name of this node, winning over the file's hostnameOverride; defaults to the host name.")
+	fs.StringVar(&o.Master, "master", "", "The address of the Kubernetes API server (overrides any value in kubeconfig).")
+	fs.BoolVar(&o.Cleanup, "cleanup", false, "Remove our IPVS virtual servers, dummy interface and nftables table, then exit; nothing foreign is touched.")
+	fs.BoolVar(&o.InitOnly, "init-only", false, "Exit at once: kube-ipvs-proxy needs no separate privileged initialisation (kube-proxy compatibility).")
+	fs.StringVar(&o.Version, "version", "false", "Print version information and exit.")
+	fs.Lookup("version").NoOptDefVal = "true"
+
+	fs.BoolVar(&o.DryRun, "dry-run", false, "Compute and print the plan without touching the kernel.")
+	fs.StringArrayVar(&o.Objects, "objects", nil, "With --dry-run: a manifest file, or a directory of *.yaml, *.yml and *.json files; repeatable.")
+	fs.StringVar(&o.Output, "output", OutputJSON, "With --dry-run: plan format, json or text.")
+	fs.StringVar(&o.ServiceProxyName, "service-proxy-name", "", "Proxy exactly the services labelled service.kubernetes.io/service-proxy-name=NAME.")
+	fs.StringSliceVar(&o.NoTrackServices, "notrack-services", nil, "Services (namespace/name, comma-separated) whose traffic is NOTRACK, as if annotated kube-ipvs-proxy.io/notrack.")
+	fs.StringVar(&o.IPVSInterface, "ipvs-interface", "kube-ipvs0", "The dummy interface carrying service addresses.")
+	fs.DurationVar(&o.IPVSGracefulPeriod, "ipvs-graceful-period", 15*time.Minute, "How long a removed TCP destination may drain at weight 0 before it is deleted.")
+}
+
+// complete makes Config the effective configuration, as kube-proxy's
+// Options.Complete: the file replaces the flags' configuration, except
+// that -v and --vmodule given on the command line win, and a non-empty
+// --hostname-override wins.
+func (o *Options) complete(fs *pflag.FlagSet, s *flagState, out io.Writer) error {
+	if fs.Changed("proxy-mode") {
+		o.proxyModeFlag = s.cfg.Mode
+	}
+	for _, n := range s.notices(fs, o.ConfigFile != "") {
+		fmt.Fprintln(out, n)
+	}
+	if o.ConfigFile == "" {
+		o.Config = s.cfg
+		o.Config.HealthzBindAddress = addressFromPort(o.Config.HealthzBindAddress, s.healthzPort)
+		o.Config.MetricsBindAddress = addressFromPort(o.Config.MetricsBindAddress, s.metricsPort)
+	} else {
+		cfg, warnings, err := LoadConfigFile(o.ConfigFile)
+		for _, w := range warnings {
+			fmt.Fprintln(out, "warning: "+w)
 		}
+		if err != nil {
+			return err
+		}
+		o.Config = cfg
+		for _, w := range o.unsupportedValues() {
+			fmt.Fprintln(out, "warning: "+w)
+		}
+	}
+	if err := o.completeLogging(fs, s); err != nil {
+		return err
+	}
+	if h := strings.ToLower(strings.TrimSpace(o.HostnameOverride)); h != "" {
+		o.Config.HostnameOverride = h
+	}
+	if o.Config.Mode == "" {
+		o.Config.Mode = ModeIPVS
+	}
+	for _, w := range gateWarnings(o.Config.FeatureGates) {
+		fmt.Fprintln(out, "warning: "+w)
+	}
+	return nil
+}
+
+// unsupportedValues warns about file values that change kube-proxy's
+// behaviour in ways we do not implement.
+func (o *Options) unsupportedValues() []string {
+	var out []string
+	if m := o.Config.DetectLocalMode; m != "" && m != "ClusterCIDR" {
+		out = append(out, fmt.Sprintf("%s: detectLocalMode: %q is not implemented, local traffic is detected by clusterCIDR; ignored", o.ConfigFile, m))
+	}
+	if f := o.Config.Logging.Format; f != "text" {
+		out = append(out, fmt.Sprintf("%s: logging.format: %q is not implemented, logging as text; ignored", o.ConfigFile, f))
 	}
 	return out
 }
 
-func (o *Options) engineConfig() policy.Config {
-	return policy.Config{
-		NodeName:          o.HostnameOverride,
-		Scheduler:         o.IPVSScheduler,
-		NodePortAddresses: o.NodePortAddresses,
-		ClusterCIDRs:      o.clusterCIDRs(),
-		MasqueradeAll:     o.MasqueradeAll,
-		NoTrackServices:   o.noTrackKeys(),
+// completeLogging merges -v and --vmodule with the configuration: given
+// on the command line they win (vmodule entries go first); otherwise the
+// file's values are applied to klog.
+func (o *Options) completeLogging(fs *pflag.FlagSet, s *flagState) error {
+	lc := &o.Config.Logging
+	flagV, flagVModule := fs.Changed("v"), fs.Changed("vmodule")
+	if o.ConfigFile == "" || flagV {
+		v, err := strconv.ParseUint(s.klog.Lookup("v").Value.String(), 10, 32)
+		if err != nil {
+			return fmt.Errorf("-v: %w", err)
+		}
+		lc.Verbosity = uint32(v)
+	} else if err := s.klog.Set("v", strconv.FormatUint(uint64(lc.Verbosity), 10)); err != nil {
+		return fmt.Errorf("%s: logging.verbosity: %w", o.ConfigFile, err)
 	}
-}
-
-// nftConfig is the nftables writer's configuration. Validate has checked
-// the CIDRs.
-func (o *Options) nftConfig() nft.Config {
-	var cidrs []netip.Prefix
-	for _, c := range o.clusterCIDRs() {
-		if p, err := netip.ParsePrefix(c); err == nil {
-			cidrs = append(cidrs, p.Masked())
+	flagItems, err := parseVModule(s.klog.Lookup("vmodule").Value.String())
+	if err != nil {
+		return fmt.Errorf("--vmodule: %w", err)
+	}
+	switch {
+	case o.ConfigFile == "":
+		lc.VModule = flagItems
+	case flagVModule:
+		lc.VModule = append(flagItems, lc.VModule...)
+	case len(lc.VModule) > 0:
+		if err := s.klog.Set("vmodule", formatVModule(lc.VModule)); err != nil {
+			return fmt.Errorf("%s: logging.vmodule: %w", o.ConfigFile, err)
 		}
 	}
-	return nft.Config{ClusterCIDRs: cidrs}
+	return nil
 }
 
-func (o *Options) noTrackKeys() []policy.ServiceKey {
-	var keys []policy.ServiceKey
-	for _, s := range o.NoTrackServices {
-		if ns, name, ok := strings.Cut(s, "/"); ok {
-			keys = append(keys, policy.ServiceKey{Namespace: ns, Name: name})
+func parseVModule(s string) ([]VModuleItem, error) {
+	var items []VModuleItem
+	for _, part := range strings.Split(s, ",") {
+		if part = strings.TrimSpace(part); part == "" {
+			continue
 		}
+		pattern, level, ok := strings.Cut(part, "=")
+		v, err := strconv.ParseUint(level, 10, 32)
+		if !ok || pattern == "" || err != nil {
+			return nil, fmt.Errorf("%q is not pattern=N", part)
+		}
+		items = append(items, VModuleItem{FilePattern: pattern, Verbosity: uint32(v)})
 	}
-	return keys
+	return items, nil
+}
+
+func formatVModule(items []VModuleItem) string {
+	parts := make([]string, len(items))
+	for i, it := range items {
+		parts[i] = it.FilePattern + "=" + strconv.FormatUint(uint64(it.Verbosity), 10)
+	}
+	return strings.Join(parts, ",")
+}
+
+// addressFromPort applies a deprecated --healthz-port or --metrics-port:
+// 0 disables the server, otherwise the port is added to a bare IP.
+func addressFromPort(addr string, port int32) string {
+	if port == 0 {
+		return ""
+	}
+	return appendPortIfNeeded(addr, int(port))
 }

@@ -1,0 +1,292 @@
+package app
+
+import (
+	"flag"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	"k8s.io/klog/v2"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
+)
+
+// Reasons for accepting a kube-proxy flag and ignoring it.
+const (
+	notIPVS      = "not used in ipvs mode"
+	noConntrack  = "kube-ipvs-proxy does not manage conntrack sysctls"
+	onlyCIDR     = "only --detect-local-mode ClusterCIDR (--cluster-cidr) is implemented"
+	windowsOnly  = "Windows only"
+	removed      = "removed from kube-proxy"
+	notSupported = "not supported by kube-ipvs-proxy"
+	fileWins     = "--config is given, and as in kube-proxy the file wins"
+)
+
+// kubeProxyFlag is a kube-proxy flag bound to a field of the flag
+// configuration (or to a throwaway variable).
+type kubeProxyFlag struct {
+	name  string
+	ptr   any // *string, *bool, *int32, *float32, *time.Duration, *[]string or pflag.Value
+	usage string
+	// ignored, when set, is why the flag is accepted but has no effect;
+	// supported, when set, tells the values that are nonetheless honoured.
+	ignored   string
+	supported func(value string) bool
+	// inConfig: the value lives in KubeProxyConfiguration, so --config
+	// replaces it.
+	inConfig bool
+}
+
+// flagState is what parsing needs besides Options: the flags' own
+// configuration, the deprecated port flags and the klog flags.
+type flagState struct {
+	cfg                      KubeProxyConfiguration
+	healthzPort, metricsPort int32
+	table                    []kubeProxyFlag
+	klog                     *flag.FlagSet
+}
+
+// newFlagConfig is the configuration kube-proxy's flags start from:
+// kube-proxy's defaults, with --ipvs-min-sync-period 1s (kube-proxy's flag
+// default, which a file without ipvs.minSyncPeriod does not have).
+func newFlagConfig() KubeProxyConfiguration {
+	c := DefaultConfig()
+	c.IPVS.MinSyncPeriod.Duration = time.Second
+	return c
+}
+
+// kubeProxyFlags lists kube-proxy v1.36's Linux flags (and its Windows
+// ones), bound to s.cfg.
+func (s *flagState) kubeProxyFlags() []kubeProxyFlag {
+	c := &s.cfg
+	var throwaway struct {
+		bootID, machineID, infoText, infoJSON, rootHNS, portRange string
+		udpTimeout                                                time.Duration
+		dsr, fwdVIP                                               bool
+	}
+	throwaway.bootID, throwaway.machineID = "/proc/sys/kernel/random/boot_id", "/etc/machine-id,/var/lib/dbus/machine-id"
+	throwaway.rootHNS = "cbr0"
+	used := func(name string, ptr any, usage string) kubeProxyFlag {
+		return kubeProxyFlag{name: name, ptr: ptr, usage: usage + " Ignored if --config is given.", inConfig: true}
+	}
+	ign := func(name string, ptr any, reason string, inConfig bool) kubeProxyFlag {
+		return kubeProxyFlag{name: name, ptr: ptr, usage: "Accepted for kube-proxy compatibility and ignored: " + reason + ".", ignored: reason, inConfig: inConfig}
+	}
+	isText := func(v string) bool { return v == "text" }
+	isClusterCIDR := func(v string) bool { return v == "" || v == "ClusterCIDR" }
+	return []kubeProxyFlag{
+		used("kubeconfig", &c.ClientConnection.Kubeconfig, "Path to a kubeconfig file with authorization information (--master overrides its server)."),
+		used("kube-api-content-type", &c.ClientConnection.ContentType, "Content type of requests sent to the apiserver."),
+		used("kube-api-burst", &c.ClientConnection.Burst, "Burst to use while talking with the apiserver."),
+		used("kube-api-qps", &c.ClientConnection.QPS, "QPS to use while talking with the apiserver."),
+		used("bind-address", &c.BindAddress, "Overrides the node's primary IP (kube-proxy's historical name; no socket is bound to it)."),
+		used("healthz-bind-address", &c.HealthzBindAddress, "IP address and port of the health check server; empty disables it."),
+		used("metrics-bind-address", &c.MetricsBindAddress, "IP address and port of the metrics server (0.0.0.0:10249 or [::]:10249 for all interfaces); empty disables it."),
+		used("bind-address-hard-fail", &c.BindAddressHardFail, "Treat failure to bind the health or metrics port as fatal."),
+		used("proxy-mode", &c.Mode, "Proxy mode: only \"ipvs\" (or empty, meaning ipvs) is accepted."),
+		used("iptables-masquerade-bit", c.IPTables.MasqueradeBit, "The fwmark bit marking packets to masquerade, 0-31 (kube-proxy's IPVS mode uses it too)."),
+		used("masquerade-all", &c.IPTables.MasqueradeAll, "Masquerade all traffic sent to cluster IPs."),
+		used("ipvs-sync-period", &c.IPVS.SyncPeriod.Duration, "How often IPVS and nftables are fully resynchronised (e.g. '5s', '1m'); must be greater than 0."),
+		used("ipvs-min-sync-period", &c.IPVS.MinSyncPeriod.Duration, "Minimum interval between syncs; 0 syncs on every Service or EndpointSlice change."),
+		used("ipvs-scheduler", &c.IPVS.Scheduler, "Default IPVS scheduler, empty meaning rr: "+strings.Join(policy.Schedulers, ", ")+"."),
+		used("ipvs-exclude-cidrs", &c.IPVS.ExcludeCIDRs, "Comma-separated CIDRs whose IPVS virtual servers are never touched."),
+		used("ipvs-strict-arp", &c.IPVS.StrictARP, "Enable strict ARP (arp_ignore=1, arp_announce=2)."),
+		used("ipvs-tcp-timeout", &c.IPVS.TCPTimeout.Duration, "IPVS timeout of idle TCP connections; 0 leaves the kernel's value."),
+		used("ipvs-tcpfin-timeout", &c.IPVS.TCPFinTimeout.Duration, "IPVS timeout of TCP connections after a FIN; 0 leaves the kernel's value."),
+		used("ipvs-udp-timeout", &c.IPVS.UDPTimeout.Duration, "IPVS timeout of UDP packets; 0 leaves the kernel's value."),
+		used("cluster-cidr", &c.ClusterCIDR, "The pods' CIDR range, or a comma-separated dual-stack pair; ClusterIP traffic from outside it is masqueraded."),
+		used("nodeport-addresses", &c.NodePortAddresses, "CIDRs selecting the node IPs NodePorts accept connections on, or \"primary\"; default: every InternalIP and ExternalIP."),
+		used("config-sync-period", &c.ConfigSyncPeriod.Duration, "How often the informers resync from the apiserver; must be greater than 0."),
+		used("feature-gates", &featureGatesValue{m: &c.FeatureGates}, "key=bool pairs of kube-proxy feature gates; unknown gates are warned about and ignored."),
+		used("healthz-port", &s.healthzPort, "Deprecated: port of the health check server, 0 to disable; use --healthz-bind-address."),
+		used("metrics-port", &s.metricsPort, "Deprecated: port of the metrics server, 0 to disable; use --metrics-bind-address."),
+
+		ign("iptables-sync-period", &c.IPTables.SyncPeriod.Duration, notIPVS, true),
+		ign("iptables-min-sync-period", &c.IPTables.MinSyncPeriod.Duration, notIPVS, true),
+		ign("iptables-localhost-nodeports", c.IPTables.LocalhostNodePorts, notIPVS, true),
+		withSupported(ign("detect-local-mode", &c.DetectLocalMode, onlyCIDR, true), isClusterCIDR),
+		ign("pod-bridge-interface", &c.DetectLocal.BridgeInterface, onlyCIDR, true),
+		ign("pod-interface-name-prefix", &c.DetectLocal.InterfaceNamePrefix, onlyCIDR, true),
+		ign("conntrack-max-per-core", c.Conntrack.MaxPerCore, noConntrack, true),
+		ign("conntrack-min", c.Conntrack.Min, noConntrack, true),
+		ign("conntrack-tcp-timeout-established", &c.Conntrack.TCPEstablishedTimeout.Duration, noConntrack, true),
+		ign("conntrack-tcp-timeout-close-wait", &c.Conntrack.TCPCloseWaitTimeout.Duration, noConntrack, true),
+		ign("conntrack-tcp-be-liberal", &c.Conntrack.TCPBeLiberal, noConntrack, true),
+		ign("conntrack-udp-timeout", &c.Conntrack.UDPTimeout.Duration, noConntrack, true),
+		ign("conntrack-udp-timeout-stream", &c.Conntrack.UDPStreamTimeout.Duration, noConntrack, true),
+		ign("oom-score-adj", c.OOMScoreAdj, "kube-ipvs-proxy does not change its OOM score", true),
+		ign("profiling", &c.EnableProfiling, "no profiling endpoint is served", true),
+		ign("show-hidden-metrics-for-version", &c.ShowHiddenMetricsForVersion, "no metrics are hidden", true),
+		withSupported(ign("logging-format", &c.Logging.Format, "only text logging is implemented", true), isText),
+		ign("log-flush-frequency", &c.Logging.FlushFrequency.Duration, "logs are written unbuffered", true),
+		ign("log-text-split-stream", &c.Logging.Options.Text.SplitStream, notSupported, true),
+		ign("log-text-info-buffer-size", &throwaway.infoText, notSupported, false),
+		ign("log-json-split-stream", &c.Logging.Options.JSON.SplitStream, notSupported, true),
+		ign("log-json-info-buffer-size", &throwaway.infoJSON, notSupported, false),
+		ign("boot-id-file", &throwaway.bootID, "not used by kube-ipvs-proxy", false),
+		ign("machine-id-file", &throwaway.machineID, "not used by kube-ipvs-proxy", false),
+		ign("windows-service", &c.WindowsRunAsService, windowsOnly, true),
+		ign("source-vip", &c.Winkernel.SourceVip, windowsOnly, true),
+		ign("network-name", &c.Winkernel.NetworkName, windowsOnly, true),
+		ign("enable-dsr", &throwaway.dsr, windowsOnly, false),
+		ign("root-hnsendpoint-name", &throwaway.rootHNS, windowsOnly, false),
+		ign("forward-healthcheck-vip", &throwaway.fwdVIP, windowsOnly, false),
+		ign("proxy-port-range", &throwaway.portRange, removed, false),
+		ign("udp-timeout", &throwaway.udpTimeout, removed, false),
+	}
+}
+
+func withSupported(f kubeProxyFlag, supported func(string) bool) kubeProxyFlag {
+	f.supported = supported
+	return f
+}
+
+// register adds the table's flags to fs, each with its current value as
+// default.
+func (s *flagState) register(fs *pflag.FlagSet) {
+	s.table = s.kubeProxyFlags()
+	for _, f := range s.table {
+		switch p := f.ptr.(type) {
+		case *string:
+			fs.StringVar(p, f.name, *p, f.usage)
+		case *bool:
+			fs.BoolVar(p, f.name, *p, f.usage)
+		case *int32:
+			fs.Int32Var(p, f.name, *p, f.usage)
+		case *float32:
+			fs.Float32Var(p, f.name, *p, f.usage)
+		case *time.Duration:
+			fs.DurationVar(p, f.name, *p, f.usage)
+		case *[]string:
+			fs.StringSliceVar(p, f.name, *p, f.usage)
+		case pflag.Value:
+			fs.Var(p, f.name, f.usage)
+		default:
+			panic(fmt.Sprintf("flag %s: unsupported type %T", f.name, f.ptr))
+		}
+	}
+	_ = fs.MarkDeprecated("healthz-port", "use --healthz-bind-address instead.")
+	_ = fs.MarkDeprecated("metrics-port", "use --metrics-bind-address instead.")
+	s.klog = klogFlags()
+	fs.AddGoFlagSet(s.klog)
+}
+
+// notices returns one "ignoring --flag: why" line per kube-proxy flag
+// given on the command line that has no effect, in flag name order.
+func (s *flagState) notices(fs *pflag.FlagSet, withConfig bool) []string {
+	var out []string
+	for _, f := range s.table {
+		if !fs.Changed(f.name) {
+			continue
+		}
+		reason := f.ignored
+		if reason != "" && f.supported != nil && f.supported(fs.Lookup(f.name).Value.String()) {
+			reason = ""
+		}
+		if reason == "" && withConfig && f.inConfig {
+			reason = fileWins
+		}
+		if reason != "" {
+			out = append(out, fmt.Sprintf("ignoring --%s: %s", f.name, reason))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// klogFlags are kube-proxy's klog flags, -v and --vmodule (as
+// component-base registers them), bound to klog's global state.
+func klogFlags() *flag.FlagSet {
+	var all flag.FlagSet
+	klog.InitFlags(&all)
+	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
+	for _, name := range []string{"v", "vmodule"} {
+		f := all.Lookup(name)
+		fs.Var(f.Value, f.Name, f.Usage)
+	}
+	return fs
+}
+
+// wordSepNormalize accepts foo_bar for --foo-bar, as kube-proxy does.
+func wordSepNormalize(_ *pflag.FlagSet, name string) pflag.NormalizedName {
+	return pflag.NormalizedName(strings.ReplaceAll(name, "_", "-"))
+}
+
+// featureGatesValue is --feature-gates: comma-separated key=bool pairs; a
+// repeated flag adds to the first.
+type featureGatesValue struct {
+	m   *map[string]bool
+	set bool
+}
+
+func (v *featureGatesValue) String() string {
+	var pairs []string
+	for k, b := range *v.m {
+		pairs = append(pairs, k+"="+strconv.FormatBool(b))
+	}
+	slices.Sort(pairs)
+	return strings.Join(pairs, ",")
+}
+
+func (v *featureGatesValue) Set(s string) error {
+	if !v.set {
+		*v.m = map[string]bool{}
+		v.set = true
+	}
+	for _, pair := range strings.Split(s, ",") {
+		if strings.TrimSpace(pair) == "" {
+			continue
+		}
+		k, val, ok := strings.Cut(pair, "=")
+		if !ok {
+			return fmt.Errorf("malformed pair %q, want key=bool", pair)
+		}
+		b, err := strconv.ParseBool(strings.TrimSpace(val))
+		if err != nil {
+			return fmt.Errorf("invalid value of %s: %q is not a bool", k, val)
+		}
+		(*v.m)[strings.TrimSpace(k)] = b
+	}
+	return nil
+}
+
+func (v *featureGatesValue) Type() string { return "mapStringBool" }
+
+// knownGates are the feature gates kube-proxy v1.36 consults. A value
+// means kube-ipvs-proxy always behaves as if the gate had it; "" means the
+// gate does not concern a Linux IPVS proxy.
+var knownGates = map[string]string{
+	"AllowServiceExternalIPs":       "true",
+	"PreferSameTrafficDistribution": "true",
+	"MultiCIDRServiceAllocator":     "",
+	"WinDSR":                        "",
+	"WinOverlay":                    "",
+	"ComponentFlagz":                "",
+	"ComponentStatusz":              "",
+	"NativeHistograms":              "",
+	"ContextualLogging":             "",
+	"LoggingAlphaOptions":           "",
+	"LoggingBetaOptions":            "",
+	"AllAlpha":                      "",
+	"AllBeta":                       "",
+}
+
+// gateWarnings names each gate that is unknown or set to a value we do
+// not implement.
+func gateWarnings(gates map[string]bool) []string {
+	var out []string
+	for name, on := range gates {
+		want, known := knownGates[name]
+		switch {
+		case !known:
+			out = append(out, fmt.Sprintf("feature gate %s: unknown to kube-ipvs-proxy; ignored", name))
+		case want != "" && want != strconv.FormatBool(on):
+			out = append(out, fmt.Sprintf("feature gate %s=%t: not implemented, kube-ipvs-proxy behaves as %s=%s; ignored", name, on, name, want))
+		}
+	}
+	slices.Sort(out)
+	return out
+}

@@ -1,0 +1,382 @@
+package app
+
+import (
+	"bytes"
+	"flag"
+	"io"
+	"net/netip"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/klog/v2"
+)
+
+// parse runs ParseFlags and returns the options, what went to stderr, and
+// the error.
+func parse(t *testing.T, args ...string) (*Options, string, error) {
+	t.Helper()
+	t.Cleanup(resetKlog)
+	var out bytes.Buffer
+	o, err := ParseFlags(args, &out)
+	return o, out.String(), err
+}
+
+// mustParse parses and validates, failing the test on an error.
+func mustParse(t *testing.T, args ...string) (*Options, string) {
+	t.Helper()
+	o, out, err := parse(t, args...)
+	if err == nil {
+		err = o.Validate()
+	}
+	if err != nil {
+		t.Fatalf("%v: %v", args, err)
+	}
+	return o, out
+}
+
+// cmpOpts compare netip values and quantities by value.
+var cmpOpts = cmp.Options{
+	cmp.Comparer(func(a, b netip.Addr) bool { return a == b }),
+	cmp.Comparer(func(a, b netip.Prefix) bool { return a == b }),
+	cmp.Comparer(func(a, b resource.Quantity) bool { return a.Cmp(b) == 0 }),
+}
+
+// resetKlog undoes -v and --vmodule, which set klog's global state.
+func resetKlog() {
+	var fs flag.FlagSet
+	klog.InitFlags(&fs)
+	_ = fs.Set("v", "0")
+	_ = fs.Set("vmodule", "")
+}
+
+// kubeProxyV136Flags are the flags of kube-proxy v1.36 on Linux
+// (cmd/kube-proxy/app/options.go AddFlags, logsapi.AddFlags, the
+// --boot-id-file and --machine-id-file Go flags, and --version), plus its
+// Windows-only flags.
+var kubeProxyV136Flags = []string{
+	"config", "write-config-to", "cleanup", "feature-gates", "kubeconfig", "master",
+	"kube-api-content-type", "kube-api-burst", "kube-api-qps", "hostname-override", "bind-address",
+	"healthz-bind-address", "metrics-bind-address", "bind-address-hard-fail", "profiling",
+	"show-hidden-metrics-for-version", "init-only", "proxy-mode", "iptables-masquerade-bit",
+	"masquerade-all", "iptables-localhost-nodeports", "iptables-sync-period", "iptables-min-sync-period",
+	"ipvs-sync-period", "ipvs-min-sync-period", "ipvs-scheduler", "ipvs-exclude-cidrs", "ipvs-strict-arp",
+	"ipvs-tcp-timeout", "ipvs-tcpfin-timeout", "ipvs-udp-timeout", "detect-local-mode",
+	"pod-bridge-interface", "pod-interface-name-prefix", "cluster-cidr", "nodeport-addresses",
+	"oom-score-adj", "conntrack-max-per-core", "conntrack-min", "conntrack-tcp-timeout-established",
+	"conntrack-tcp-timeout-close-wait", "conntrack-tcp-be-liberal", "conntrack-udp-timeout",
+	"conntrack-udp-timeout-stream", "config-sync-period", "healthz-port", "metrics-port",
+	"logging-format", "log-flush-frequency", "v", "vmodule", "log-text-split-stream",
+	"log-text-info-buffer-size", "log-json-split-stream", "log-json-info-buffer-size",
+	"boot-id-file", "machine-id-file", "version",
+	"windows-service", "source-vip", "network-name", "enable-dsr", "root-hnsendpoint-name", "forward-healthcheck-vip",
+}
+
+func TestEveryKubeProxyFlagIsAccepted(t *testing.T) {
+	s := &flagState{cfg: newFlagConfig()}
+	o := &Options{}
+	fs := newFlagSet(o, s, io.Discard)
+	for _, name := range kubeProxyV136Flags {
+		if fs.Lookup(name) == nil {
+			t.Errorf("kube-proxy flag --%s is not accepted", name)
+		}
+	}
+}
+
+// TestUsedFlags: every kube-proxy flag we honour parses its kube-proxy
+// value syntax and lands where the run mode reads it.
+func TestUsedFlags(t *testing.T) {
+	tests := []struct {
+		args []string
+		got  func(o *Options, rc RunConfig) any
+		want any
+	}{
+		{[]string{"--kubeconfig", "/k.conf"}, func(_ *Options, rc RunConfig) any { return rc.Client.Kubeconfig }, "/k.conf"},
+		{[]string{"--master", "https://10.0.0.1:6443"}, func(_ *Options, rc RunConfig) any { return rc.Client.Master }, "https://10.0.0.1:6443"},
+		{[]string{"--kube-api-qps", "20.5"}, func(_ *Options, rc RunConfig) any { return rc.Client.QPS }, float32(20.5)},
+		{[]string{"--kube-api-burst=40"}, func(_ *Options, rc RunConfig) any { return rc.Client.Burst }, 40},
+		{[]string{"--kube-api-content-type", "application/json"}, func(_ *Options, rc RunConfig) any { return rc.Client.ContentType }, "application/json"},
+		{[]string{"--hostname-override", " Node-A "}, func(_ *Options, rc RunConfig) any { return rc.NodeName }, "node-a"},
+		{[]string{"--bind-address", "10.1.2.3"}, func(_ *Options, rc RunConfig) any { return rc.BindAddress }, netip.MustParseAddr("10.1.2.3")},
+		{[]string{"--bind-address-hard-fail"}, func(_ *Options, rc RunConfig) any { return rc.BindAddressHardFail }, true},
+		{[]string{"--healthz-bind-address", "10.1.2.3"}, func(_ *Options, rc RunConfig) any { return rc.HealthzBindAddress }, "10.1.2.3:10256"},
+		{[]string{"--healthz-bind-address="}, func(_ *Options, rc RunConfig) any { return rc.HealthzBindAddress }, ""},
+		{[]string{"--metrics-bind-address", "[::]:9000"}, func(_ *Options, rc RunConfig) any { return rc.MetricsBindAddress }, "[::]:9000"},
+		{[]string{"--healthz-port", "0"}, func(_ *Options, rc RunConfig) any { return rc.HealthzBindAddress }, ""},
+		{[]string{"--metrics-bind-address", "0.0.0.0", "--metrics-port", "9100"}, func(_ *Options, rc RunConfig) any { return rc.MetricsBindAddress }, "0.0.0.0:9100"},
+		{[]string{"--proxy-mode", "ipvs"}, func(o *Options, _ RunConfig) any { return o.Config.Mode }, "ipvs"},
+		{[]string{"--proxy-mode="}, func(o *Options, _ RunConfig) any { return o.Config.Mode }, "ipvs"},
+		{[]string{"--masquerade-all"}, func(_ *Options, rc RunConfig) any { return rc.Policy.MasqueradeAll }, true},
+		{[]string{"--iptables-masquerade-bit", "9"}, func(_ *Options, rc RunConfig) any { return rc.DataPlane.MasqueradeBit }, 9},
+		{[]string{"--cluster-cidr", "10.244.0.0/16,fd00:244::/48"}, func(_ *Options, rc RunConfig) any { return rc.DataPlane.ClusterCIDRs },
+			[]netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00:244::/48")}},
+		{[]string{"--cluster-cidr", "10.244.1.0/16"}, func(_ *Options, rc RunConfig) any { return rc.Policy.ClusterCIDRs }, []string{"10.244.1.0/16"}},
+		{[]string{"--nodeport-addresses", "10.0.0.0/8,fd00::/8"}, func(_ *Options, rc RunConfig) any { return rc.Policy.NodePortAddresses }, []string{"10.0.0.0/8", "fd00::/8"}},
+		{[]string{"--nodeport-addresses", "primary"}, func(_ *Options, rc RunConfig) any { return rc.Policy.NodePortAddresses }, []string{"primary"}},
+		{[]string{"--ipvs-scheduler", "wlc"}, func(_ *Options, rc RunConfig) any { return rc.Policy.Scheduler }, "wlc"},
+		{[]string{"--ipvs-sync-period", "2h22m"}, func(_ *Options, rc RunConfig) any { return rc.SyncPeriod }, 2*time.Hour + 22*time.Minute},
+		{[]string{"--ipvs-min-sync-period", "0"}, func(_ *Options, rc RunConfig) any { return rc.MinSyncPeriod }, time.Duration(0)},
+		{[]string{"--ipvs-strict-arp"}, func(_ *Options, rc RunConfig) any { return rc.DataPlane.StrictARP }, true},
+		{[]string{"--ipvs-tcp-timeout", "15m"}, func(_ *Options, rc RunConfig) any { return rc.DataPlane.TCPTimeout }, 15 * time.Minute},
+		{[]string{"--ipvs-tcpfin-timeout", "30s"}, func(_ *Options, rc RunConfig) any { return rc.DataPlane.TCPFinTimeout }, 30 * time.Second},
+		{[]string{"--ipvs-udp-timeout", "5s"}, func(_ *Options, rc RunConfig) any { return rc.DataPlane.UDPTimeout }, 5 * time.Second},
+		{[]string{"--ipvs-exclude-cidrs", "192.168.1.5/24", "--ipvs-exclude-cidrs", "fd00::/64"}, func(_ *Options, rc RunConfig) any { return rc.DataPlane.ExcludeCIDRs },
+			[]netip.Prefix{netip.MustParsePrefix("192.168.1.0/24"), netip.MustParsePrefix("fd00::/64")}},
+		{[]string{"--config-sync-period", "1m"}, func(_ *Options, rc RunConfig) any { return rc.ConfigSyncPeriod }, time.Minute},
+		{[]string{"--feature-gates", "AllowServiceExternalIPs=true,WinDSR=false"}, func(_ *Options, rc RunConfig) any { return rc.FeatureGates },
+			map[string]bool{"AllowServiceExternalIPs": true, "WinDSR": false}},
+		{[]string{"-v", "4"}, func(o *Options, _ RunConfig) any { return o.Config.Logging.Verbosity }, uint32(4)},
+		{[]string{"--v=3", "--vmodule", "proxier*=6"}, func(o *Options, _ RunConfig) any { return o.Config.Logging.VModule },
+			[]VModuleItem{{FilePattern: "proxier*", Verbosity: 6}}},
+		{[]string{"--ipvs_sync_period", "40s"}, func(_ *Options, rc RunConfig) any { return rc.SyncPeriod }, 40 * time.Second},
+		{[]string{"--service-proxy-name", "mine"}, func(_ *Options, rc RunConfig) any { return rc.ServiceProxyName }, "mine"},
+		{[]string{"--ipvs-interface", "kipvs1"}, func(_ *Options, rc RunConfig) any { return rc.DataPlane.Interface }, "kipvs1"},
+		{[]string{"--ipvs-graceful-period", "1m"}, func(_ *Options, rc RunConfig) any { return rc.DataPlane.GracefulPeriod }, time.Minute},
+	}
+	for _, tc := range tests {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			o, out := mustParse(t, tc.args...)
+			if strings.Contains(out, "ignoring") {
+				t.Errorf("a used flag printed a notice: %s", out)
+			}
+			if diff := cmp.Diff(tc.want, tc.got(o, o.RunConfig()), cmpOpts); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestIgnoredFlags: each flag meaningful only to other modes parses with
+// its kube-proxy value type and prints exactly one notice.
+func TestIgnoredFlags(t *testing.T) {
+	tests := []struct {
+		args   []string
+		notice string // "" means no notice: the value is what we implement
+	}{
+		{[]string{"--iptables-sync-period", "30s"}, "ignoring --iptables-sync-period: not used in ipvs mode"},
+		{[]string{"--iptables-min-sync-period=5s"}, "ignoring --iptables-min-sync-period: not used in ipvs mode"},
+		{[]string{"--iptables-localhost-nodeports=false"}, "ignoring --iptables-localhost-nodeports: not used in ipvs mode"},
+		{[]string{"--detect-local-mode", "NodeCIDR"}, "ignoring --detect-local-mode: " + onlyCIDR},
+		{[]string{"--detect-local-mode", "ClusterCIDR"}, ""},
+		{[]string{"--pod-bridge-interface", "cbr0"}, "ignoring --pod-bridge-interface: " + onlyCIDR},
+		{[]string{"--pod-interface-name-prefix", "veth"}, "ignoring --pod-interface-name-prefix: " + onlyCIDR},
+		{[]string{"--conntrack-max-per-core", "0"}, "ignoring --conntrack-max-per-core: " + noConntrack},
+		{[]string{"--conntrack-min", "131072"}, "ignoring --conntrack-min: " + noConntrack},
+		{[]string{"--conntrack-tcp-timeout-established", "24h"}, "ignoring --conntrack-tcp-timeout-established: " + noConntrack},
+		{[]string{"--conntrack-tcp-timeout-close-wait", "1h"}, "ignoring --conntrack-tcp-timeout-close-wait: " + noConntrack},
+		{[]string{"--conntrack-tcp-be-liberal"}, "ignoring --conntrack-tcp-be-liberal: " + noConntrack},
+		{[]string{"--conntrack-udp-timeout", "30s"}, "ignoring --conntrack-udp-timeout: " + noConntrack},
+		{[]string{"--conntrack-udp-timeout-stream", "2m"}, "ignoring --conntrack-udp-timeout-stream: " + noConntrack},
+		{[]string{"--oom-score-adj", "-999"}, "ignoring --oom-score-adj: kube-ipvs-proxy does not change its OOM score"},
+		{[]string{"--profiling"}, "ignoring --profiling: no profiling endpoint is served"},
+		{[]string{"--show-hidden-metrics-for-version", "1.35"}, "ignoring --show-hidden-metrics-for-version: no metrics are hidden"},
+		{[]string{"--logging-format", "json"}, "ignoring --logging-format: only text logging is implemented"},
+		{[]string{"--logging-format", "text"}, ""},
+		{[]string{"--log-flush-frequency", "10s"}, "ignoring --log-flush-frequency: logs are written unbuffered"},
+		{[]string{"--log-text-split-stream"}, "ignoring --log-text-split-stream: " + notSupported},
+		{[]string{"--log-text-info-buffer-size", "2Ki"}, "ignoring --log-text-info-buffer-size: " + notSupported},
+		{[]string{"--log-json-split-stream"}, "ignoring --log-json-split-stream: " + notSupported},
+		{[]string{"--log-json-info-buffer-size", "1M"}, "ignoring --log-json-info-buffer-size: " + notSupported},
+		{[]string{"--boot-id-file", "/x"}, "ignoring --boot-id-file: not used by kube-ipvs-proxy"},
+		{[]string{"--machine_id_file", "/y"}, "ignoring --machine-id-file: not used by kube-ipvs-proxy"},
+		{[]string{"--windows-service"}, "ignoring --windows-service: Windows only"},
+		{[]string{"--source-vip", "10.0.0.1"}, "ignoring --source-vip: Windows only"},
+		{[]string{"--network-name", "l2"}, "ignoring --network-name: Windows only"},
+		{[]string{"--enable-dsr"}, "ignoring --enable-dsr: Windows only"},
+		{[]string{"--root-hnsendpoint-name", "x"}, "ignoring --root-hnsendpoint-name: Windows only"},
+		{[]string{"--forward-healthcheck-vip"}, "ignoring --forward-healthcheck-vip: Windows only"},
+		{[]string{"--proxy-port-range", "30000-32767"}, "ignoring --proxy-port-range: removed from kube-proxy"},
+		{[]string{"--udp-timeout", "250ms"}, "ignoring --udp-timeout: removed from kube-proxy"},
+	}
+	var all []string
+	for _, tc := range tests {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			_, out := mustParse(t, append(tc.args, "--hostname-override", "n")...)
+			want := ""
+			if tc.notice != "" {
+				want = tc.notice + "\n"
+			}
+			if out != want {
+				t.Errorf("stderr %q, want %q", out, want)
+			}
+		})
+		if tc.notice != "" {
+			all = append(all, tc.args...)
+		}
+	}
+	t.Run("all at once, one notice each", func(t *testing.T) {
+		_, out := mustParse(t, append(all, "--hostname-override", "n")...)
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if len(lines) != len(tests)-2 {
+			t.Errorf("%d notices for %d ignored flags:\n%s", len(lines), len(tests)-2, out)
+		}
+	})
+}
+
+func TestProxyMode(t *testing.T) {
+	dir := t.TempDir()
+	iptablesFile := writeFile(t, dir, "iptables.yaml", "apiVersion: "+ConfigAPIVersion+"\nkind: "+ConfigKind+"\nmode: iptables\n")
+	tests := []struct {
+		name string
+		args []string
+		want string // error substring; "" means valid
+	}{
+		{"ipvs", []string{"--proxy-mode", "ipvs"}, ""},
+		{"empty means ipvs", []string{"--proxy-mode", ""}, ""},
+		{"iptables is refused, naming it", []string{"--proxy-mode", "iptables"}, `--proxy-mode "iptables": kube-ipvs-proxy only implements the ipvs proxy mode`},
+		{"nftables is refused", []string{"--proxy-mode=nftables"}, `--proxy-mode "nftables": kube-ipvs-proxy only implements the ipvs`},
+		{"the file's mode is refused naming the file", []string{"--config", iptablesFile}, iptablesFile + `: mode: "iptables": kube-ipvs-proxy only implements the ipvs`},
+		{"a bad flag mode is refused even with --config", []string{"--config", filepath.Join("testdata", "kubeadm-config.conf"), "--proxy-mode", "kernelspace"}, `--proxy-mode "kernelspace"`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			o, _, err := parse(t, append(tc.args, "--hostname-override", "n")...)
+			if err == nil {
+				err = o.Validate()
+			}
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("unexpected error: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Errorf("error %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestDefaults: with no flags, the values are kube-proxy v1.36's flag
+// defaults (in ipvs mode).
+func TestDefaults(t *testing.T) {
+	o, out := mustParse(t)
+	if out != "" {
+		t.Errorf("stderr %q", out)
+	}
+	rc := o.RunConfig()
+	checks := []struct {
+		name      string
+		got, want any
+	}{
+		{"ipvs-sync-period", rc.SyncPeriod, 30 * time.Second},
+		{"ipvs-min-sync-period", rc.MinSyncPeriod, time.Second},
+		{"config-sync-period", rc.ConfigSyncPeriod, 15 * time.Minute},
+		{"healthz-bind-address", rc.HealthzBindAddress, "0.0.0.0:10256"},
+		{"metrics-bind-address", rc.MetricsBindAddress, "127.0.0.1:10249"},
+		{"bind-address", rc.BindAddress, netip.MustParseAddr("0.0.0.0")},
+		{"kube-api-qps", rc.Client.QPS, float32(5)},
+		{"kube-api-burst", rc.Client.Burst, 10},
+		{"kube-api-content-type", rc.Client.ContentType, "application/vnd.kubernetes.protobuf"},
+		{"iptables-masquerade-bit", rc.DataPlane.MasqueradeBit, 14},
+		{"ipvs-scheduler (empty: rr)", rc.Policy.Scheduler, ""},
+		{"masquerade-all", rc.Policy.MasqueradeAll, false},
+		{"ipvs-strict-arp", rc.DataPlane.StrictARP, false},
+		{"ipvs timeouts", []time.Duration{rc.DataPlane.TCPTimeout, rc.DataPlane.TCPFinTimeout, rc.DataPlane.UDPTimeout}, []time.Duration{0, 0, 0}},
+		{"ipvs-graceful-period", rc.DataPlane.GracefulPeriod, 15 * time.Minute},
+		{"ipvs-interface", rc.DataPlane.Interface, "kube-ipvs0"},
+		{"mode", o.Config.Mode, "ipvs"},
+		{"oom-score-adj", *o.Config.OOMScoreAdj, int32(-999)},
+		{"conntrack-max-per-core", *o.Config.Conntrack.MaxPerCore, int32(32768)},
+		{"conntrack-min", *o.Config.Conntrack.Min, int32(131072)},
+		{"conntrack-tcp-timeout-established", o.Config.Conntrack.TCPEstablishedTimeout.Duration, 24 * time.Hour},
+		{"conntrack-tcp-timeout-close-wait", o.Config.Conntrack.TCPCloseWaitTimeout.Duration, time.Hour},
+		{"iptables-sync-period", o.Config.IPTables.SyncPeriod.Duration, 30 * time.Second},
+		{"iptables-min-sync-period", o.Config.IPTables.MinSyncPeriod.Duration, time.Second},
+		{"log-flush-frequency", o.Config.Logging.FlushFrequency.Duration, 5 * time.Second},
+		{"logging-format", o.Config.Logging.Format, "text"},
+	}
+	for _, c := range checks {
+		t.Run(c.name, func(t *testing.T) {
+			if diff := cmp.Diff(c.want, c.got, cmpOpts); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+	if o.NodeName == "" {
+		t.Error("NodeName not set from the host name")
+	}
+}
+
+// TestValidateCollectsErrors: every problem is reported at once, each
+// naming its flag.
+func TestValidateCollectsErrors(t *testing.T) {
+	o, _, err := parse(t, "--ipvs-sync-period", "0", "--ipvs-min-sync-period", "-1s", "--ipvs-scheduler", "fast",
+		"--ipvs-exclude-cidrs", "10.0.0.0/33", "--cluster-cidr", "10.0.0.0/8,10.1.0.0/16", "--nodeport-addresses", "primary,10.0.0.0/8",
+		"--bind-address", "host", "--healthz-bind-address", "1.2.3.4:99999", "--metrics-bind-address", "[::1]",
+		"--iptables-masquerade-bit", "32", "--kube-api-burst", "-1", "--config-sync-period", "0", "--ipvs-tcp-timeout", "-1s",
+		"--output", "yaml", "--ipvs-interface", "", "--hostname-override", " ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = o.Validate()
+	if err == nil {
+		t.Fatal("no error")
+	}
+	for _, want := range []string{
+		"--ipvs-sync-period: must be greater than 0",
+		"--ipvs-min-sync-period: must not be negative",
+		`--ipvs-scheduler: unknown scheduler "fast"`,
+		`--ipvs-exclude-cidrs: invalid CIDR "10.0.0.0/33"`,
+		"--cluster-cidr: invalid cluster CIDR list",
+		`--nodeport-addresses: "primary" cannot be combined with CIDRs`,
+		`--bind-address: "host" is not an IP address`,
+		"--healthz-bind-address: \"1.2.3.4:99999\": port must be 1-65535",
+		`--metrics-bind-address: "[::1]" is not IP:port`,
+		"--iptables-masquerade-bit: must be within 0-31",
+		"--kube-api-burst: must not be negative",
+		"--config-sync-period: must be greater than 0",
+		"--ipvs-tcp-timeout: must not be negative",
+		"--output must be json or text",
+		"--ipvs-interface must not be empty",
+		"--hostname-override: must not be blank",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q", want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("error:\n%v", err)
+	}
+}
+
+func TestMinSyncAboveSync(t *testing.T) {
+	o, _, _ := parse(t, "--ipvs-sync-period", "5s", "--ipvs-min-sync-period", "10s", "--hostname-override", "n")
+	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "--ipvs-min-sync-period: 10s is greater than the sync period 5s") {
+		t.Errorf("error %v", err)
+	}
+}
+
+func TestFeatureGateWarnings(t *testing.T) {
+	_, out := mustParse(t, "--feature-gates", "NoSuchGate=true,AllowServiceExternalIPs=false,WinDSR=true,PreferSameTrafficDistribution=true", "--hostname-override", "n")
+	want := "warning: feature gate AllowServiceExternalIPs=false: not implemented, kube-ipvs-proxy behaves as AllowServiceExternalIPs=true; ignored\n" +
+		"warning: feature gate NoSuchGate: unknown to kube-ipvs-proxy; ignored\n"
+	if out != want {
+		t.Errorf("stderr:\n%s\nwant:\n%s", out, want)
+	}
+	if _, _, err := parse(t, "--feature-gates", "Foo"); err == nil || !strings.Contains(err.Error(), `malformed pair "Foo"`) {
+		t.Errorf("error %v", err)
+	}
+}
+
+func TestRunModes(t *testing.T) {
+	tests := []struct {
+		name       string
+		args       []string
+		wantCode   int
+		wantStdout string
+		wantStderr string
+	}{
+		{"no mode yet is a clear error", []string{"--proxy-mode", "ipvs"}, ExitError, "", "the watch loop is not in this build yet"},
+		{"--init-only exits 0", []string{"--init-only"}, ExitOK, "", "--init-only: nothing to initialise separately"},
+		{"--version prints and exits 0", []string{"--version"}, ExitOK, "kube-ipvs-proxy ", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, errOut := run(t, append(tc.args, "--hostname-override", "n")...)
+			if code != tc.wantCode || !strings.Contains(out, tc.wantStdout) || !strings.Contains(errOut, tc.wantStderr) {
+				t.Errorf("exit %d stdout %q stderr %q", code, out, errOut)
+			}
+		})
+	}
+}

@@ -1,0 +1,54 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"runtime/debug"
+)
+
+// Run runs the mode the options select and returns the exit code. As in
+// kube-proxy, --write-config-to comes first, then --cleanup, then
+// --init-only.
+func Run(_ context.Context, o *Options, stdout, stderr io.Writer) int {
+	switch {
+	case o.Version != "false":
+		fmt.Fprintln(stdout, "kube-ipvs-proxy", version())
+		return ExitOK
+	case o.WriteConfigTo != "":
+		return writeConfig(o, stderr)
+	case o.Cleanup:
+		return runCleanup(o, stderr)
+	case o.InitOnly:
+		fmt.Fprintln(stderr, "kube-ipvs-proxy: --init-only: nothing to initialise separately; exiting")
+		return ExitOK
+	case o.DryRun:
+		return runDryRun(o, stdout, stderr)
+	default:
+		fmt.Fprintln(stderr, "kube-ipvs-proxy: the watch loop is not in this build yet: use --dry-run --objects, or --cleanup")
+		return ExitError
+	}
+}
+
+// writeConfig writes the effective configuration to --write-config-to.
+func writeConfig(o *Options, stderr io.Writer) int {
+	data, err := MarshalConfig(o.Config)
+	if err == nil {
+		err = os.WriteFile(o.WriteConfigTo, data, 0o644)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "kube-ipvs-proxy: --write-config-to: %v\n", err)
+		return ExitError
+	}
+	fmt.Fprintf(stderr, "kube-ipvs-proxy: wrote the configuration to %s\n", o.WriteConfigTo)
+	return ExitOK
+}
+
+// version is the main module's version from the build information.
+func version() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "(devel)"
+}

@@ -1,0 +1,145 @@
+package app
+
+import (
+	"maps"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/nft"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxier"
+)
+
+// RunConfig is everything the run mode needs, resolved from the options
+// (flags or --config file). Build it with Options.RunConfig after
+// Validate.
+type RunConfig struct {
+	// NodeName is this node (--hostname-override / hostnameOverride /
+	// the host name).
+	NodeName string
+	// Policy configures the policy engine.
+	Policy policy.Config
+	// ServiceProxyName is --service-proxy-name, for kubeapi.Service.
+	ServiceProxyName string
+	// DataPlane configures the IPVS and nftables writers.
+	DataPlane proxier.DataPlaneConfig
+	// SyncPeriod is the periodic full resync (--ipvs-sync-period,
+	// ipvs.syncPeriod; > 0); MinSyncPeriod the minimum interval between
+	// syncs (--ipvs-min-sync-period, ipvs.minSyncPeriod; 0 means every
+	// change syncs at once).
+	SyncPeriod, MinSyncPeriod time.Duration
+	// ConfigSyncPeriod is the informers' resync period
+	// (--config-sync-period, configSyncPeriod).
+	ConfigSyncPeriod time.Duration
+	// BindAddress overrides the node's primary IP unless it is
+	// unspecified (0.0.0.0 or ::), as kube-proxy's bindAddress.
+	BindAddress netip.Addr
+	// HealthzBindAddress and MetricsBindAddress are host:port; empty
+	// disables the server. BindAddressHardFail makes a failure to bind
+	// them fatal.
+	HealthzBindAddress, MetricsBindAddress string
+	BindAddressHardFail                    bool
+	// Client configures the API client.
+	Client ClientConfig
+	// FeatureGates are the gates given; gateWarnings has named those we
+	// ignore.
+	FeatureGates map[string]bool
+}
+
+// ClientConfig is the API client's configuration.
+type ClientConfig struct {
+	Kubeconfig string // --kubeconfig, clientConnection.kubeconfig; empty means in-cluster
+	Master     string // --master: overrides the kubeconfig's server
+	QPS        float32
+	Burst      int
+	// ContentType is the request content type (default protobuf);
+	// AcceptContentTypes the Accept header, empty for client-go's default.
+	ContentType, AcceptContentTypes string
+}
+
+// RunConfig returns what the run mode needs. Call it after Validate,
+// which has checked every value parsed here.
+func (o *Options) RunConfig() RunConfig {
+	c := &o.Config
+	bind, _ := netip.ParseAddr(c.BindAddress)
+	return RunConfig{
+		NodeName:         o.NodeName,
+		Policy:           o.engineConfig(),
+		ServiceProxyName: o.ServiceProxyName,
+		DataPlane: proxier.DataPlaneConfig{
+			Interface:      o.IPVSInterface,
+			ClusterCIDRs:   prefixes(splitList(c.ClusterCIDR)),
+			MasqueradeBit:  int(deref(c.IPTables.MasqueradeBit, 14)),
+			GracefulPeriod: o.IPVSGracefulPeriod,
+			ExcludeCIDRs:   prefixes(c.IPVS.ExcludeCIDRs),
+			StrictARP:      c.IPVS.StrictARP,
+			TCPTimeout:     c.IPVS.TCPTimeout.Duration,
+			TCPFinTimeout:  c.IPVS.TCPFinTimeout.Duration,
+			UDPTimeout:     c.IPVS.UDPTimeout.Duration,
+		},
+		SyncPeriod:          c.IPVS.SyncPeriod.Duration,
+		MinSyncPeriod:       c.IPVS.MinSyncPeriod.Duration,
+		ConfigSyncPeriod:    c.ConfigSyncPeriod.Duration,
+		BindAddress:         bind,
+		HealthzBindAddress:  c.HealthzBindAddress,
+		MetricsBindAddress:  c.MetricsBindAddress,
+		BindAddressHardFail: c.BindAddressHardFail,
+		Client: ClientConfig{
+			Kubeconfig:         c.ClientConnection.Kubeconfig,
+			Master:             o.Master,
+			QPS:                c.ClientConnection.QPS,
+			Burst:              int(c.ClientConnection.Burst),
+			ContentType:        c.ClientConnection.ContentType,
+			AcceptContentTypes: c.ClientConnection.AcceptContentTypes,
+		},
+		FeatureGates: maps.Clone(c.FeatureGates),
+	}
+}
+
+func (o *Options) engineConfig() policy.Config {
+	return policy.Config{
+		NodeName:          o.NodeName,
+		Scheduler:         o.Config.IPVS.Scheduler,
+		NodePortAddresses: o.Config.NodePortAddresses,
+		ClusterCIDRs:      splitList(o.Config.ClusterCIDR),
+		MasqueradeAll:     o.Config.IPTables.MasqueradeAll,
+		NoTrackServices:   o.noTrackKeys(),
+	}
+}
+
+// nftConfig is the nftables renderer's configuration for --dry-run.
+func (o *Options) nftConfig() nft.Config {
+	return nft.Config{
+		ClusterCIDRs:  prefixes(splitList(o.Config.ClusterCIDR)),
+		MasqueradeBit: int(deref(o.Config.IPTables.MasqueradeBit, 14)),
+	}
+}
+
+func (o *Options) noTrackKeys() []policy.ServiceKey {
+	var keys []policy.ServiceKey
+	for _, s := range o.NoTrackServices {
+		if ns, name, ok := strings.Cut(s, "/"); ok {
+			keys = append(keys, policy.ServiceKey{Namespace: ns, Name: name})
+		}
+	}
+	return keys
+}
+
+// prefixes parses CIDRs, masked; Validate has rejected bad ones.
+func prefixes(cidrs []string) []netip.Prefix {
+	var out []netip.Prefix
+	for _, c := range cidrs {
+		if p, err := netip.ParsePrefix(strings.TrimSpace(c)); err == nil {
+			out = append(out, p.Masked())
+		}
+	}
+	return out
+}
+
+func deref[T any](p *T, def T) T {
+	if p == nil {
+		return def
+	}
+	return *p
+}

@@ -1,0 +1,198 @@
+package app
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
+)
+
+// Validate checks the options and sets NodeName. It reports every
+// problem at once, each naming its flag, or its file and field when the
+// value came from --config.
+func (o *Options) Validate() error {
+	var errs []error
+	add := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	if o.HostnameOverride != "" && strings.TrimSpace(o.HostnameOverride) == "" {
+		add("--hostname-override: must not be blank")
+	}
+	o.NodeName = strings.ToLower(strings.TrimSpace(o.Config.HostnameOverride))
+	if o.NodeName == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			add("--hostname-override not set and the host name is unknown: %w", err)
+		}
+		o.NodeName = strings.ToLower(strings.TrimSpace(h))
+	}
+	if o.Output != OutputJSON && o.Output != OutputText {
+		add("--output must be json or text, got %q", o.Output)
+	}
+	if len(o.Objects) > 0 && !o.DryRun {
+		add("--objects needs --dry-run")
+	}
+	if o.DryRun && len(o.Objects) == 0 {
+		add("--dry-run needs --objects PATH (watching an API server comes with the control plane)")
+	}
+	if o.Cleanup && o.DryRun {
+		add("--cleanup and --dry-run exclude each other")
+	}
+	if o.IPVSInterface == "" {
+		add("--ipvs-interface must not be empty")
+	}
+	if o.IPVSGracefulPeriod < 0 {
+		add("--ipvs-graceful-period must not be negative, got %s", o.IPVSGracefulPeriod)
+	}
+	for _, s := range o.NoTrackServices {
+		if ns, name, ok := strings.Cut(s, "/"); !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+			add("--notrack-services: %q is not namespace/name", s)
+		}
+	}
+	if m := o.proxyModeFlag; m != "" && m != ModeIPVS {
+		add("--proxy-mode %q: %s", m, onlyIPVS)
+	}
+	errs = append(errs, o.validateConfig()...)
+	if len(errs) == 0 {
+		if _, err := policy.New(o.engineConfig()); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+const onlyIPVS = `kube-ipvs-proxy only implements the ipvs proxy mode (set "ipvs" or leave it empty)`
+
+// at names a setting in messages: its flag, or its file and field.
+func (o *Options) at(flag, field string) string {
+	if o.ConfigFile != "" {
+		return o.ConfigFile + ": " + field
+	}
+	return "--" + flag
+}
+
+// validateConfig checks the effective configuration as kube-proxy's
+// validation does, for the fields we use.
+func (o *Options) validateConfig() []error {
+	c := &o.Config
+	var errs []error
+	add := func(flag, field, format string, a ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", o.at(flag, field), fmt.Sprintf(format, a...)))
+	}
+	if c.Mode != ModeIPVS && !(o.ConfigFile == "" && o.proxyModeFlag != "") {
+		add("proxy-mode", "mode", "%q: %s", c.Mode, onlyIPVS)
+	}
+	if s := c.IPVS.Scheduler; s != "" && !policy.IsScheduler(s) {
+		add("ipvs-scheduler", "ipvs.scheduler", "unknown scheduler %q, want one of %s", s, strings.Join(policy.Schedulers, ", "))
+	}
+	sync, minSync := c.IPVS.SyncPeriod.Duration, c.IPVS.MinSyncPeriod.Duration
+	if sync <= 0 {
+		add("ipvs-sync-period", "ipvs.syncPeriod", "must be greater than 0, got %s", sync)
+	}
+	if minSync < 0 {
+		add("ipvs-min-sync-period", "ipvs.minSyncPeriod", "must not be negative, got %s", minSync)
+	} else if sync > 0 && minSync > sync {
+		add("ipvs-min-sync-period", "ipvs.minSyncPeriod", "%s is greater than the sync period %s", minSync, sync)
+	}
+	if d := c.ConfigSyncPeriod.Duration; d <= 0 {
+		add("config-sync-period", "configSyncPeriod", "must be greater than 0, got %s", d)
+	}
+	for _, t := range []struct {
+		flag, field string
+		d           time.Duration
+	}{
+		{"ipvs-tcp-timeout", "ipvs.tcpTimeout", c.IPVS.TCPTimeout.Duration},
+		{"ipvs-tcpfin-timeout", "ipvs.tcpFinTimeout", c.IPVS.TCPFinTimeout.Duration},
+		{"ipvs-udp-timeout", "ipvs.udpTimeout", c.IPVS.UDPTimeout.Duration},
+	} {
+		if t.d < 0 {
+			add(t.flag, t.field, "must not be negative, got %s", t.d)
+		}
+	}
+	for i, s := range c.IPVS.ExcludeCIDRs {
+		if _, err := netip.ParsePrefix(strings.TrimSpace(s)); err != nil {
+			add("ipvs-exclude-cidrs", "ipvs.excludeCIDRs["+strconv.Itoa(i)+"]", "invalid CIDR %q", s)
+		}
+	}
+	if err := checkClusterCIDRs(splitList(c.ClusterCIDR)); err != nil {
+		add("cluster-cidr", "clusterCIDR", "%v", err)
+	}
+	for i, s := range c.NodePortAddresses {
+		if s == "primary" {
+			if len(c.NodePortAddresses) != 1 {
+				add("nodeport-addresses", "nodePortAddresses", `"primary" cannot be combined with CIDRs`)
+			}
+		} else if _, err := netip.ParsePrefix(s); err != nil {
+			add("nodeport-addresses", "nodePortAddresses["+strconv.Itoa(i)+"]", "invalid nodeport address %q: want a CIDR or \"primary\"", s)
+		}
+	}
+	if _, err := netip.ParseAddr(c.BindAddress); err != nil {
+		add("bind-address", "bindAddress", "%q is not an IP address", c.BindAddress)
+	}
+	if err := checkHostPort(c.HealthzBindAddress); err != nil {
+		add("healthz-bind-address", "healthzBindAddress", "%v", err)
+	}
+	if err := checkHostPort(c.MetricsBindAddress); err != nil {
+		add("metrics-bind-address", "metricsBindAddress", "%v", err)
+	}
+	if b := c.IPTables.MasqueradeBit; b != nil && (*b < 0 || *b > 31) {
+		add("iptables-masquerade-bit", "iptables.masqueradeBit", "must be within 0-31, got %d", *b)
+	}
+	if c.ClientConnection.Burst < 0 {
+		add("kube-api-burst", "clientConnection.burst", "must not be negative, got %d", c.ClientConnection.Burst)
+	}
+	return errs
+}
+
+// checkClusterCIDRs accepts none, one CIDR, or a dual-stack pair.
+func checkClusterCIDRs(cidrs []string) error {
+	var v4, v6 int
+	for _, s := range cidrs {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return fmt.Errorf("invalid cluster CIDR %q: %w", s, err)
+		}
+		if p.Addr().Is4() {
+			v4++
+		} else {
+			v6++
+		}
+	}
+	if v4 > 1 || v6 > 1 {
+		return fmt.Errorf("invalid cluster CIDR list %q: want one CIDR or a dual-stack pair", strings.Join(cidrs, ","))
+	}
+	return nil
+}
+
+// checkHostPort accepts "" (server disabled) or IP:port.
+func checkHostPort(s string) error {
+	if s == "" {
+		return nil
+	}
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return fmt.Errorf("%q is not IP:port", s)
+	}
+	if _, err := netip.ParseAddr(host); err != nil {
+		return fmt.Errorf("%q: %q is not an IP address", s, host)
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+		return fmt.Errorf("%q: port must be 1-65535", s)
+	}
+	return nil
+}
+
+// splitList splits a comma-separated list, dropping blanks.
+func splitList(s string) []string {
+	var out []string
+	for _, c := range strings.Split(s, ",") {
+		if c = strings.TrimSpace(c); c != "" {
+			out = append(out, c)
+		}
+	}
+	return out
+}
