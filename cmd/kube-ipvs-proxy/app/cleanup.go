@@ -11,7 +11,7 @@ import (
 // IPVS virtual servers on the dummy interface's addresses, and the dummy
 // interface. Foreign virtual servers and tables are left alone.
 func runCleanup(o *Options, stderr io.Writer) int {
-	dp, err := proxier.NewDataPlane(proxier.DataPlaneConfig{Interface: o.IPVSInterface})
+	dp, err := proxier.NewDataPlane(o.RunConfig().DataPlane)
 	if err != nil {
 		fmt.Fprintf(stderr, "kube-ipvs-proxy: cleanup: %v\n", err)
 		return ExitError

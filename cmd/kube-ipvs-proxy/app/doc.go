@@ -1,8 +1,13 @@
 // Package app is the kube-ipvs-proxy command: it parses kube-proxy's
-// flags (spf13/pflag) into Options, validates them, and runs the chosen
-// mode. Today that is --dry-run --objects, which loads manifests, feeds
-// them through kubeapi into the policy engine and prints the plan.
+// flags (spf13/pflag) and KubeProxyConfiguration file into Options,
+// validates them, and runs the chosen mode:
+//
+//   - the proxy (default): Watch with the kernel data plane;
+//   - --dry-run --objects: the plan for manifests, without a cluster;
+//   - --dry-run alone: Watch against the API server, printing each synced
+//     plan and programming nothing;
+//   - --cleanup, --write-config-to, --init-only, --version.
 //
 // app wires packages together and holds no policy: decisions live in
-// policy/, decoding in manifest/ and kubeapi/.
+// policy/, decoding in manifest/ and kubeapi/, the loop in proxier/.
 package app

@@ -224,7 +224,6 @@ func TestFlagErrors(t *testing.T) {
 		{"unknown output format", []string{"--dry-run", "--objects", "x", "--output", "yaml"}, "--output must be json or text"},
 		{"unknown scheduler", []string{"--dry-run", "--objects", "x", "--ipvs-scheduler", "fast"}, `unknown scheduler "fast"`},
 		{"objects without dry-run", []string{"--objects", "x"}, "--objects needs --dry-run"},
-		{"dry-run without objects", []string{"--dry-run"}, "--dry-run needs --objects"},
 		{"bad cluster CIDR", []string{"--dry-run", "--objects", "x", "--cluster-cidr", "10.244.0.0"}, "invalid cluster CIDR"},
 		{"bad notrack service", []string{"--dry-run", "--objects", "x", "--notrack-services", "kube-dns"}, `"kube-dns" is not namespace/name`},
 		{"bad nodeport CIDR", []string{"--dry-run", "--objects", "x", "--nodeport-addresses", "10.0.0.0/33"}, "invalid nodeport address"},

@@ -367,7 +367,8 @@ func TestRunModes(t *testing.T) {
 		wantStdout string
 		wantStderr string
 	}{
-		{"no mode yet is a clear error", []string{"--proxy-mode", "ipvs"}, ExitError, "", "the watch loop is not in this build yet"},
+		{"the real mode with an unreadable kubeconfig fails before touching the kernel", []string{"--proxy-mode", "ipvs", "--kubeconfig", "/nonexistent/kubeconfig"}, ExitError, "", "api client: stat /nonexistent/kubeconfig"},
+		{"--dry-run without --objects watches, and fails clearly without an API server", []string{"--dry-run", "--kubeconfig", "/nonexistent/kubeconfig"}, ExitError, "", "api client: stat /nonexistent/kubeconfig"},
 		{"--init-only exits 0", []string{"--init-only"}, ExitOK, "", "--init-only: nothing to initialise separately"},
 		{"--version prints and exits 0", []string{"--version"}, ExitOK, "kube-ipvs-proxy ", ""},
 	}

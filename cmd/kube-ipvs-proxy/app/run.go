@@ -11,7 +11,7 @@ import (
 // Run runs the mode the options select and returns the exit code. As in
 // kube-proxy, --write-config-to comes first, then --cleanup, then
 // --init-only.
-func Run(_ context.Context, o *Options, stdout, stderr io.Writer) int {
+func Run(ctx context.Context, o *Options, stdout, stderr io.Writer) int {
 	switch {
 	case o.Version != "false":
 		fmt.Fprintln(stdout, "kube-ipvs-proxy", version())
@@ -23,12 +23,21 @@ func Run(_ context.Context, o *Options, stdout, stderr io.Writer) int {
 	case o.InitOnly:
 		fmt.Fprintln(stderr, "kube-ipvs-proxy: --init-only: nothing to initialise separately; exiting")
 		return ExitOK
-	case o.DryRun:
+	case o.DryRun && len(o.Objects) > 0:
 		return runDryRun(o, stdout, stderr)
+	case o.DryRun:
+		return exitCode(Watch(ctx, o, openNop, stdout), stderr)
 	default:
-		fmt.Fprintln(stderr, "kube-ipvs-proxy: the watch loop is not in this build yet: use --dry-run --objects, or --cleanup")
+		return exitCode(Watch(ctx, o, openKernel(o.RunConfig().DataPlane), stdout), stderr)
+	}
+}
+
+func exitCode(err error, stderr io.Writer) int {
+	if err != nil {
+		fmt.Fprintf(stderr, "kube-ipvs-proxy: %v\n", err)
 		return ExitError
 	}
+	return ExitOK
 }
 
 // writeConfig writes the effective configuration to --write-config-to.

@@ -36,9 +36,6 @@ func (o *Options) Validate() error {
 	if len(o.Objects) > 0 && !o.DryRun {
 		add("--objects needs --dry-run")
 	}
-	if o.DryRun && len(o.Objects) == 0 {
-		add("--dry-run needs --objects PATH (watching an API server comes with the control plane)")
-	}
 	if o.Cleanup && o.DryRun {
 		add("--cleanup and --dry-run exclude each other")
 	}

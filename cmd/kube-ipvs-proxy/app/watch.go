@@ -1,0 +1,180 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/health"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/metrics"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxier"
+)
+
+// DataPlaneOpener opens the data plane Watch programs. It is called once
+// the API client is configured, so a bad client configuration never
+// touches the kernel.
+type DataPlaneOpener func() (proxier.DataPlaneWriter, func(), error)
+
+// Watch runs the control loop against the API server until ctx ends,
+// programming the data plane open returns: the kernel in the real mode,
+// nothing with --dry-run, where each synced plan is printed to stdout
+// instead. It also serves /healthz and /livez, /metrics, and the
+// healthCheckNodePorts.
+func Watch(ctx context.Context, o *Options, open DataPlaneOpener, stdout io.Writer) error {
+	rc := o.RunConfig()
+	restCfg, err := restConfig(rc.Client)
+	if err != nil {
+		return fmt.Errorf("api client: %w", err)
+	}
+	cs, err := kubernetes.NewForConfig(restCfg)
+	if err != nil {
+		return fmt.Errorf("api client: %w", err)
+	}
+	md, err := metadata.NewForConfig(restCfg)
+	if err != nil {
+		return fmt.Errorf("metadata client: %w", err)
+	}
+	dp, closeDataPlane, err := open()
+	if err != nil {
+		return fmt.Errorf("open the data plane: %w", err)
+	}
+	defer closeDataPlane()
+	events := record.NewBroadcaster(record.WithContext(ctx))
+	events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
+	defer events.Shutdown()
+
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	families := ipFamilies(rc.Policy.ClusterCIDRs)
+	reg := metrics.NewRegistry()
+	m := metrics.New(reg, families...)
+	proxyHealth := health.NewProxyHealth(rc.SyncPeriod, nil, families...)
+	proxyHealth.SetProbeObserver(m)
+	serviceHealth := health.NewServiceHealth(nil, proxyHealth)
+	defer serviceHealth.Close()
+	var servers sync.WaitGroup
+	defer servers.Wait()
+	serve := func(what, addr string, run func(context.Context, string) error) {
+		if addr == "" {
+			return
+		}
+		servers.Go(func() {
+			if err := run(ctx, addr); err != nil {
+				err = fmt.Errorf("serve %s on %s: %w", what, addr, err)
+				if rc.BindAddressHardFail {
+					cancel(err)
+					return
+				}
+				klog.ErrorS(err, "continuing without it")
+			}
+		})
+	}
+	serve("healthz", rc.HealthzBindAddress, proxyHealth.Serve)
+	serve("metrics", rc.MetricsBindAddress, func(ctx context.Context, addr string) error { return metrics.Serve(ctx, addr, reg) })
+
+	var onPlan func(policy.Plan)
+	if o.DryRun {
+		onPlan = printPlans(stdout, o)
+	}
+	p, err := proxier.New(proxier.Config{
+		NodeName: rc.NodeName, Engine: rc.Policy, ServiceProxyName: rc.ServiceProxyName,
+		MinSyncPeriod: rc.MinSyncPeriod, SyncPeriod: rc.SyncPeriod, ConfigSyncPeriod: rc.ConfigSyncPeriod,
+		Client: cs, MetadataClient: md, DataPlane: dp,
+		Observer: m, Health: proxyHealth, ServiceHealth: serviceHealth,
+		Recorder: events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kube-ipvs-proxy", Host: rc.NodeName}),
+		OnPlan:   onPlan,
+	})
+	if err != nil {
+		return fmt.Errorf("configure the proxy: %w", err)
+	}
+	klog.InfoS("starting", "node", rc.NodeName, "dryRun", o.DryRun)
+	if err := p.Run(ctx); err != nil {
+		return fmt.Errorf("run: %w", err)
+	}
+	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
+
+// restConfig is the API client configuration: the kubeconfig and master
+// when given, else in-cluster.
+func restConfig(c ClientConfig) (*rest.Config, error) {
+	var cfg *rest.Config
+	var err error
+	if c.Kubeconfig == "" && c.Master == "" {
+		cfg, err = rest.InClusterConfig()
+	} else {
+		cfg, err = clientcmd.BuildConfigFromFlags(c.Master, c.Kubeconfig)
+	}
+	if err != nil {
+		return nil, err
+	}
+	cfg.QPS, cfg.Burst = c.QPS, c.Burst
+	cfg.ContentType, cfg.AcceptContentTypes = c.ContentType, c.AcceptContentTypes
+	cfg.UserAgent = "kube-ipvs-proxy"
+	return cfg, nil
+}
+
+// ipFamilies are the families metrics and health report: those of the
+// cluster CIDRs, IPv4 when none is given.
+func ipFamilies(cidrs []string) []corev1.IPFamily {
+	var fams []corev1.IPFamily
+	for _, c := range cidrs {
+		f := corev1.IPv4Protocol
+		if strings.Contains(c, ":") {
+			f = corev1.IPv6Protocol
+		}
+		fams = append(fams, f)
+	}
+	if len(fams) == 0 {
+		fams = []corev1.IPFamily{corev1.IPv4Protocol}
+	}
+	return fams
+}
+
+// printPlans prints every synced plan, as --dry-run --objects does.
+func printPlans(w io.Writer, o *Options) func(policy.Plan) {
+	var mu sync.Mutex
+	return func(plan policy.Plan) {
+		mu.Lock()
+		defer mu.Unlock()
+		if err := writePlan(w, plan, o.nftConfig(), o.Output); err != nil {
+			klog.ErrorS(err, "print the plan")
+		}
+	}
+}
+
+// nopDataPlane programs nothing: --dry-run.
+type nopDataPlane struct{}
+
+func openNop() (proxier.DataPlaneWriter, func(), error) { return nopDataPlane{}, func() {}, nil }
+
+// openKernel opens the IPVS and nftables writers.
+func openKernel(cfg proxier.DataPlaneConfig) DataPlaneOpener {
+	return func() (proxier.DataPlaneWriter, func(), error) {
+		dp, err := proxier.NewDataPlane(cfg)
+		if err != nil {
+			return nil, nil, err
+		}
+		return dp, dp.Close, nil
+	}
+}
+
+func (nopDataPlane) Apply([]policy.ServicePlan) error { return nil }
+func (nopDataPlane) Resync(policy.Plan) error         { return nil }
+func (nopDataPlane) NeedsResync() bool                { return false }
