@@ -4,7 +4,7 @@ export PATH := $(PATH):/usr/local/go/bin
 BIN := bin/kube-ipvs-proxy
 PKGS := ./...
 
-.PHONY: all build plan test unit lint integration bench bench-vm fuzz clean
+.PHONY: all build plan test unit lint apiserver e2e integration bench bench-vm fuzz clean
 
 all: build
 
@@ -16,8 +16,9 @@ plan: build
 	./$(BIN) --dry-run --objects examples --hostname-override node-a --cluster-cidr 10.244.0.0/16,fd00:244::/48 --output text
 
 # Every test: lint, unit tests (fuzz seed corpora and the golden dry-run
-# plans included), and the real-kernel tests in the VM lab.
-test: lint unit integration
+# plans included), the end-to-end tests against a real kube-apiserver
+# (built first), and the real-kernel tests in the VM lab.
+test: lint apiserver unit integration
 
 unit:
 	$(GO) test -count=1 $(PKGS)
@@ -26,6 +27,15 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
+
+# A real kube-apiserver and etcd (hack/apiserver, a separate module),
+# built once into .cache/apiserver/bin; a cold build takes ~4 minutes.
+apiserver:
+	hack/apiserver/build.sh
+
+# The end-to-end tests alone (they also run in make test's unit step).
+e2e: apiserver
+	KIP_APISERVER_BUILD=1 $(GO) test -count=1 -v ./integration/e2e/ ./integration/apiserver/ ./deploy/
 
 # Real-kernel tests: boots Debian's cloud kernel in qemu with the
 # integration-tagged test binary (installs qemu, busybox, kmod and cpio with
@@ -40,11 +50,13 @@ bench:
 # into the VM with their libraries). Not part of make test.
 bench-vm:
 	hack/vmlab/stage-tools.sh .cache/vmlab/tools ipvsadm nftables -- /sbin/ipvsadm /usr/sbin/nft
-	VMLAB_EXTRA_TREE=.cache/vmlab/tools VMLAB_MEM=2048 VMLAB_TIMEOUT=1500 \
-		hack/vmlab/run.sh ./integration/bench/ -- -test.run '^$$' -test.bench . -test.benchtime 3x -test.v
+	VMLAB_EXTRA_TREE=.cache/vmlab/tools VMLAB_MEM=2048 VMLAB_TIMEOUT=3000 \
+		hack/vmlab/run.sh ./integration/bench/ -- -test.run '^$$' -test.bench . -test.benchtime 1x -test.v
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzLoad -fuzztime 30s ./manifest/
+	$(GO) test -run '^$$' -fuzz FuzzLoadConfig -fuzztime 30s -fuzzminimizetime 3s ./cmd/kube-ipvs-proxy/app/
+	$(GO) test -run '^$$' -fuzz FuzzEndpointSlice -fuzztime 30s ./kubeapi/
 	$(GO) test -run '^$$' -fuzz FuzzCompute -fuzztime 30s ./policy/
 
 clean:

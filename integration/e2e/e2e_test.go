@@ -1,0 +1,200 @@
+//go:build !integration
+
+package e2e
+
+import (
+	"context"
+	"io"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/cmd/kube-ipvs-proxy/app"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/integration/apiserver"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
+)
+
+const nodeName = "node-a"
+
+// TestProxyAgainstARealAPIServer runs the proxy's watch loop, as the
+// DaemonSet would, with the ServiceAccount and RBAC of deploy/base, and
+// proves: the plan converges; one endpoint change is one incremental sync
+// touching only that service; metrics and healthz answer; an invalid
+// annotation yields an Event; the apiserver going away keeps the state
+// and its return resumes the loop.
+func TestProxyAgainstARealAPIServer(t *testing.T) {
+	c := apiserver.Start(t, apiserver.Options{})
+	ctx := context.Background()
+	admin := kubernetes.NewForConfigOrDie(c.AdminConfig())
+	base := filepath.Join("..", "..", "deploy", "base")
+	c.Apply(t, filepath.Join(base, "serviceaccount.yaml"), filepath.Join(base, "clusterrole.yaml"),
+		filepath.Join(base, "clusterrolebinding.yaml"))
+	token, err := c.ServiceAccountToken("kube-system", "kube-ipvs-proxy")
+	if err != nil {
+		t.Fatalf("service account token: %v", err)
+	}
+	proxyClient := kubernetes.NewForConfigOrDie(c.TokenConfig(token))
+	if _, err := proxyClient.CoreV1().Services("default").Create(ctx, webService(), metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
+		t.Fatalf("the proxy's ServiceAccount creating a Service: %v, want Forbidden", err)
+	}
+
+	for _, n := range []struct{ name, zone, ip string }{{nodeName, "zone-a", "192.0.2.1"}, {"node-b", "zone-b", "192.0.2.2"}} {
+		created, err := admin.CoreV1().Nodes().Create(ctx, node(n.name, n.zone, n.ip), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		created.Status = node(n.name, n.zone, n.ip).Status
+		if _, err := admin.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := admin.CoreV1().Services("default").Create(ctx, webService(), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	sliceClient := admin.DiscoveryV1().EndpointSlices("default")
+	if _, err := sliceClient.Create(ctx, webSlice(endpoint{"10.244.1.5", nodeName, "zone-a"}, endpoint{"10.244.2.5", "node-b", "zone-b"}), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	// The proxy, with its token and the DaemonSet's command line.
+	metricsAddr, healthzAddr := freeAddr(t), freeAddr(t)
+	opts, err := app.ParseFlags([]string{"--kubeconfig", c.KubeconfigForToken(token), "--hostname-override", nodeName,
+		"--cluster-cidr", "10.244.0.0/16", "--ipvs-min-sync-period", "0s", "--ipvs-sync-period", "1h",
+		"--metrics-bind-address", metricsAddr, "--healthz-bind-address", healthzAddr}, io.Discard)
+	if err == nil {
+		err = opts.Validate()
+	}
+	if err != nil {
+		t.Fatalf("flags: %v", err)
+	}
+	dp := &recorder{}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- app.Watch(runCtx, opts, dp.open, io.Discard) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("Watch: %v", err)
+		}
+	})
+
+	converged := waitFor(t, "the first sync", func() bool { return len(dp.snapshot()) > 0 })
+	first := dp.snapshot()[0]
+	if got := planDestinations(first.plan, "default/web"); !first.full || !slices.Equal(got, []string{"10.244.1.5"}) {
+		t.Fatalf("first sync: full=%v web destinations %v, want a Resync with the zone-a endpoint", first.full, got)
+	}
+	t.Logf("converged in %v with one Resync of %d virtual servers", converged, len(first.plan.VirtualServers))
+
+	t.Run("one endpoint change is one incremental sync of that service", func(t *testing.T) {
+		before := len(dp.snapshot())
+		cur, err := sliceClient.Get(ctx, "web-abc12", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		next := webSlice(endpoint{"10.244.1.5", nodeName, "zone-a"}, endpoint{"10.244.1.6", nodeName, "zone-a"}, endpoint{"10.244.2.5", "node-b", "zone-b"})
+		next.ResourceVersion = cur.ResourceVersion
+		next.Annotations = map[string]string{"endpoints.kubernetes.io/last-change-trigger-time": time.Now().UTC().Format(time.RFC3339Nano)}
+		start := time.Now()
+		if _, err := sliceClient.Update(ctx, next, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the incremental sync", func() bool { return len(dp.snapshot()) > before })
+		elapsed := time.Since(start)
+		time.Sleep(500 * time.Millisecond) // anything else would arrive now
+		calls := dp.snapshot()[before:]
+		if len(calls) != 1 || calls[0].full || len(calls[0].changes) != 1 {
+			t.Fatalf("after one endpoint change: %d calls %+v, want one Apply of one service", len(calls), calls)
+		}
+		sp := calls[0].changes[0]
+		if sp.Service != (policy.ServiceKey{Namespace: "default", Name: "web"}) || !slices.Equal(destinations(sp), []string{"10.244.1.5", "10.244.1.6"}) {
+			t.Errorf("the Apply carried %s with %v, want default/web with both zone-a endpoints", sp.Service, destinations(sp))
+		}
+		t.Logf("one endpoint change: 1 sync (Apply of 1 service, %d virtual servers) %v after the update", len(sp.VirtualServers), elapsed)
+	})
+
+	t.Run("metrics and healthz answer", func(t *testing.T) {
+		code, body := get(t, "http://"+metricsAddr+"/metrics")
+		for _, want := range []string{"kubeproxy_sync_proxy_rules_duration_seconds_count", "kubeproxy_network_programming_duration_seconds_count",
+			"kubeproxy_sync_proxy_rules_endpoint_changes_total", "kube_ipvs_proxy_virtual_servers"} {
+			if code != 200 || !strings.Contains(body, want) {
+				t.Errorf("/metrics %d lacks %s", code, want)
+			}
+		}
+		if code, body := get(t, "http://"+metricsAddr+"/proxyMode"); code != 200 || body != "ipvs" {
+			t.Errorf("/proxyMode %d %q, want ipvs", code, body)
+		}
+		for _, path := range []string{"/healthz", "/livez"} {
+			if code, body := get(t, "http://"+healthzAddr+path); code != 200 || !strings.Contains(body, `"lastUpdated"`) {
+				t.Errorf("%s: %d %s", path, code, body)
+			}
+		}
+	})
+
+	t.Run("an invalid annotation yields an Event", func(t *testing.T) {
+		svc, err := admin.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		svc.Annotations = map[string]string{policy.AnnotationScheduler: "fastest"}
+		if _, err := admin.CoreV1().Services("default").Update(ctx, svc, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the InvalidAnnotation event", func() bool {
+			evs, err := admin.CoreV1().Events("default").List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return false
+			}
+			for _, e := range evs.Items {
+				if e.Reason == "InvalidAnnotation" && e.InvolvedObject.Name == "web" && strings.Contains(e.Message, policy.AnnotationScheduler) {
+					t.Logf("event: %s %s: %s", e.Type, e.Reason, e.Message)
+					return true
+				}
+			}
+			return false
+		})
+	})
+
+	t.Run("the apiserver going away keeps the state; its return resumes", func(t *testing.T) {
+		before := len(dp.snapshot())
+		if err := c.Stop(); err != nil {
+			t.Logf("stop: %v", err)
+		}
+		time.Sleep(3 * time.Second)
+		want := []string{"10.244.1.5", "10.244.1.6"}
+		outage := dp.snapshot()[before:]
+		for _, c := range outage {
+			if !c.full || !slices.Equal(planDestinations(c.plan, "default/web"), want) {
+				t.Fatalf("while the apiserver was down the data plane got %+v; want only resyncs of the last plan", c)
+			}
+		}
+		t.Logf("while the apiserver was down: %d data plane calls (resyncs of the unchanged plan only)", len(outage))
+		before = len(dp.snapshot())
+		if err := c.Restart(); err != nil {
+			t.Fatalf("restart: %v", err)
+		}
+		if err := sliceClient.Delete(ctx, "web-abc12", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the deletion to reach the data plane", func() bool {
+			for _, c := range dp.snapshot()[before:] {
+				for _, sp := range c.changes {
+					if sp.Service.Name == "web" && len(destinations(sp)) == 0 {
+						return true
+					}
+				}
+			}
+			return false
+		})
+		for _, c := range dp.snapshot()[before:] {
+			if c.full && len(c.plan.VirtualServers) == 0 {
+				t.Errorf("a Resync with an empty plan (a flush) happened: %+v", c)
+			}
+		}
+	})
+}
