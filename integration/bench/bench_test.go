@@ -128,7 +128,6 @@ const changesPerOp = 200
 func BenchmarkIPVSEndpointChange(b *testing.B) {
 	for _, n := range []int{1000, 10000} {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
-			b.StopTimer()
 			cleanIPVS(b)
 			plan := benchPlan(n)
 			w := newIPVSWriter(b)

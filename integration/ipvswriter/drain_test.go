@@ -14,6 +14,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/integration/labnet"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxier/ipvs"
 )
 
@@ -24,7 +25,7 @@ func TestGracefulDrainTCP(t *testing.T) {
 	h := clean(t)
 	a, b := setupPod(t, "pod-a", 1), setupPod(t, "pod-b", 2)
 	w := newWriter(t, ipvs.Config{})
-	pa, pb := fmt.Sprintf("%s:8080", a.ip), fmt.Sprintf("%s:8080", b.ip)
+	pa, pb := fmt.Sprintf("%s:8080", a.IP), fmt.Sprintf("%s:8080", b.IP)
 	if err := w.Apply(cluster1("ClusterIP 10.96.0.10:80/TCP", pa)); err != nil {
 		t.Fatalf("Apply: %v", err)
 	}
@@ -126,13 +127,13 @@ func TestUDPRemoval(t *testing.T) {
 	enableConntrack(t)
 	a, b := setupPod(t, "pod-a", 1), setupPod(t, "pod-b", 2)
 	w := newWriter(t, ipvs.Config{})
-	pa, pb := fmt.Sprintf("%s:5353", a.ip), fmt.Sprintf("%s:5353", b.ip)
+	pa, pb := fmt.Sprintf("%s:5353", a.IP), fmt.Sprintf("%s:5353", b.IP)
 	if err := w.Apply(cluster1("ClusterIP 10.96.0.53:53/UDP", pa, pb)); err != nil {
 		t.Fatalf("Apply: %v", err)
 	}
 	seen := map[string]int{}
 	for range 4 {
-		name, _ := udpAsk(t, "10.96.0.53:53")
+		name := udpAsk(t, "10.96.0.53:53")
 		seen[name]++
 	}
 	if seen["pod-a"] == 0 || seen["pod-b"] == 0 {
@@ -169,11 +170,16 @@ func TestUDPRemoval(t *testing.T) {
 	if got[pa] != before[pa] {
 		t.Errorf("entries of the kept endpoint: %d, were %d", got[pa], before[pa])
 	}
-	// Control: IPVS itself leaves conntrack entries behind when a
-	// destination is deleted; only the Writer's flush removed pod-b's.
+	// Control: without expire_nodest_conn, IPVS leaves conntrack entries
+	// behind when a destination is deleted, so only the Writer's flush
+	// removed pod-b's. (With it, which the Writer sets, the kernel also
+	// flushes them, but later, from delayed work: the Writer's flush makes
+	// the removal immediate and independent of that sysctl.)
+	labnet.SetSysctl(t, nil, "net/ipv4/vs/expire_nodest_conn", "0") // restored when the test ends
 	if err := h.DelDestination(mobyService("10.96.0.53", 53, unix.IPPROTO_UDP), ds[pa]); err != nil {
 		t.Fatalf("DelDestination by hand: %v", err)
 	}
+	time.Sleep(500 * time.Millisecond)
 	if n := conntrackFrom(t)[pa]; n != before[pa] {
 		t.Errorf("deleting %s by hand left %d conntrack entries, want %d (untouched)", pa, n, before[pa])
 	}
@@ -182,7 +188,7 @@ func TestUDPRemoval(t *testing.T) {
 	}
 	// New flows all go to pod-a.
 	for range 2 {
-		if name, _ := udpAsk(t, "10.96.0.53:53"); name != "pod-a" {
+		if name := udpAsk(t, "10.96.0.53:53"); name != "pod-a" {
 			t.Errorf("flow answered by %s after pod-b's removal", name)
 		}
 	}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,9 +15,9 @@ import (
 
 	mobyipvs "github.com/moby/ipvs"
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/integration/labnet"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxier/ipvs"
 )
@@ -59,17 +58,7 @@ func newWriter(t *testing.T, cfg ipvs.Config) *ipvs.Writer {
 // nodeAddress puts a "node address" on dummy node0.
 func nodeAddress(t *testing.T, prefix string) {
 	t.Helper()
-	d := &netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Name: "node0"}}
-	if err := netlink.LinkAdd(d); err != nil {
-		t.Fatalf("add node0: %v", err)
-	}
-	p := netip.MustParsePrefix(prefix)
-	if err := netlink.AddrAdd(d, &netlink.Addr{IPNet: &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), 32)}}); err != nil {
-		t.Fatalf("node0 address: %v", err)
-	}
-	if err := netlink.LinkSetUp(d); err != nil {
-		t.Fatalf("node0 up: %v", err)
-	}
+	labnet.Dummy(t, "node0", prefix)
 }
 
 func svc(name string, vss ...policy.VirtualServer) policy.ServicePlan {
@@ -191,183 +180,37 @@ func destinations(t *testing.T, h *mobyipvs.Handle, s *mobyipvs.Service) map[str
 	return m
 }
 
-func writeSysctl(t *testing.T, key, value string) {
+// setupPod creates pod <name> (labnet.NewPod: eth0 10.244.<idx>.2/24)
+// with echo servers on :8080/TCP, which greets and then answers every
+// line until the client closes, and :5353/UDP.
+func setupPod(t *testing.T, name string, idx int) *labnet.Pod {
 	t.Helper()
-	if err := writeFile("/proc/sys/"+key, value); err != nil {
-		t.Fatalf("sysctl %s=%s: %v", key, value, err)
-	}
-}
-
-// --- pods: network namespaces wired by veth, as in integration/lab_test.go
-
-type pod struct {
-	name string
-	ns   netns.NsHandle
-	ip   net.IP
-}
-
-// setupPod creates a netns with eth0 10.244.<idx>.2/24 (root side
-// 10.244.<idx>.1/24, default route via it), a TCP server on :8080 that
-// greets with its name and then echoes lines until the client closes,
-// and a UDP echo server on :5353.
-func setupPod(t *testing.T, name string, idx int) *pod {
-	t.Helper()
-	ns, err := newNetns()
-	if err != nil {
-		t.Fatalf("%s: new netns: %v", name, err)
-	}
-	t.Cleanup(func() { ns.Close() })
-	p := &pod{name: name, ns: ns, ip: net.IPv4(10, 244, byte(idx), 2).To4()}
-	hostIP := &net.IPNet{IP: net.IPv4(10, 244, byte(idx), 1), Mask: net.CIDRMask(24, 32)}
-	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "veth-" + name}, PeerName: "eth0", PeerNamespace: netlink.NsFd(int(ns))}
-	if err := netlink.LinkAdd(veth); err != nil {
-		t.Fatalf("%s: add veth: %v", name, err)
-	}
-	t.Cleanup(func() { _ = netlink.LinkDel(veth) })
-	if err := netlink.AddrAdd(veth, &netlink.Addr{IPNet: hostIP}); err != nil {
-		t.Fatalf("%s: host addr: %v", name, err)
-	}
-	if err := netlink.LinkSetUp(veth); err != nil {
-		t.Fatalf("%s: host veth up: %v", name, err)
-	}
-	nh, err := netlink.NewHandleAt(ns, unix.NETLINK_ROUTE)
-	if err != nil {
-		t.Fatalf("%s: netlink handle: %v", name, err)
-	}
-	defer nh.Close()
-	for _, l := range []string{"lo", "eth0"} {
-		link, err := nh.LinkByName(l)
-		if err != nil {
-			t.Fatalf("%s: %s: %v", name, l, err)
-		}
-		if l == "eth0" {
-			if err := nh.AddrAdd(link, &netlink.Addr{IPNet: &net.IPNet{IP: p.ip, Mask: net.CIDRMask(24, 32)}}); err != nil {
-				t.Fatalf("%s: pod addr: %v", name, err)
-			}
-		}
-		if err := nh.LinkSetUp(link); err != nil {
-			t.Fatalf("%s: %s up: %v", name, l, err)
-		}
-	}
-	if err := nh.RouteAdd(&netlink.Route{Gw: hostIP.IP}); err != nil {
-		t.Fatalf("%s: default route: %v", name, err)
-	}
-	var ln net.Listener
-	var pc net.PacketConn
-	err = inNetns(ns, func() error {
-		var err error
-		if ln, err = net.Listen("tcp4", ":8080"); err != nil {
-			return err
-		}
-		pc, err = net.ListenPacket("udp4", ":5353")
-		return err
-	})
-	if err != nil {
-		t.Fatalf("%s: listen in netns: %v", name, err)
-	}
-	t.Cleanup(func() { ln.Close(); pc.Close() })
-	go serveTCP(ln, name)
-	go serveUDP(pc, name)
+	p := labnet.NewPod(t, name, idx)
+	labnet.Echo{Name: name, Lines: true}.Serve(t, p.Host, 8080, 5353)
 	return p
-}
-
-func serveTCP(ln net.Listener, name string) {
-	for {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		go func() {
-			defer c.Close()
-			fmt.Fprintf(c, "%s\n", name)
-			r := bufio.NewReader(c)
-			for {
-				line, err := r.ReadString('\n')
-				if err != nil {
-					return
-				}
-				fmt.Fprintf(c, "%s %s", name, line)
-			}
-		}()
-	}
-}
-
-func serveUDP(pc net.PacketConn, name string) {
-	buf := make([]byte, 1500)
-	for {
-		_, addr, err := pc.ReadFrom(buf)
-		if err != nil {
-			return
-		}
-		_, _ = pc.WriteTo([]byte(name), addr)
-	}
 }
 
 // dialGreet connects to addr and returns the connection and the name of
 // the pod that answered.
 func dialGreet(t *testing.T, addr string) (*net.TCPConn, *bufio.Reader, string) {
 	t.Helper()
-	c, err := net.DialTimeout("tcp4", addr, 5*time.Second)
+	s, err := labnet.Greet(nil, addr, 5*time.Second)
 	if err != nil {
-		t.Fatalf("dial %s: %v", addr, err)
+		t.Fatal(err)
 	}
-	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
-	r := bufio.NewReader(c)
-	name, err := r.ReadString('\n')
-	if err != nil {
-		t.Fatalf("greeting from %s: %v", addr, err)
-	}
-	return c.(*net.TCPConn), r, strings.TrimSpace(name)
+	_ = s.SetDeadline(time.Now().Add(30 * time.Second))
+	return s.TCPConn, s.R, s.Name
 }
 
-// udpAsk sends one datagram from a new unconnected socket and returns the
-// answering pod's name and the socket's local address.
-func udpAsk(t *testing.T, addr string) (string, netip.AddrPort) {
+// udpAsk sends one datagram from a fresh socket and returns the
+// answering pod's name.
+func udpAsk(t *testing.T, addr string) string {
 	t.Helper()
-	pc, err := net.ListenPacket("udp4", "0.0.0.0:0")
+	name, _, err := labnet.Exchange(nil, labnet.UDP, addr, 5*time.Second)
 	if err != nil {
-		t.Fatalf("listen: %v", err)
+		t.Fatal(err)
 	}
-	defer pc.Close()
-	dst := net.UDPAddrFromAddrPort(netip.MustParseAddrPort(addr))
-	if _, err := pc.WriteTo([]byte("ping"), dst); err != nil {
-		t.Fatalf("send to %s: %v", addr, err)
-	}
-	_ = pc.SetReadDeadline(time.Now().Add(5 * time.Second))
-	buf := make([]byte, 100)
-	n, _, err := pc.ReadFrom(buf)
-	if err != nil {
-		t.Fatalf("answer from %s: %v", addr, err)
-	}
-	return string(buf[:n]), pc.LocalAddr().(*net.UDPAddr).AddrPort()
-}
-
-func inNetns(ns netns.NsHandle, fn func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		if err := netns.Set(ns); err != nil {
-			errc <- err
-			return
-		}
-		errc <- fn()
-	}()
-	return <-errc
-}
-
-func newNetns() (netns.NsHandle, error) {
-	type result struct {
-		ns  netns.NsHandle
-		err error
-	}
-	rc := make(chan result, 1)
-	go func() {
-		runtime.LockOSThread()
-		ns, err := netns.New()
-		rc <- result{ns, err}
-	}()
-	r := <-rc
-	return r.ns, r.err
+	return name
 }
 
 // cluster1 is a plan of one service with one virtual server.

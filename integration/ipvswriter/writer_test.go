@@ -19,8 +19,6 @@ import (
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxier/ipvs"
 )
 
-func writeFile(path, value string) error { return os.WriteFile(path, []byte(value), 0o644) }
-
 // cluster is the plan of tests (a) to (e): every kind, scheduler flags,
 // persistence, weights, UDP and IPv6. Destinations are test addresses
 // that need not answer. Node address: 198.51.100.10 on node0.
@@ -121,8 +119,17 @@ func TestApplyAndRestart(t *testing.T) {
 	}
 	// Down as it is, its addresses are local: the kernel routes the VIPs
 	// of both families to the host (table local, type local).
+	// The kernel installs the IPv6 local route shortly after the address
+	// is added (not synchronously): allow it a moment.
 	for _, vip := range []string{"10.96.0.10", "fd00:96::10"} {
-		rs, err := netlink.RouteGet(net.ParseIP(vip))
+		var rs []netlink.Route
+		var err error
+		for try := 0; try < 50; try++ {
+			if rs, err = netlink.RouteGet(net.ParseIP(vip)); err == nil && len(rs) == 1 && rs[0].Type == unix.RTN_LOCAL {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
 		if err != nil || len(rs) != 1 || rs[0].Type != unix.RTN_LOCAL {
 			t.Errorf("route to %s: %+v, %v; want one local route", vip, rs, err)
 		}

@@ -3,6 +3,7 @@
 package nftwriter
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -360,20 +361,27 @@ func TestResyncReaderSeesWholeTable(t *testing.T) {
 	seen := make(chan string, 1)
 	go func() {
 		defer close(seen)
-		reads := 0
+		reads, interrupted := 0, 0
 		for {
 			select {
 			case <-stop:
-				seen <- fmt.Sprintf("%d reads", reads)
+				seen <- fmt.Sprintf("%d reads (%d interrupted by a commit and retried)", reads, interrupted)
 				return
 			default:
 			}
+			// A read is two requests (find the set, dump its elements); a
+			// commit between them can make the second fail with ENOENT,
+			// like any interrupted dump: retry it. What must never happen
+			// is a read that succeeds with part of the elements.
 			s, err := c.GetSetByName(ourTable, "service-ports-v4")
-			if err != nil {
-				seen <- fmt.Sprintf("read %d: GetSetByName: %v", reads, err)
-				return
+			var elems []nftables.SetElement
+			if err == nil {
+				elems, err = c.GetSetElements(s)
 			}
-			elems, err := c.GetSetElements(s)
+			if errors.Is(err, unix.ENOENT) && interrupted < 1000 {
+				interrupted++
+				continue
+			}
 			if err != nil || len(elems) != len(wantElements["service-ports-v4"]) {
 				seen <- fmt.Sprintf("read %d: %d elements, err %v", reads, len(elems), err)
 				return
@@ -388,7 +396,7 @@ func TestResyncReaderSeesWholeTable(t *testing.T) {
 		}
 	}
 	close(stop)
-	if msg := <-seen; !strings.HasSuffix(msg, " reads") {
+	if msg := <-seen; !strings.Contains(msg, " reads (") {
 		t.Errorf("reader during 20 resyncs: %s", msg)
 	} else {
 		t.Logf("reader during 20 resyncs: %s, all complete", msg)

@@ -3,16 +3,13 @@
 package nftwriter
 
 import (
-	"net"
 	"net/netip"
 	"os/exec"
 	"testing"
 	"time"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/integration/labnet"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
-	"golang.org/x/sys/unix"
-
-	vnl "github.com/vishvananda/netlink"
 )
 
 // rejectPlan: 10.96.0.50:80 and [fd00:96::50]:80 have no destinations
@@ -39,18 +36,17 @@ func rejectPlan() policy.Plan {
 // pod namespace to addresses on a dummy interface, each with a listener,
 // before and after the table is programmed.
 func TestRejectTraffic(t *testing.T) {
-	linkUp(t, "lo")
-	addDummy(t, "kube-ipvs0", "10.96.0.50", "10.96.0.51", "10.96.0.60", "10.96.0.70")
-	addV6NoDAD(t, "kube-ipvs0", "fd00:96::50")
-	pod1, pod2 := setupPod(t, 1), setupPod(t, 2)
+	labnet.LinkUp(t, "lo")
+	labnet.Dummy(t, "kube-ipvs0", "10.96.0.50", "10.96.0.51", "10.96.0.60", "10.96.0.70", "fd00:96::50")
+	pod1, pod2 := labnet.NewPod(t, "pod1", 1), labnet.NewPod(t, "pod2", 2)
 	for _, addr := range []string{"10.96.0.50:80", "10.96.0.51:80", "10.96.0.60:80", "10.96.0.70:80", "[fd00:96::50]:80", ":8081"} {
-		listen(t, addr)
+		labnet.Echo{Name: "host"}.ServeTCP(t, nil, "tcp", addr)
 	}
 
 	// Without the table every listener answers.
 	for _, addr := range []string{"10.96.0.50:80", "10.96.0.51:80", "10.96.0.60:8081", "10.96.0.70:80"} {
-		for _, c := range []*pod{nil, pod1, pod2} {
-			if _, err := c.dial(addr, 2*time.Second); err != nil {
+		for _, c := range []*labnet.Pod{nil, pod1, pod2} {
+			if _, err := c.Connect(addr, 2*time.Second); err != nil {
 				t.Fatalf("baseline without table: dial %s from %s: %v", addr, who(c, pod1), err)
 			}
 		}
@@ -60,24 +56,24 @@ func TestRejectTraffic(t *testing.T) {
 	if err := w.Resync(rejectPlan()); err != nil {
 		t.Fatalf("Resync: %v", err)
 	}
-	refused := func(t *testing.T, c *pod, addr string) {
+	refused := func(t *testing.T, c *labnet.Pod, addr string) {
 		t.Helper()
-		d, err := c.dial(addr, 5*time.Second)
-		if !isRefused(err) || d >= time.Second {
+		d, err := c.Connect(addr, 5*time.Second)
+		if !labnet.IsRefused(err) || d >= time.Second {
 			t.Errorf("dial %s from %s: err %v after %v, want ECONNREFUSED in < 1s", addr, who(c, pod1), err, d)
 		} else {
 			t.Logf("dial %s from %s: refused after %v", addr, who(c, pod1), d.Round(time.Microsecond))
 		}
 	}
-	times := func(t *testing.T, c *pod, addr string) {
+	times := func(t *testing.T, c *labnet.Pod, addr string) {
 		t.Helper()
-		if _, err := c.dial(addr, time.Second); !isTimeout(err) {
+		if _, err := c.Connect(addr, time.Second); !labnet.IsTimeout(err) {
 			t.Errorf("dial %s from %s: %v, want a timeout (dropped)", addr, who(c, pod1), err)
 		}
 	}
-	connects := func(t *testing.T, c *pod, addr string) {
+	connects := func(t *testing.T, c *labnet.Pod, addr string) {
 		t.Helper()
-		if _, err := c.dial(addr, 2*time.Second); err != nil {
+		if _, err := c.Connect(addr, 2*time.Second); err != nil {
 			t.Errorf("dial %s from %s: %v, want connected", addr, who(c, pod1), err)
 		}
 	}
@@ -119,26 +115,12 @@ func TestRejectTraffic(t *testing.T) {
 	connects(t, pod2, "10.96.0.70:80")
 }
 
-func who(c, pod1 *pod) string {
+func who(c, pod1 *labnet.Pod) string {
 	switch c {
 	case nil:
 		return "host"
 	case pod1:
 		return "pod 10.244.1.2"
 	}
-	return "pod " + c.ip.String()
-}
-
-// addV6NoDAD adds an IPv6 address usable at once (no duplicate address
-// detection).
-func addV6NoDAD(t *testing.T, link, addr string) {
-	t.Helper()
-	l, err := vnl.LinkByName(link)
-	if err != nil {
-		t.Fatalf("link %s: %v", link, err)
-	}
-	ipn := &net.IPNet{IP: net.ParseIP(addr), Mask: net.CIDRMask(128, 128)}
-	if err := vnl.AddrAdd(l, &vnl.Addr{IPNet: ipn, Flags: unix.IFA_F_NODAD}); err != nil {
-		t.Fatalf("add %s to %s: %v", addr, link, err)
-	}
+	return "pod " + c.IP.String()
 }

@@ -47,7 +47,9 @@
 // answer "<pod> peer=<address they saw>". The harness dials from any
 // namespace (a pod, a node, a client, node-a itself) on a thread locked
 // into it, one fresh socket per exchange, and classifies failures as
-// fast (refused, fatal ICMP) or timeouts (dropped).
+// fast (refused, fatal ICMP) or timeouts (dropped). The namespaces,
+// links, echo servers and dialers are integration/labnet's; this package
+// adds the topology and the data plane.
 //
 // Everything is created per test and removed by t.Cleanup, so tests are
 // independent within one VM boot; a teardown check fails the test if a

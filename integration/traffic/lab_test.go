@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/integration/labnet"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxier"
 	"github.com/moby/ipvs"
@@ -225,7 +226,7 @@ func (l *lab) expectFastFailure(t *testing.T, from *host, proto Proto, addr stri
 	switch {
 	case err == nil:
 		t.Errorf("%s %s from %s: answered by %s, want a refusal", proto, addr, from, name)
-	case !isFastFailure(err):
+	case !labnet.IsFastFailure(err):
 		t.Errorf("%s %s from %s: %v, want a refusal (connection refused or ICMP unreachable)", proto, addr, from, err)
 	}
 }
@@ -237,7 +238,7 @@ func (l *lab) expectDrop(t *testing.T, from *host, proto Proto, addr string) {
 	switch {
 	case err == nil:
 		t.Errorf("%s %s from %s: answered by %s, want a drop", proto, addr, from, name)
-	case !isTimeout(err):
+	case !labnet.IsTimeout(err):
 		t.Errorf("%s %s from %s: %v, want a drop (timeout)", proto, addr, from, err)
 	}
 }

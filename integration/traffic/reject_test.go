@@ -22,7 +22,7 @@ func TestNoEndpointsRejectsFast(t *testing.T) {
 		t.Fatalf("plan: whenEmpty %q, want Reject", vs.WhenEmpty)
 	}
 	for _, from := range []*host{l.pod("pod-a3"), l.root, l.client} {
-		t.Run("from "+from.name, func(t *testing.T) {
+		t.Run("from "+from.Name, func(t *testing.T) {
 			l.expectFastFailure(t, from, TCP, hostPort(vip, 80))
 			l.expectFastFailure(t, from, UDP, hostPort(vip, 53))
 		})
@@ -45,7 +45,7 @@ func TestVIPRejectsNonServicePorts(t *testing.T) {
 	}
 	l.expectOnly(t, from, hostPort(vip, 80), TCP, 4, "pod-a1")
 	for _, src := range []*host{from, l.client} {
-		t.Run("from "+src.name, func(t *testing.T) {
+		t.Run("from "+src.Name, func(t *testing.T) {
 			l.expectFastFailure(t, src, TCP, hostPort(vip, 8181))
 			l.expectFastFailure(t, src, UDP, hostPort(vip, 8181))
 		})

@@ -30,7 +30,7 @@ const linePort = 9000
 func (l *lab) serveLines(x *host) {
 	l.t.Helper()
 	var ln net.Listener
-	l.must(x.do(func() (err error) { ln, err = net.Listen("tcp4", ":9000"); return err }))
+	l.must(x.Do(func() (err error) { ln, err = net.Listen("tcp4", ":9000"); return err }))
 	l.t.Cleanup(func() { ln.Close() })
 	go func() {
 		for {
@@ -71,7 +71,7 @@ type lineConn struct {
 func (l *lab) dialLines(from *host, addr string) *lineConn {
 	l.t.Helper()
 	var c net.Conn
-	l.must(from.do(func() (err error) { c, err = net.DialTimeout("tcp4", addr, 2*time.Second); return err }))
+	l.must(from.Do(func() (err error) { c, err = net.DialTimeout("tcp4", addr, 2*time.Second); return err }))
 	l.t.Cleanup(func() { c.Close() })
 	return &lineConn{c, bufio.NewReader(c)}
 }

@@ -12,6 +12,8 @@ import (
 	"github.com/moby/ipvs"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/integration/labnet"
 )
 
 // The harness self-tests prove the lab itself, without the project's
@@ -23,7 +25,7 @@ import (
 func selfTestLab(t *testing.T, vips ...netip.Addr) (*harness, *ipvs.Handle) {
 	t.Helper()
 	h := newHarness(t)
-	h.setSysctlRestored(h.root, "net/ipv4/vs/conntrack", "1")
+	labnet.SetSysctl(t, h.root.Host, "net/ipv4/vs/conntrack", "1")
 	h.selfTestDummy(vips...)
 	ipv, err := ipvs.New("")
 	h.must(err)
@@ -49,8 +51,8 @@ func TestHarnessRouting(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if ip, _, _ := net.SplitHostPort(peer); name != to.name || (ip != a1.v4.String() && ip != a1.v6.String()) {
-					t.Errorf("%s: got %s peer %s, want %s seeing pod-a1", addr, name, peer, to.name)
+				if ip, _, _ := net.SplitHostPort(peer); name != to.Name || (ip != a1.v4.String() && ip != a1.v6.String()) {
+					t.Errorf("%s: got %s peer %s, want %s seeing pod-a1", addr, name, peer, to.Name)
 				}
 			}
 		}
@@ -104,7 +106,7 @@ func TestHarnessRouting(t *testing.T) {
 			name, peer, err := h.Exchange(c2, TCP, tc.addr, h.dropFor)
 			ip, _, _ := net.SplitHostPort(peer)
 			switch {
-			case tc.want == "" && !isTimeout(err):
+			case tc.want == "" && !labnet.IsTimeout(err):
 				t.Errorf("%s: got %s, %v; want a timeout", tc.addr, name, err)
 			case tc.want != "" && (err != nil || name != tc.want || ip != tc.peer):
 				t.Errorf("%s: got %s peer %s, %v; want %s seeing %s", tc.addr, name, peer, err, tc.want, tc.peer)
@@ -128,12 +130,12 @@ func TestHarnessMasquerade(t *testing.T) {
 	h.ipvsService(ipv, vip4, unix.IPPROTO_TCP, 81, podTCPPort, a1.v4) // hairpin from pod-a1
 
 	t.Run("without masquerade a remote NodePort backend answers the client directly and fails", func(t *testing.T) {
-		if _, _, err := h.Exchange(h.client, TCP, hostPort(nodePort, 30080), h.dropFor); !isTimeout(err) {
+		if _, _, err := h.Exchange(h.client, TCP, hostPort(nodePort, 30080), h.dropFor); !labnet.IsTimeout(err) {
 			t.Fatalf("NodePort to pod-b1 without masquerade: got %v, want a timeout", err)
 		}
 	})
 	t.Run("without masquerade a hairpin connection fails", func(t *testing.T) {
-		if _, _, err := h.Exchange(a1, TCP, hostPort(vip4, 81), h.dropFor); !isTimeout(err) {
+		if _, _, err := h.Exchange(a1, TCP, hostPort(vip4, 81), h.dropFor); !labnet.IsTimeout(err) {
 			t.Fatalf("pod-a1 to itself via %s:81: got %v, want a timeout", vip4, err)
 		}
 	})
@@ -173,13 +175,11 @@ func TestHarnessMasquerade(t *testing.T) {
 // would, removed at cleanup.
 func (h *harness) selfTestDummy(vips ...netip.Addr) {
 	h.t.Helper()
-	d := &netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Name: "kube-ipvs0"}}
-	h.must(h.rootNL.LinkAdd(d))
-	h.t.Cleanup(func() { _ = h.rootNL.LinkDel(d) })
-	for _, v := range vips {
-		h.must(addAddrs(h.rootNL, d, prefix(v, v.BitLen())))
+	addrs := make([]string, len(vips))
+	for i, v := range vips {
+		addrs[i] = v.String()
 	}
-	h.must(h.rootNL.LinkSetUp(d))
+	labnet.Dummy(h.t, "kube-ipvs0", addrs...)
 }
 
 // ipvsService adds a NAT-mode rr virtual server with weight-1
@@ -309,7 +309,7 @@ func TestHarnessMeasurements(t *testing.T) {
 	t.Run("an empty virtual server refuses fast", func(t *testing.T) {
 		for _, p := range []Proto{TCP, UDP} {
 			_, _, err := h.Exchange(a3, p, hostPort(vip, 82), h.timeout)
-			if !isFastFailure(err) {
+			if !labnet.IsFastFailure(err) {
 				t.Errorf("%s: got %v, want a fast failure", p, err)
 			}
 		}

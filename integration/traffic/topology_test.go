@@ -12,7 +12,8 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/integration/labnet"
 )
 
 // The lab's fixed names and address plan. Node i (node-a is 1) has the
@@ -49,6 +50,15 @@ func podNet4(i int) netip.Prefix {
 func podNet6(i int) netip.Prefix { return netip.MustParsePrefix(fmt.Sprintf("fd00:244:%d::/64", i)) }
 func podIP4(i, n int) netip.Addr { return netip.AddrFrom4([4]byte{10, 244, byte(i), byte(n)}) }
 func podIP6(i, n int) netip.Addr { return netip.MustParseAddr(fmt.Sprintf("fd00:244:%d::%d", i, n)) }
+
+// host is one namespace of the lab (a node, a pod or a client) with the
+// addresses the harness gave it. The root namespace is node-a itself.
+type host struct {
+	*labnet.Host
+	v4   netip.Addr // the host's own IPv4 address (node, pod or client address)
+	v6   netip.Addr // the host's own IPv6 address
+	node string     // for pods, the node they run on; for nodes, their own name
+}
 
 // nodeInfo is what the harness knows of a node besides its namespace.
 type nodeInfo struct {
@@ -100,25 +110,21 @@ func newBareHarness(t *testing.T) *harness {
 	h := &harness{t: t, timeout: 5 * time.Second, dropFor: 2 * time.Second,
 		nodes: map[string]*nodeInfo{}, pods: map[string]*host{}, clients: map[string]*host{}}
 	t.Cleanup(func() { h.checkTornDown() })
-	root, err := rootHost(nodeA)
+	root, err := labnet.RootHost(nodeA)
 	h.must(err)
-	root.v4, root.v6 = nodeIP4(1), nodeIP6(1)
-	t.Cleanup(root.close)
-	h.root = root
-	h.nodes[nodeA] = &nodeInfo{host: root, index: 1, zone: zoneA, nextPod: firstPod}
-	for _, kv := range [][2]string{
-		{"net/ipv4/ip_forward", "1"},
-		{"net/ipv6/conf/all/forwarding", "1"},
-		{"net/ipv4/conf/all/rp_filter", "0"},
-		{"net/ipv4/conf/default/rp_filter", "0"},
-		{"net/ipv6/conf/default/accept_dad", "0"},
-	} {
-		h.setSysctlRestored(root, kv[0], kv[1])
+	t.Cleanup(root.Close)
+	h.root = &host{Host: root, v4: nodeIP4(1), v6: nodeIP6(1), node: nodeA}
+	h.nodes[nodeA] = &nodeInfo{host: h.root, index: 1, zone: zoneA, nextPod: firstPod}
+	for _, kv := range labnet.RouterSysctls {
+		labnet.SetSysctl(t, root, kv[0], kv[1])
 	}
-	h.rootNL, err = root.netlink()
+	labnet.SetSysctl(t, root, "net/ipv6/conf/default/accept_dad", "0")
+	h.rootNL, err = root.Netlink()
 	h.must(err)
 	t.Cleanup(h.rootNL.Close)
-	h.rootLoopbackUp()
+	// node-a's own connections to local addresses, and the resets and
+	// ICMP errors answering them, travel over lo.
+	labnet.LinkUp(t, "lo")
 
 	snoop := false // IPv6 neighbour discovery is multicast: flood it
 	br := &netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: bridgeName}, MulticastSnooping: &snoop}
@@ -126,7 +132,7 @@ func newBareHarness(t *testing.T) *harness {
 	t.Cleanup(func() { _ = h.rootNL.LinkDel(br) })
 	h.bridge, err = h.rootNL.LinkByName(bridgeName)
 	h.must(err)
-	h.must(addAddrs(h.rootNL, h.bridge, prefix(root.v4, 24), prefix(root.v6, 64)))
+	h.must(labnet.AddAddrs(h.rootNL, h.bridge, prefix(h.root.v4, 24), prefix(h.root.v6, 64)))
 	h.must(h.rootNL.LinkSetUp(h.bridge))
 	return h
 }
@@ -138,33 +144,19 @@ func (h *harness) must(err error) {
 	}
 }
 
-// setSysctlRestored sets a sysctl and restores its old value at cleanup.
-func (h *harness) setSysctlRestored(on *host, key, value string) {
-	h.t.Helper()
-	old, err := on.readSysctl(key)
-	h.must(err)
-	h.must(on.sysctl(key, value))
-	h.t.Cleanup(func() { _ = on.sysctl(key, old) })
-}
-
 // node returns a node by name.
-func (h *harness) node(name string) *nodeInfo {
-	h.t.Helper()
-	n, ok := h.nodes[name]
-	if !ok {
-		h.t.Fatalf("lab: no node %q", name)
-	}
-	return n
-}
+func (h *harness) node(name string) *nodeInfo { return mustFind(h.t, "node", h.nodes, name) }
 
 // pod returns a pod by name.
-func (h *harness) pod(name string) *host {
-	h.t.Helper()
-	p, ok := h.pods[name]
+func (h *harness) pod(name string) *host { return mustFind(h.t, "pod", h.pods, name) }
+
+func mustFind[V any](t *testing.T, kind string, m map[string]V, name string) V {
+	t.Helper()
+	v, ok := m[name]
 	if !ok {
-		h.t.Fatalf("lab: no pod %q", name)
+		t.Fatalf("lab: no %s %q", kind, name)
 	}
-	return p
+	return v
 }
 
 // addNode creates a remote node: a namespace on the segment at
@@ -174,17 +166,15 @@ func (h *harness) addNode(name string, index int, zone string) *nodeInfo {
 	h.t.Helper()
 	n := &nodeInfo{host: h.newHost(name), index: index, zone: zone, nextPod: firstPod}
 	n.node, n.v4, n.v6 = name, nodeIP4(index), nodeIP6(index)
-	h.must(routerSysctls(n.host))
+	h.must(n.EnableRouting())
 	h.plugIntoSegment(n.host, "vn-"+name)
-	nl, err := n.netlink()
-	h.must(err)
+	nl := h.netlink(n.host)
 	defer nl.Close()
 	for _, other := range h.nodes {
 		// other's pods via other, from n; n's pods via n, from other.
 		h.must(addRoutes(nl, other.index))
-		onl, err := other.netlink()
-		h.must(err)
-		err = addRoutes(onl, index)
+		onl := h.netlink(other.host)
+		err := addRoutes(onl, index)
 		onl.Close()
 		h.must(err)
 	}
@@ -198,7 +188,7 @@ func addRoutes(nl *netlink.Handle, i int) error {
 		dst netip.Prefix
 		gw  netip.Addr
 	}{{podNet4(i), nodeIP4(i)}, {podNet6(i), nodeIP6(i)}} {
-		if err := nl.RouteAdd(&netlink.Route{Dst: ipNet(r.dst), Gw: net.IP(r.gw.AsSlice())}); err != nil {
+		if err := nl.RouteAdd(&netlink.Route{Dst: labnet.IPNet(r.dst), Gw: net.IP(r.gw.AsSlice())}); err != nil {
 			return fmt.Errorf("route %s via %s: %w", r.dst, r.gw, err)
 		}
 	}
@@ -213,15 +203,14 @@ func (h *harness) addClient(name string, index int) *host {
 	c := h.newHost(name)
 	c.v4, c.v6 = nodeIP4(index), nodeIP6(index)
 	h.plugIntoSegment(c, "vc-"+name)
-	nl, err := c.netlink()
-	h.must(err)
+	nl := h.netlink(c)
 	defer nl.Close()
 	for _, p := range serviceRanges {
 		gw := h.root.v4
 		if !p.Addr().Is4() {
 			gw = h.root.v6
 		}
-		h.must(nl.RouteAdd(&netlink.Route{Dst: ipNet(p), Gw: net.IP(gw.AsSlice())}))
+		h.must(nl.RouteAdd(&netlink.Route{Dst: labnet.IPNet(p), Gw: net.IP(gw.AsSlice())}))
 	}
 	h.clients[name] = c
 	return c
@@ -240,30 +229,25 @@ func (h *harness) addPod(nodeName, name string) *host {
 	p.v4, p.v6 = podIP4(n.index, n.nextPod), podIP6(n.index, n.nextPod)
 	n.nextPod++
 
-	vethName := linkName("vp-" + name)
-	nl, err := n.netlink()
-	h.must(err)
+	vethName := labnet.LinkName("vp-" + name)
+	nl := h.netlink(n.host)
 	defer nl.Close()
-	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: vethName}, PeerName: "eth0", PeerNamespace: netlink.NsFd(int(p.ns))}
-	h.must(nl.LinkAdd(veth))
-	if n.root {
-		h.t.Cleanup(func() { _ = h.rootNL.LinkDel(veth) })
-	}
-	link, err := nl.LinkByName(vethName)
+	link, err := labnet.AddVeth(nl, vethName, 0, p.Host)
 	h.must(err)
-	h.must(addAddrs(nl, link, prefix(podGW4(n.index), 32), prefix(netip.MustParseAddr(gwLinkLL), 64)))
-	h.must(nl.LinkSetUp(link))
-	h.must(n.sysctl("net/ipv4/conf/"+vethName+"/proxy_arp", "1"))
-	h.must(n.sysctl("net/ipv4/neigh/"+vethName+"/proxy_delay", "0")) // default: up to 0.8 s
+	if n.IsRoot() {
+		h.t.Cleanup(func() { _ = h.rootNL.LinkDel(link) })
+	}
+	h.must(labnet.AddAddrs(nl, link, prefix(podGW4(n.index), 32), prefix(netip.MustParseAddr(gwLinkLL), 64)))
+	h.must(n.Sysctl("net/ipv4/conf/"+vethName+"/proxy_arp", "1"))
+	h.must(n.Sysctl("net/ipv4/neigh/"+vethName+"/proxy_delay", "0")) // default: up to 0.8 s
 	for _, a := range []netip.Addr{p.v4, p.v6} {
-		h.must(nl.RouteAdd(&netlink.Route{LinkIndex: link.Attrs().Index, Dst: ipNet(prefix(a, a.BitLen())), Scope: netlink.SCOPE_LINK}))
+		h.must(nl.RouteAdd(&netlink.Route{LinkIndex: link.Attrs().Index, Dst: labnet.IPNet(prefix(a, a.BitLen())), Scope: netlink.SCOPE_LINK}))
 	}
 
-	pnl, err := p.netlink()
-	h.must(err)
+	pnl := h.netlink(p)
 	defer pnl.Close()
-	eth0 := h.upLinks(pnl, "eth0")
-	h.must(addAddrs(pnl, eth0, prefix(p.v4, 24), prefix(p.v6, 128)))
+	eth0 := h.upLink(pnl, "eth0")
+	h.must(labnet.AddAddrs(pnl, eth0, prefix(p.v4, 24), prefix(p.v6, 128)))
 	h.must(pnl.RouteAdd(&netlink.Route{LinkIndex: eth0.Attrs().Index, Gw: net.IP(podGW4(n.index).AsSlice())}))
 	h.must(pnl.RouteAdd(&netlink.Route{LinkIndex: eth0.Attrs().Index, Gw: net.ParseIP(gwLinkLL)}))
 	h.serve(p, name, podTCPPort, podUDPPort)
@@ -277,76 +261,48 @@ func (h *harness) addPod(nodeName, name string) *host {
 // delay forwarded IPv6 packets by a second.
 func (h *harness) newHost(name string) *host {
 	h.t.Helper()
-	x, err := newHost(name)
+	x, err := labnet.NewHost(name)
 	h.must(err)
-	h.t.Cleanup(x.close)
-	h.must(x.sysctl("net/ipv6/conf/default/accept_dad", "0"))
-	nl, err := x.netlink()
+	h.t.Cleanup(x.Close)
+	h.must(x.Sysctl("net/ipv6/conf/default/accept_dad", "0"))
+	nl, err := x.Netlink()
 	h.must(err)
 	defer nl.Close()
-	h.upLinks(nl, "lo")
-	return x
+	h.upLink(nl, "lo")
+	return &host{Host: x}
 }
 
 // plugIntoSegment connects x's eth0 to node-a's bridge through a veth
 // (rootSide is the bridge port) and gives it x.v4/24 and x.v6/64.
 func (h *harness) plugIntoSegment(x *host, rootSide string) {
 	h.t.Helper()
-	veth := &netlink.Veth{
-		LinkAttrs: netlink.LinkAttrs{Name: linkName(rootSide), MasterIndex: h.bridge.Attrs().Index},
-		PeerName:  "eth0", PeerNamespace: netlink.NsFd(int(x.ns)),
-	}
-	h.must(h.rootNL.LinkAdd(veth))
-	h.t.Cleanup(func() { _ = h.rootNL.LinkDel(veth) })
-	h.must(h.rootNL.LinkSetUp(veth))
-	nl, err := x.netlink()
+	veth, err := labnet.AddVeth(h.rootNL, rootSide, h.bridge.Attrs().Index, x.Host)
 	h.must(err)
+	h.t.Cleanup(func() { _ = h.rootNL.LinkDel(veth) })
+	nl := h.netlink(x)
 	defer nl.Close()
-	eth0 := h.upLinks(nl, "eth0")
-	h.must(addAddrs(nl, eth0, prefix(x.v4, 24), prefix(x.v6, 64)))
+	eth0 := h.upLink(nl, "eth0")
+	h.must(labnet.AddAddrs(nl, eth0, prefix(x.v4, 24), prefix(x.v6, 64)))
 }
 
-// upLinks sets links up and returns the last one.
-func (h *harness) upLinks(nl *netlink.Handle, names ...string) netlink.Link {
+// netlink opens a NETLINK_ROUTE handle in x's namespace; the caller
+// closes it.
+func (h *harness) netlink(x *host) *netlink.Handle {
 	h.t.Helper()
-	var link netlink.Link
-	for _, name := range names {
-		var err error
-		link, err = nl.LinkByName(name)
-		h.must(err)
-		h.must(nl.LinkSetUp(link))
-	}
+	nl, err := x.Netlink()
+	h.must(err)
+	return nl
+}
+
+// upLink sets a link up and returns it.
+func (h *harness) upLink(nl *netlink.Handle, name string) netlink.Link {
+	h.t.Helper()
+	link, err := labnet.UpLinks(nl, name)
+	h.must(err)
 	return link
 }
 
-// addAddrs adds addresses; IPv6 ones skip duplicate address detection so
-// they are usable at once.
-func addAddrs(nl *netlink.Handle, link netlink.Link, ps ...netip.Prefix) error {
-	for _, p := range ps {
-		a := &netlink.Addr{IPNet: ipNet(p)}
-		if !p.Addr().Is4() {
-			a.Flags = unix.IFA_F_NODAD
-		}
-		if err := nl.AddrAdd(link, a); err != nil {
-			return fmt.Errorf("add %s to %s: %w", p, link.Attrs().Name, err)
-		}
-	}
-	return nil
-}
-
 func prefix(a netip.Addr, bits int) netip.Prefix { return netip.PrefixFrom(a, bits) }
-
-func ipNet(p netip.Prefix) *net.IPNet {
-	return &net.IPNet{IP: net.IP(p.Addr().AsSlice()), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
-}
-
-// linkName truncates to the kernel's 15-byte limit.
-func linkName(s string) string {
-	if len(s) > unix.IFNAMSIZ-1 {
-		return s[:unix.IFNAMSIZ-1]
-	}
-	return s
-}
 
 // rootLinks lists the root namespace's link names, sorted.
 func rootLinks() ([]string, error) {
@@ -380,19 +336,4 @@ func (h *harness) checkTornDown() {
 			h.t.Errorf("lab teardown: link %s left in the root namespace", n)
 		}
 	}
-}
-
-// rootLoopbackUp sets node-a's lo up, as on any real node (the VM boots
-// with it down): node-a's own connections to local addresses, and the
-// resets and ICMP errors answering them, travel over lo. It is set down
-// again at cleanup if it was down.
-func (h *harness) rootLoopbackUp() {
-	h.t.Helper()
-	lo, err := h.rootNL.LinkByName("lo")
-	h.must(err)
-	if lo.Attrs().Flags&net.FlagUp != 0 {
-		return
-	}
-	h.must(h.rootNL.LinkSetUp(lo))
-	h.t.Cleanup(func() { _ = h.rootNL.LinkSetDown(lo) })
 }
