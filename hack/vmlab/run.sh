@@ -3,7 +3,7 @@
 # that boots Debian's cloud kernel (the host kernel has no IPVS).
 #
 # Usage: hack/vmlab/run.sh <go package pattern> [-- <test binary args>]
-#   e.g. hack/vmlab/run.sh ./integration/ -- -test.v -test.run TestIPVS
+#   e.g. hack/vmlab/run.sh ./integration/traffic/ -- -test.v -test.run TestNodePort
 #
 # Steps: install host packages if missing -> fetch and unpack the kernel .deb
 # (cached) -> build the cached base initramfs (busybox, kernel modules, /init)
@@ -24,6 +24,12 @@
 #                      with their libraries by hack/vmlab/stage-tools.sh).
 #   VMLAB_ENV          space-separated NAME=value pairs exported to the tests in the VM.
 #   VMLAB_LOG          console log path     (default $VMLAB_CACHE/console.log)
+#   VMLAB_NET          "none" (default): no network device; "user": one
+#                      virtio-net NIC on qemu user networking (guest 10.0.2.15/24,
+#                      gateway 10.0.2.2, which reaches the host's 127.0.0.1).
+#                      The guest configures it itself: the virtio modules are
+#                      put in /vmlab/netmods/ and their load order in
+#                      /vmlab/netmods/order.
 set -euo pipefail
 shopt -s inherit_errexit
 
@@ -37,11 +43,15 @@ EXTRA_FILES=${VMLAB_EXTRA_FILES:-}
 EXTRA_TREE=${VMLAB_EXTRA_TREE:-}
 VM_ENV=${VMLAB_ENV:-}
 LOG=${VMLAB_LOG:-$CACHE/console.log}
+NET=${VMLAB_NET:-none}
 MARKER=VMLAB-RESULT
 
 HOST_PACKAGES=(qemu-system-x86 busybox-static kmod cpio)
 # Kernel module trees copied into the VM (relative to lib/modules/<ver>/kernel).
 MODULE_TREES=(net drivers/net lib crypto)
+# The virtio-net stack for VMLAB_NET=user, in load order.
+NET_MODULES=(virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci
+	failover net_failover virtio_net)
 # Modules /init loads; names that the kernel lacks are reported, not fatal.
 # Every nft_* module of the kernel is appended in base_modules_list.
 BOOT_MODULES=(ip_vs ip_vs_rr ip_vs_wrr ip_vs_wlc ip_vs_sh ip_vs_mh
@@ -286,12 +296,28 @@ build_run_initramfs() {
 	echo "$out"
 }
 
+# Copies NET_MODULES of the kernel into the run root's /vmlab/netmods/,
+# with their load order, for VMLAB_NET=user.
+stage_net_modules() {
+	local mdir dst=$WORK/run-root/vmlab/netmods m f
+	mdir=$(modules_dir "$1")
+	mkdir -p "$dst"
+	: >"$dst/order"
+	for m in "${NET_MODULES[@]}"; do
+		f=$(find "$mdir/kernel" -name "$m.ko*" | head -n1)
+		[[ -n $f ]] || { log "VMLAB_NET=user: kernel has no $m module (built in?)"; continue; }
+		cp "$f" "$dst/"
+		basename "$f" >>"$dst/order"
+	done
+}
+
 # --- VM -------------------------------------------------------------------
 
 # Boots the VM with the serial console on stdout (and $LOG); returns the
 # tests' exit code from the marker line, or 1 when it is missing.
 boot() {
-	local kdir=$1 initrd=$2 vmlinuz st rc
+	local kdir=$1 initrd=$2 vmlinuz st rc nic=(-nic none)
+	[[ $NET == user ]] && nic=(-nic user,model=virtio-net-pci)
 	vmlinuz=$(compgen -G "$kdir/boot/vmlinuz-*" | head -n1)
 	[[ -n $vmlinuz ]] || die "no boot/vmlinuz-* in $kdir"
 	mkdir -p "$(dirname "$LOG")"
@@ -301,7 +327,7 @@ boot() {
 		-accel tcg,thread=multi -cpu max -m "$MEM" -smp "$SMP" \
 		-kernel "$vmlinuz" -initrd "$initrd" \
 		-append "console=ttyS0 quiet panic=-1" \
-		-nographic -no-reboot -nic none </dev/null 2>&1 | tee "$LOG"
+		-nographic -no-reboot "${nic[@]}" </dev/null 2>&1 | tee "$LOG"
 	st=("${PIPESTATUS[@]}")
 	set -e
 	if [[ ${st[0]} -eq 124 || ${st[0]} -eq 137 ]]; then
@@ -338,6 +364,11 @@ main() {
 	kdir=$(prepare_kernel "$kpkg")
 	base=$(build_base_initramfs "$kdir")
 	log "kernel $kpkg ready ($(elapsed "$t"))"
+	case $NET in
+	none) ;;
+	user) stage_net_modules "$kdir" ;;
+	*) die "VMLAB_NET=$NET: want none or user" ;;
+	esac
 	t=$(now); run=$(build_run_initramfs "$pattern" "$@"); log "test binaries built ($(elapsed "$t"))"
 	# The kernel unpacks concatenated (compressed) cpio archives in order.
 	cat "$base" "$run" >"$WORK/initrd.gz"
