@@ -92,6 +92,17 @@ func get(t *testing.T, url string) (int, string) {
 	return resp.StatusCode, string(body)
 }
 
+// getQuiet is get without failing the test, for polling.
+func getQuiet(addr string) (int, string) {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return 0, ""
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
 func ptr[T any](v T) *T { return &v }
 
 func node(name, zone, ip string) *corev1.Node {
