@@ -4,7 +4,7 @@ export PATH := $(PATH):/usr/local/go/bin
 BIN := bin/kube-ipvs-proxy
 PKGS := ./...
 
-.PHONY: all build plan test unit lint apiserver e2e integration bench bench-vm fuzz clean
+.PHONY: all build plan test unit lint apiserver e2e vm-e2e demo integration bench bench-vm fuzz clean
 
 all: build
 
@@ -18,7 +18,7 @@ plan: build
 # Every test: lint, unit tests (fuzz seed corpora and the golden dry-run
 # plans included), the end-to-end tests against a real kube-apiserver
 # (built first), and the real-kernel tests in the VM lab.
-test: lint apiserver unit integration
+test: lint apiserver unit integration vm-e2e
 
 unit:
 	$(GO) test -count=1 $(PKGS)
@@ -36,6 +36,19 @@ apiserver:
 # The end-to-end tests alone (they also run in make test's unit step).
 e2e: apiserver
 	KIP_APISERVER_BUILD=1 $(GO) test -count=1 -v ./integration/e2e/ ./integration/apiserver/ ./deploy/
+
+# The proxy in real mode inside the VM, watching the host's kube-apiserver
+# over qemu user networking: traffic follows a Service created through the
+# API, healthz and metrics answer, --cleanup removes our state.
+vm-e2e: apiserver
+	KIP_APISERVER_BUILD=1 KIP_VME2E=1 $(GO) test -count=1 -v -timeout 20m ./integration/vme2e/
+
+# Preview of the demo: apiserver + etcd, the VM with the proxy watching
+# them, examples/ applied, traffic from the node to every IPv4 ClusterIP,
+# backends that answered next to the plan, the proxy's metrics. Not in
+# make test: see hack/demo/doc.go for what it does not cover yet.
+demo: apiserver
+	KIP_APISERVER_BUILD=1 KIP_DEMO=1 $(GO) test -count=1 -v -timeout 20m ./hack/demo/
 
 # Real-kernel tests: boots Debian's cloud kernel in qemu with the
 # integration-tagged test binary (installs qemu, busybox, kmod and cpio with

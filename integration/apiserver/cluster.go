@@ -39,6 +39,11 @@ type Options struct {
 	ExtraArgs []string
 	// ReadyTimeout bounds each wait for /readyz; default 3m.
 	ReadyTimeout time.Duration
+	// ExtraServingIPs are added to the serving cert's IP SANs, for clients
+	// that reach the loopback listener under another address (e.g. a qemu
+	// guest dialing 10.0.2.2, which user networking forwards to the
+	// host's 127.0.0.1). The apiserver still listens on 127.0.0.1 only.
+	ExtraServingIPs []net.IP
 }
 
 // Cluster is a running etcd + kube-apiserver pair. Its methods are safe
@@ -102,7 +107,7 @@ func newCluster(t testing.TB, opts Options, binDir, dir string) (*Cluster, error
 	if err != nil {
 		return nil, err
 	}
-	p, err := newPKI(dir, serviceIP, advertise)
+	p, err := newPKI(dir, serviceIP, advertise, opts.ExtraServingIPs...)
 	if err != nil {
 		return nil, err
 	}

@@ -41,8 +41,8 @@ type certPair struct{ cert, key []byte }
 // serving cert is valid for 127.0.0.1, localhost, the advertise address,
 // the first service IP (the kubernetes Service's ClusterIP) and the
 // kubernetes.default.svc names, so clients that reach the apiserver
-// through the Service verify it too.
-func newPKI(dir string, serviceIP, advertise net.IP) (*pki, error) {
+// through the Service verify it too, and for the extra IPs.
+func newPKI(dir string, serviceIP, advertise net.IP, extra ...net.IP) (*pki, error) {
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, fmt.Errorf("generate ca key: %w", err)
@@ -78,7 +78,7 @@ func newPKI(dir string, serviceIP, advertise net.IP) (*pki, error) {
 	if err := os.WriteFile(p.caFile, p.caPEM, 0o644); err != nil {
 		return nil, fmt.Errorf("write ca cert: %w", err)
 	}
-	if err := p.writeServing(serviceIP, advertise); err != nil {
+	if err := p.writeServing(serviceIP, advertise, extra); err != nil {
 		return nil, err
 	}
 	if err := p.writeServiceAccountKeys(); err != nil {
@@ -87,11 +87,12 @@ func newPKI(dir string, serviceIP, advertise net.IP) (*pki, error) {
 	return p, nil
 }
 
-func (p *pki) writeServing(serviceIP, advertise net.IP) error {
+func (p *pki) writeServing(serviceIP, advertise net.IP, extra []net.IP) error {
 	ips := []net.IP{net.IPv4(127, 0, 0, 1), serviceIP}
 	if advertise != nil && !advertise.Equal(ips[0]) {
 		ips = append(ips, advertise)
 	}
+	ips = append(ips, extra...)
 	pair, err := p.sign(&x509.Certificate{
 		Subject:     pkix.Name{CommonName: "kube-apiserver"},
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
