@@ -32,13 +32,22 @@ var lastSourcePort atomic.Int32
 const firstSourcePort, sourcePorts = 40000, 20000
 
 // dial connects over a fresh socket from the next numbered source port.
+// When the numbers come round again (a long test binary), a port may
+// still be held by an earlier connection in TIME_WAIT: the next one is
+// tried.
 func dial(proto Proto, addr string, d time.Duration) (net.Conn, error) {
-	port := firstSourcePort + int(lastSourcePort.Add(1))%sourcePorts
-	dialer := net.Dialer{Timeout: d, LocalAddr: &net.TCPAddr{Port: port}}
-	if proto == UDP {
-		dialer.LocalAddr = &net.UDPAddr{Port: port}
+	for try := 0; ; try++ {
+		port := firstSourcePort + int(lastSourcePort.Add(1))%sourcePorts
+		dialer := net.Dialer{Timeout: d, LocalAddr: &net.TCPAddr{Port: port}}
+		if proto == UDP {
+			dialer.LocalAddr = &net.UDPAddr{Port: port}
+		}
+		c, err := dialer.Dial(string(proto), addr)
+		if errors.Is(err, syscall.EADDRINUSE) && try < 100 {
+			continue
+		}
+		return c, err
 	}
-	return dialer.Dial(string(proto), addr)
 }
 
 // Exchange does one echo exchange from `from` (nil: the caller's
