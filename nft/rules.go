@@ -232,12 +232,18 @@ func ruleSpecs(mark uint32) []ruleSpec {
 			rs = append(rs, build(fam))
 		}
 	}
+	// NOTRACK only where no NAT is needed: traffic from pods (sources in
+	// the cluster CIDRs) to a NOTRACK service, and its replies back to
+	// pods. Host-network and external clients stay tracked, so that
+	// masquerade (which needs conntrack) still brings their replies back.
 	for _, chain := range []string{chainRawPrerouting, chainRawOutput} {
 		perFamily(func(f *family) ruleSpec {
-			return newRule(f).inSet(vsKeySrcs, setNoTrackServices, false).then("notrack", &expr.Notrack{}).in(chain)
+			return newRule(f).inSet([]source{srcSaddr}, setClusterCIDRs, false).
+				inSet(vsKeySrcs, setNoTrackServices, false).then("notrack", &expr.Notrack{}).in(chain)
 		})
 		perFamily(func(f *family) ruleSpec {
-			return newRule(f).inSet(replyKeySrcs, setNoTrackEndpoints, false).then("notrack", &expr.Notrack{}).in(chain)
+			return newRule(f).inSet([]source{srcDaddr}, setClusterCIDRs, false).
+				inSet(replyKeySrcs, setNoTrackEndpoints, false).then("notrack", &expr.Notrack{}).in(chain)
 		})
 	}
 	for _, chain := range []string{chainNATPrerouting, chainNATOutput} {

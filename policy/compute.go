@@ -24,7 +24,7 @@ func (e *Engine) virtualServers(entry *serviceEntry) ([]VirtualServer, int) {
 				}
 			}
 			b := vsBuilder{svc: svc, st: st, port: sp, v4: v4, anyUsable: anyUsable(cands),
-				clusterMasquerade: e.clusterMasquerade(v4, st.noTrack)}
+				clusterMasquerade: e.clusterMasquerade(v4)}
 
 			var internal selection
 			switch {
@@ -73,11 +73,11 @@ func anyUsable(cands []candidate) bool {
 }
 
 // clusterMasquerade is the masquerade mode of ClusterIP virtual servers
-// of one family.
-func (e *Engine) clusterMasquerade(v4, noTrack bool) Masquerade {
+// of one family. NOTRACK does not change it: NOTRACK applies only to
+// pods' traffic, and the host's and external clients' traffic that is
+// masqueraded stays tracked.
+func (e *Engine) clusterMasquerade(v4 bool) Masquerade {
 	switch {
-	case noTrack:
-		return MasqueradeNever
 	case e.cfg.MasqueradeAll:
 		return MasqueradeAlways
 	case v4 && e.clusterCIDR4, !v4 && e.clusterCIDR6:
@@ -134,7 +134,7 @@ func (b *vsBuilder) add(out []VirtualServer, k Kind, addrs []netip.Addr, sel sel
 	port, policy, masq := b.port.Port, b.internalPolicy, b.clusterMasquerade
 	if k.External() {
 		policy, masq = b.externalPolicy, MasqueradeAlways
-		if policy == PolicyLocal || b.st.noTrack {
+		if policy == PolicyLocal {
 			masq = MasqueradeNever
 		}
 	}

@@ -48,8 +48,9 @@ const (
 // traffic to the node's address.
 type Masquerade string
 
-// Masquerade modes. NOTRACK traffic is never masqueraded: masquerade
-// needs conntrack.
+// Masquerade modes. They apply to tracked traffic: NOTRACK applies only
+// to traffic from pods (sources in --cluster-cidr), which is never
+// masqueraded, since masquerade needs conntrack.
 const (
 	MasqueradeAlways     Masquerade = "Always"     // external kinds under eTP=Cluster; --masquerade-all
 	MasqueradeOffCluster Masquerade = "OffCluster" // ClusterIP, from sources outside --cluster-cidr
