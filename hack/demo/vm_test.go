@@ -128,7 +128,7 @@ func TestDemoInVM(t *testing.T) {
 	}
 	printMetrics(t)
 	stop()
-	if code := app.Run(context.Background(), mustParse(t, "--cleanup"), io.Discard, os.Stderr); code != app.ExitOK {
+	if code := app.Run(context.Background(), vme2e.MustParse(t, "--cleanup"), io.Discard, os.Stderr); code != app.ExitOK {
 		t.Fatalf("--cleanup exited %d", code)
 	}
 	checkNothingLeft(t)
@@ -234,41 +234,12 @@ func must(t *testing.T, err error) {
 	}
 }
 
-func mustParse(t *testing.T, args ...string) *app.Options {
-	t.Helper()
-	o, err := app.ParseFlags(args, io.Discard)
-	if err == nil {
-		err = o.Validate()
-	}
-	if err != nil {
-		t.Fatalf("flags %v: %v", args, err)
-	}
-	return o
-}
-
-// startProxy runs the real mode with the DaemonSet's flags and `make
-// plan`'s cluster CIDRs; stop cancels it and waits for its exit.
+// startProxy runs the real mode with the DaemonSet's flags.
 func startProxy(t *testing.T, kubeconfig string) (stop func()) {
 	t.Helper()
-	opts := mustParse(t, "--kubeconfig", kubeconfig, "--hostname-override", nodeName,
+	return vme2e.StartProxy(t, io.Discard, "--kubeconfig", kubeconfig, "--hostname-override", nodeName,
 		"--cluster-cidr", "10.244.0.0/16,fd00:244::/48", "--ipvs-min-sync-period", "0s",
 		"--metrics-bind-address", metricsAddr, "--healthz-bind-address", healthzAddr)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan int, 1)
-	go func() { done <- app.Run(ctx, opts, io.Discard, os.Stderr) }()
-	stopped := false
-	stop = func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		if code := <-done; code != app.ExitOK {
-			t.Errorf("the proxy exited %d", code)
-		}
-	}
-	t.Cleanup(stop)
-	return stop
 }
 
 // waitHealthy waits for /healthz 200: the proxy has synced.

@@ -103,7 +103,7 @@ func TestProxyInVM(t *testing.T) {
 	})
 
 	stop()
-	if code := app.Run(ctx, mustParse(t, "--cleanup"), io.Discard, os.Stderr); code != app.ExitOK {
+	if code := app.Run(ctx, MustParse(t, "--cleanup"), io.Discard, os.Stderr); code != app.ExitOK {
 		t.Fatalf("--cleanup exited %d", code)
 	}
 	checkNothingLeft(t)
@@ -151,41 +151,12 @@ func webSlice(pods ...*labnet.Pod) *discoveryv1.EndpointSlice {
 
 func ptr[T any](v T) *T { return &v }
 
-func mustParse(t *testing.T, args ...string) *app.Options {
-	t.Helper()
-	o, err := app.ParseFlags(args, io.Discard)
-	if err == nil {
-		err = o.Validate()
-	}
-	if err != nil {
-		t.Fatalf("flags %v: %v", args, err)
-	}
-	return o
-}
-
-// startProxy runs the command's real mode with the DaemonSet's flags;
-// the returned stop cancels it and waits for a clean exit.
+// startProxy runs the real mode with the DaemonSet's flags.
 func startProxy(t *testing.T, kubeconfig string) (stop func()) {
 	t.Helper()
-	opts := mustParse(t, "--kubeconfig", kubeconfig, "--hostname-override", nodeName,
+	return StartProxy(t, os.Stdout, "--kubeconfig", kubeconfig, "--hostname-override", nodeName,
 		"--cluster-cidr", "10.244.0.0/16", "--ipvs-min-sync-period", "0s",
 		"--metrics-bind-address", metricsAddr, "--healthz-bind-address", healthzAddr)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan int, 1)
-	go func() { done <- app.Run(ctx, opts, os.Stdout, os.Stderr) }()
-	stopped := false
-	stop = func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		if code := <-done; code != app.ExitOK {
-			t.Errorf("the proxy exited %d", code)
-		}
-	}
-	t.Cleanup(stop)
-	return stop
 }
 
 // waitForBackends repeats rounds of fresh TCP exchanges to addr until one
