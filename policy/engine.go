@@ -230,33 +230,48 @@ func (e *Engine) ComputeService(key ServiceKey) (plan ServicePlan, ok bool) {
 	if !ok {
 		return ServicePlan{Service: key}, false
 	}
-	vss, local := e.virtualServers(entry)
-	return ServicePlan{Service: key, VirtualServers: vss,
-		HealthCheckNodePort: entry.svc.HealthCheckNodePort, LocalReadyEndpoints: local}, true
+	return e.servicePlan(key, entry), true
 }
 
-// Compute returns the whole plan. A virtual server claimed by two
-// services (a shared external IP or node port, say) goes to the service
-// whose namespace/name sorts first; the other gets a warning.
-// ComputeService does not see such conflicts; callers applying
-// per-service plans must check ownership themselves.
-func (e *Engine) Compute() (Plan, []Warning) {
+// ComputeAll returns every service's plan, sorted by service. A full
+// sync computes them once and assembles the node's Plan from them.
+func (e *Engine) ComputeAll() []ServicePlan {
 	keys := e.Services()
-	perService := make([][]VirtualServer, len(keys))
+	out := make([]ServicePlan, len(keys))
+	for i, key := range keys {
+		out[i] = e.servicePlan(key, e.services[key])
+	}
+	return out
+}
+
+func (e *Engine) servicePlan(key ServiceKey, entry *serviceEntry) ServicePlan {
+	vss, local := e.virtualServers(entry)
+	return ServicePlan{Service: key, VirtualServers: vss,
+		HealthCheckNodePort: entry.svc.HealthCheckNodePort, LocalReadyEndpoints: local}
+}
+
+// Compute returns the whole plan: Assemble(ComputeAll()).
+func (e *Engine) Compute() (Plan, []Warning) { return e.Assemble(e.ComputeAll()) }
+
+// Assemble merges per-service plans into this node's Plan. A virtual
+// server claimed by two services (a shared external IP or node port, say)
+// goes to the service whose namespace/name sorts first; the other gets a
+// warning. ComputeService does not see such conflicts; callers applying
+// per-service plans must check ownership themselves.
+func (e *Engine) Assemble(plans []ServicePlan) (Plan, []Warning) {
 	total := 0
 	var checks []HealthCheck
-	for i, key := range keys {
-		entry := e.services[key]
-		var local int
-		perService[i], local = e.virtualServers(entry)
-		total += len(perService[i])
-		if p := entry.svc.HealthCheckNodePort; p != 0 {
-			checks = append(checks, HealthCheck{Service: key.String(), NodePort: p, LocalReadyEndpoints: local})
+	for _, sp := range plans {
+		total += len(sp.VirtualServers)
+		if sp.HealthCheckNodePort != 0 {
+			checks = append(checks, HealthCheck{Service: sp.Service.String(), NodePort: sp.HealthCheckNodePort,
+				LocalReadyEndpoints: sp.LocalReadyEndpoints})
 		}
 	}
+	slices.SortFunc(checks, func(a, b HealthCheck) int { return cmp.Compare(a.Service, b.Service) })
 	vss := make([]VirtualServer, 0, total)
-	for _, p := range perService {
-		vss = append(vss, p...)
+	for _, sp := range plans {
+		vss = append(vss, sp.VirtualServers...)
 	}
 	// Sort by key, then service: a conflict is a run of equal keys, and
 	// its first element belongs to the service that wins.

@@ -329,17 +329,8 @@ func (t *tracker) checkout(full, wantPlan bool) work {
 	defer t.mu.Unlock()
 	w := work{full: full, triggers: map[policy.ServiceKey][]time.Time{}}
 	var keys []policy.ServiceKey
-	if full || t.all {
-		keys = t.engine.Services()
-	}
 	if !full {
-		for k := range t.dirty {
-			if _, ok := t.services[k]; !ok || !t.all { // removed, or not listed yet
-				keys = append(keys, k)
-			}
-		}
-		keys = slices.DeleteFunc(keys, t.heldLocked)
-		slices.SortFunc(keys, compareKeys)
+		keys = t.dirtyKeysLocked()
 	}
 	// Held services dropped from an all-services mark are marked again
 	// when the node informer syncs.
@@ -349,17 +340,42 @@ func (t *tracker) checkout(full, wantPlan bool) work {
 			t.take(k, w.triggers)
 		}
 	}
-	w.plans = make([]policy.ServicePlan, 0, len(keys))
-	for _, k := range keys {
-		sp, _ := t.engine.ComputeService(k)
-		w.plans = append(w.plans, sp)
-	}
-	if full || wantPlan {
-		plan, ws := t.engine.Compute()
+	if full {
+		// Every service, computed once: the plans and the node's Plan.
+		w.plans = t.engine.ComputeAll()
+		plan, ws := t.engine.Assemble(w.plans)
 		w.plan, w.conflicts = &plan, ws
+	} else {
+		w.plans = make([]policy.ServicePlan, 0, len(keys))
+		for _, k := range keys {
+			sp, _ := t.engine.ComputeService(k)
+			w.plans = append(w.plans, sp)
+		}
+		if wantPlan { // --dry-run prints the whole plan after each sync
+			plan, ws := t.engine.Compute()
+			w.plan, w.conflicts = &plan, ws
+		}
 	}
 	w.svcPending, w.epPending = len(t.svcPending), len(t.epPending)
 	return w
+}
+
+// dirtyKeysLocked lists, sorted, the services an incremental sync
+// recomputes: every service after an all-services mark (this node
+// changed), else the dirty ones; held services wait.
+func (t *tracker) dirtyKeysLocked() []policy.ServiceKey {
+	var keys []policy.ServiceKey
+	if t.all {
+		keys = t.engine.Services()
+	}
+	for k := range t.dirty {
+		if _, ok := t.services[k]; !ok || !t.all { // removed, or not listed yet
+			keys = append(keys, k)
+		}
+	}
+	keys = slices.DeleteFunc(keys, t.heldLocked)
+	slices.SortFunc(keys, compareKeys)
+	return keys
 }
 
 // take checks one dirty service out.
