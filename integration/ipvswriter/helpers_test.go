@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy/plantest"
+
 	mobyipvs "github.com/moby/ipvs"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -20,6 +22,13 @@ import (
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/integration/labnet"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxier/ipvs"
+)
+
+// Plan builders shared with the other writer tests.
+var (
+	svc  = plantest.Service
+	vs   = plantest.VirtualServer
+	plan = plantest.Plan
 )
 
 const dummy = "kube-ipvs0"
@@ -59,43 +68,6 @@ func newWriter(t *testing.T, cfg ipvs.Config) *ipvs.Writer {
 func nodeAddress(t *testing.T, prefix string) {
 	t.Helper()
 	labnet.Dummy(t, "node0", prefix)
-}
-
-func svc(name string, vss ...policy.VirtualServer) policy.ServicePlan {
-	key := policy.ServiceKey{Namespace: "default", Name: name}
-	for i := range vss {
-		vss[i].Service = key.String()
-	}
-	return policy.ServicePlan{Service: key, VirtualServers: vss}
-}
-
-// vs builds a virtual server from "Kind addr:port/PROTO" and destinations
-// "addr:port" or "addr:port*weight".
-func vs(spec string, dests ...string) policy.VirtualServer {
-	kind, rest, _ := strings.Cut(spec, " ")
-	ap, proto, _ := strings.Cut(rest, "/")
-	a := netip.MustParseAddrPort(ap)
-	v := policy.VirtualServer{Kind: policy.Kind(kind), Address: a.Addr(), Port: a.Port(),
-		Protocol: policy.Protocol(proto), Scheduler: "rr", Destinations: []policy.Destination{}}
-	for _, d := range dests {
-		ds, w, ok := strings.Cut(d, "*")
-		weight := int64(1)
-		if ok {
-			weight, _ = strconv.ParseInt(w, 10, 32)
-		}
-		dap := netip.MustParseAddrPort(ds)
-		v.Destinations = append(v.Destinations, policy.Destination{Address: dap.Addr(), Port: dap.Port(), Weight: int32(weight)})
-	}
-	return v
-}
-
-func plan(sps ...policy.ServicePlan) policy.Plan {
-	var p policy.Plan
-	for _, sp := range sps {
-		p.VirtualServers = append(p.VirtualServers, sp.VirtualServers...)
-	}
-	policy.SortVirtualServers(p.VirtualServers)
-	return p
 }
 
 // dumpIPVS renders the kernel's IPVS state as read by moby/ipvs, sorted,

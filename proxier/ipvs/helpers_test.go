@@ -8,14 +8,22 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy/plantest"
+
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
+)
+
+// Plan builders shared with the other writer tests.
+var (
+	svc  = plantest.Service
+	vs   = plantest.VirtualServer
+	plan = plantest.Plan
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden")
@@ -143,45 +151,6 @@ func opsString(m map[string]int) string {
 		parts = append(parts, fmt.Sprintf("%s=%d", k, m[k]))
 	}
 	return strings.Join(parts, " ")
-}
-
-// svc builds a ServicePlan for default/<name>.
-func svc(name string, vss ...policy.VirtualServer) policy.ServicePlan {
-	key := policy.ServiceKey{Namespace: "default", Name: name}
-	for i := range vss {
-		vss[i].Service = key.String()
-	}
-	return policy.ServicePlan{Service: key, VirtualServers: vss}
-}
-
-// vs builds a virtual server from "kind addr:port/proto" and
-// destinations "addr:port" or "addr:port*weight".
-func vs(spec string, dests ...string) policy.VirtualServer {
-	kind, rest, _ := strings.Cut(spec, " ")
-	ap, proto, _ := strings.Cut(rest, "/")
-	a := netip.MustParseAddrPort(ap)
-	v := policy.VirtualServer{Kind: policy.Kind(kind), Address: a.Addr(), Port: a.Port(),
-		Protocol: policy.Protocol(proto), Scheduler: "rr", Destinations: []policy.Destination{}}
-	for _, d := range dests {
-		ds, w, ok := strings.Cut(d, "*")
-		weight := int64(1)
-		if ok {
-			weight, _ = strconv.ParseInt(w, 10, 32)
-		}
-		dap := netip.MustParseAddrPort(ds)
-		v.Destinations = append(v.Destinations, policy.Destination{Address: dap.Addr(), Port: dap.Port(), Weight: int32(weight)})
-	}
-	return v
-}
-
-// plan flattens service plans into a sorted Plan.
-func plan(sps ...policy.ServicePlan) policy.Plan {
-	var p policy.Plan
-	for _, sp := range sps {
-		p.VirtualServers = append(p.VirtualServers, sp.VirtualServers...)
-	}
-	policy.SortVirtualServers(p.VirtualServers)
-	return p
 }
 
 func key(s string) Key {
