@@ -5,6 +5,9 @@
 // and masquerades it with hairpin traffic, applies NOTRACK, enforces
 // LoadBalancer source ranges, and rejects connections to virtual server
 // addresses on ports that are no service (kube-proxy's KUBE-IPVS-FILTER).
+// It also records in the table, which outlives the process, the NodePort
+// virtual servers of the plan (RecordedNodePorts reads them back), so
+// that --cleanup and a restarted proxy can tell them from foreign ones.
 //
 // The rule count is constant: services live only in set and map elements.
 // Resync replaces the whole table in one atomic batch; Apply adds and

@@ -16,13 +16,15 @@ import (
 // the calls the writer makes: messages queue until Flush, which applies
 // them all or none; a missing table, chain, set or element is ENOENT, a
 // map element whose value differs is EBUSY, an overlapping concatenated
-// interval is ENOTEMPTY, a malformed key is EINVAL. Dump prints the state,
-// sorted. It is safe for concurrent use.
+// interval is ENOTEMPTY, a malformed key is EINVAL. Reads see the
+// committed state only. Dump prints the state, sorted. It is safe for
+// concurrent use.
 type Fake struct {
 	mu        sync.Mutex
 	tables    map[fakeTableKey]*fakeTable
 	queue     []fakeOp
 	failNext  error
+	failRead  error
 	lastBatch []string
 	flushes   int
 }
@@ -365,6 +367,57 @@ func (f *Fake) Flush() error {
 	}
 	f.tables = st
 	return nil
+}
+
+// GetSetByName returns a copy of a committed set (queued messages play no
+// part): ENOENT if the table or the set does not exist, as the kernel.
+func (f *Fake) GetSetByName(t *nftables.Table, name string) (*nftables.Set, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fs, err := f.committedSet(t, name)
+	if err != nil {
+		return nil, err
+	}
+	s := fs.set
+	s.Table = &nftables.Table{Family: t.Family, Name: t.Name}
+	return &s, nil
+}
+
+// GetSetElements returns a committed set's elements, sorted by key:
+// ENOENT if the table or the set does not exist.
+func (f *Fake) GetSetElements(s *nftables.Set) ([]nftables.SetElement, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fs, err := f.committedSet(s.Table, s.Name)
+	if err != nil {
+		return nil, err
+	}
+	return sortedElements(fs), nil
+}
+
+// committedSet finds a set for a read, failing first if FailNextRead
+// asked for it.
+func (f *Fake) committedSet(t *nftables.Table, name string) (*fakeSet, error) {
+	if err := f.failRead; err != nil {
+		f.failRead = nil
+		return nil, err
+	}
+	ft, err := lookupTable(f.tables, t)
+	if err != nil {
+		return nil, err
+	}
+	fs := ft.sets[name]
+	if fs == nil {
+		return nil, fmt.Errorf("set %s: %w", name, unix.ENOENT)
+	}
+	return fs, nil
+}
+
+// FailNextRead makes the next GetSetByName or GetSetElements fail with err.
+func (f *Fake) FailNextRead(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.failRead = err
 }
 
 // LastBatch returns the messages of the last flushed batch, one line per

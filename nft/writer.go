@@ -46,9 +46,10 @@ func (c Config) Validate() error {
 func (c Config) mark() uint32 { return 1 << uint(c.MasqueradeBit) }
 
 // Conn is the part of *nftables.Conn the writer uses. Every method but
-// Flush only queues a message; Flush sends the queue as one atomic batch
-// (all or nothing) and empties it, also on error. *nftables.Conn
-// implements it; NewFake returns a fake that behaves like the kernel.
+// Flush and the two reads (GetSetByName, GetSetElements) only queues a
+// message; Flush sends the queue as one atomic batch (all or nothing) and
+// empties it, also on error. *nftables.Conn implements it; NewFake
+// returns a fake that behaves like the kernel.
 type Conn interface {
 	// AddTable queues "add table": no error if it exists.
 	AddTable(t *nftables.Table) *nftables.Table
@@ -70,6 +71,11 @@ type Conn interface {
 	SetDeleteElements(s *nftables.Set, vals []nftables.SetElement) error
 	// Flush sends the queued messages as one batch.
 	Flush() error
+	// GetSetByName reads a set's definition from the kernel at once (the
+	// queue plays no part): ENOENT if the table or the set does not exist.
+	GetSetByName(t *nftables.Table, name string) (*nftables.Set, error)
+	// GetSetElements reads a set's elements from the kernel at once.
+	GetSetElements(s *nftables.Set) ([]nftables.SetElement, error)
 }
 
 // ErrNeedsResync is returned by Apply when the kernel state is unknown

@@ -44,18 +44,24 @@ func (c DataPlaneConfig) nftConfig() nft.Config {
 	return nft.Config{ClusterCIDRs: c.ClusterCIDRs, MasqueradeBit: c.MasqueradeBit}
 }
 
-// writer is what DataPlane asks of each kernel writer.
-type writer interface {
+// nftWriter is what DataPlane asks of the nftables writer.
+type nftWriter interface {
 	Apply(changes []policy.ServicePlan) error
 	Resync(plan policy.Plan) error
 	Cleanup() error
 	NeedsResync() bool
+	// RecordedNodePorts reads the table's record of the NodePort virtual
+	// servers we programmed; none, no error, without a table.
+	RecordedNodePorts() ([]policy.VirtualServerKey, error)
 }
 
 // DataPlane programs plans into IPVS and nftables.
 type DataPlane struct {
-	nft  writer
+	nft  nftWriter
 	ipvs *ipvs.Writer
+	// adopted: the first Resync has read the record of NodePort virtual
+	// servers left by an earlier run.
+	adopted bool
 }
 
 // NewDataPlane opens both writers on the running kernel.
@@ -72,7 +78,7 @@ func NewDataPlane(cfg DataPlaneConfig) (*DataPlane, error) {
 }
 
 // newDataPlane composes given writers, for tests with fakes.
-func newDataPlane(n writer, i *ipvs.Writer) *DataPlane { return &DataPlane{nft: n, ipvs: i} }
+func newDataPlane(n nftWriter, i *ipvs.Writer) *DataPlane { return &DataPlane{nft: n, ipvs: i} }
 
 // Apply programs per-service changes incrementally. nftables goes first,
 // so a new virtual server's filtering and masquerade exist before IPVS
@@ -84,18 +90,63 @@ func (d *DataPlane) Apply(changes []policy.ServicePlan) error {
 
 // Resync programs the whole plan: the nftables table is replaced in one
 // transaction and IPVS is re-read from the kernel and repaired.
+//
+// The first Resync first reads the table an earlier run left (before it
+// is replaced): the NodePort virtual servers it records are adopted by
+// the IPVS writer, so those the plan no longer has are deleted rather
+// than left behind as foreign. A failed read is reported and the Resync
+// goes on without the record, as before there was one.
 func (d *DataPlane) Resync(plan policy.Plan) error {
-	return errors.Join(wrap("nftables", d.nft.Resync(plan)), wrap("ipvs", d.ipvs.Resync(plan)))
+	var errs []error
+	if !d.adopted {
+		d.adopted = true
+		recorded, err := d.nft.RecordedNodePorts()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("nftables: adopt recorded NodePort virtual servers: %w", err))
+		}
+		d.ipvs.AdoptRecorded(ipvsKeys(recorded))
+	}
+	return errors.Join(append(errs, wrap("nftables", d.nft.Resync(plan)), wrap("ipvs", d.ipvs.Resync(plan)))...)
 }
 
 // NeedsResync reports whether the next sync must be a full Resync
 // because an earlier one failed.
 func (d *DataPlane) NeedsResync() bool { return d.nft.NeedsResync() || d.ipvs.NeedsResync() }
 
-// Cleanup removes our nftables table, our virtual servers and our dummy
-// interface, and nothing foreign.
+// Cleanup removes our virtual servers, our dummy interface and our
+// nftables table, and nothing foreign. It works in a fresh process
+// (--cleanup): the NodePort virtual servers, which sit on node addresses
+// among possibly foreign ones, are known from the table's record
+// (nft.Writer.RecordedNodePorts), read before anything is deleted;
+// without a table or record none are deleted, as before there was one.
+//
+// The table is the record, so it is deleted only once the IPVS cleanup
+// succeeded; if reading the record or deleting a virtual server fails,
+// the table stays, the error is returned, and running Cleanup again
+// finishes the job.
 func (d *DataPlane) Cleanup() error {
-	return errors.Join(wrap("nftables", d.nft.Cleanup()), wrap("ipvs", d.ipvs.Cleanup()))
+	recorded, err := d.nft.RecordedNodePorts()
+	if err != nil {
+		return errors.Join(fmt.Errorf("nftables: read recorded NodePort virtual servers (table inet %s kept): %w", nft.TableName, err),
+			wrap("ipvs", d.ipvs.Cleanup()))
+	}
+	d.ipvs.AdoptRecorded(ipvsKeys(recorded))
+	if err := d.ipvs.Cleanup(); err != nil {
+		if len(recorded) > 0 {
+			return fmt.Errorf("ipvs (table inet %s kept: it records NodePort virtual servers still to delete): %w", nft.TableName, err)
+		}
+		return errors.Join(wrap("ipvs", err), wrap("nftables", d.nft.Cleanup()))
+	}
+	return wrap("nftables", d.nft.Cleanup())
+}
+
+// ipvsKeys converts the nftables writer's keys into the IPVS writer's.
+func ipvsKeys(ks []policy.VirtualServerKey) []ipvs.Key {
+	out := make([]ipvs.Key, len(ks))
+	for i, k := range ks {
+		out[i] = ipvs.Key{Addr: k.Address, Protocol: k.Protocol, Port: k.Port}
+	}
+	return out
 }
 
 // IPVSOps counts the IPVS writer's kernel operations by kind.

@@ -12,9 +12,11 @@
 //
 // Ownership: the Writer manages only virtual servers on addresses of its
 // dummy interface and on node addresses paired with one of the plan's
-// NodePorts (plus those it created itself). Every other virtual server is
-// foreign and never touched, and so are virtual servers on
-// Config.ExcludeCIDRs, which are never deleted.
+// NodePorts, plus those it created itself and those its caller names as
+// recorded by an earlier run (AdoptRecorded: the NodePort virtual servers
+// the nftables table records, for --cleanup and restarts). Every other
+// virtual server is foreign and never touched, and so are virtual servers
+// on Config.ExcludeCIDRs, which are never deleted.
 //
 // The kernel is seen through four small interfaces (Kernel, Links,
 // Conntrack, Sysctls), with real adapters in *_linux.go files

@@ -45,7 +45,8 @@ func (w *Writer) start(full bool) error {
 
 // readKernel replaces the mirror with the kernel's virtual servers,
 // destinations and dummy addresses. Managed marks and drain start times
-// survive for what still exists.
+// survive for what still exists; virtual servers named by AdoptRecorded
+// become managed, and the record is then consumed.
 func (w *Writer) readKernel() error {
 	vss, err := w.kernel.VirtualServers()
 	if err != nil {
@@ -64,6 +65,9 @@ func (w *Writer) readKernel() error {
 		if old := w.mirror[vs.Key]; old != nil {
 			a.managed = old.managed
 		}
+		if w.recorded[vs.Key] {
+			a.managed = true
+		}
 		mirror[vs.Key] = a
 	}
 	prefixes, err := w.links.Addrs(w.cfg.Interface)
@@ -75,6 +79,7 @@ func (w *Writer) readKernel() error {
 		return fmt.Errorf("list addresses of %s: %w", w.cfg.Interface, err)
 	}
 	w.mirror, w.linkExists = mirror, exists
+	w.recorded = nil
 	w.bound = make(map[netip.Addr]netip.Prefix, len(prefixes))
 	for _, p := range prefixes {
 		w.bound[p.Addr().Unmap()] = p

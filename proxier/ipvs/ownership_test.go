@@ -1,6 +1,7 @@
 package ipvs
 
 import (
+	"fmt"
 	"net/netip"
 	"testing"
 
@@ -147,5 +148,76 @@ func TestNodePortOwnership(t *testing.T) {
 		if v.Key == key("192.168.1.11:30080/TCP") {
 			t.Errorf("stale NodePort virtual server kept:\n%s", e.k.Dump())
 		}
+	}
+}
+
+// TestAdoptRecorded: a fresh Writer (a restarted proxy, --cleanup) that
+// is told which NodePort virtual servers an earlier run recorded deletes
+// those the plan does not want, and nothing else on the node address.
+func TestAdoptRecorded(t *testing.T) {
+	nodePort := key("192.168.1.10:30080/TCP")
+	foreign := []Key{key("192.0.2.77:80/TCP"), key("192.168.1.10:22/TCP"), key("192.168.1.10:30080/UDP")}
+	for _, tc := range []struct {
+		name     string
+		cfg      Config
+		recorded []Key
+		run      func(e *env) error
+		wantKept bool // the earlier run's NodePort virtual server stays
+	}{
+		{name: "cleanup deletes the recorded NodePort", recorded: []Key{nodePort},
+			run: func(e *env) error { return e.w.Cleanup() }},
+		{name: "cleanup without a record leaves it", wantKept: true,
+			run: func(e *env) error { return e.w.Cleanup() }},
+		{name: "resync of a plan without it deletes the recorded NodePort", recorded: []Key{nodePort},
+			run: func(e *env) error { return e.resync(plan(dns("10.244.1.7:53"))) }},
+		{name: "resync without a record leaves it", wantKept: true,
+			run: func(e *env) error { return e.resync(plan(dns("10.244.1.7:53"))) }},
+		{name: "a recorded NodePort still planned is kept, unchanged", recorded: []Key{nodePort}, wantKept: true,
+			run: func(e *env) error {
+				var err error
+				if d := e.opsDelta(func() { err = e.resync(plan(web("10.244.1.5:8080"))) }); len(d) != 0 {
+					return fmt.Errorf("resync of the same plan made changes: %v", d)
+				}
+				return err
+			}},
+		{name: "a recorded NodePort on an excluded address is kept", recorded: []Key{nodePort}, wantKept: true,
+			cfg: Config{ExcludeCIDRs: []netip.Prefix{netip.MustParsePrefix("192.168.1.10/32")}},
+			run: func(e *env) error { return e.w.Cleanup() }},
+		{name: "recorded keys missing from the kernel are ignored", recorded: []Key{nodePort, key("192.168.1.10:31000/TCP")},
+			run: func(e *env) error { return e.w.Cleanup() }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, tc.cfg)
+			addForeign(t, e)
+			e.mustResync(plan(web("10.244.1.5:8080")))
+			e.restart()
+			e.w.AdoptRecorded(tc.recorded)
+			if err := tc.run(e); err != nil {
+				t.Fatal(err)
+			}
+			vss, err := e.k.VirtualServers()
+			if err != nil {
+				t.Fatal(err)
+			}
+			have := map[Key]bool{}
+			for _, v := range vss {
+				have[v.Key] = true
+			}
+			if have[nodePort] != tc.wantKept {
+				t.Errorf("%s kept %t, want %t:\n%s", nodePort, have[nodePort], tc.wantKept, e.k.Dump())
+			}
+			for _, k := range foreign {
+				if !have[k] {
+					t.Errorf("foreign %s deleted:\n%s", k, e.k.Dump())
+				}
+			}
+			for _, tr := range e.trace {
+				for _, k := range foreign {
+					if containsWord(tr, k.String()) {
+						t.Errorf("touched foreign %s: %s", k, tr)
+					}
+				}
+			}
+		})
 	}
 }

@@ -71,6 +71,7 @@ type Writer struct {
 	nodePorts map[portKey]int    // planned NodePort VSs per protocol/port
 
 	draining map[Key]map[netip.AddrPort]time.Time
+	recorded map[Key]bool // to adopt at the next kernel read (AdoptRecorded)
 	failed   map[policy.ServiceKey]*retry
 	stale    map[Key]policy.ServiceKey // released by a service, deletion failed
 	ops      map[string]int
@@ -221,12 +222,30 @@ func (w *Writer) Resync(plan policy.Plan) error {
 	return errors.Join(append(errs, b.errs...)...)
 }
 
+// AdoptRecorded tells the Writer that the virtual servers keys were
+// programmed by an earlier run (the nftables table records its NodePort
+// virtual servers, see nft.Writer.RecordedNodePorts). The next kernel
+// read (the first sync, a Resync or Cleanup) adopts those that exist as
+// ours: a Resync then deletes them unless the plan wants them, and
+// Cleanup deletes them. Keys not in the kernel are ignored; excluded
+// virtual servers are still never deleted. Calling it again replaces the
+// keys not yet adopted.
+func (w *Writer) AdoptRecorded(keys []Key) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.recorded = make(map[Key]bool, len(keys))
+	for _, k := range keys {
+		w.recorded[k] = true
+	}
+}
+
 // Cleanup deletes the virtual servers that are ours (on addresses of the
-// dummy interface, NodePort virtual servers of the last plan, and those
-// this Writer created) and the dummy interface. It reads the kernel, so
-// it works in a fresh process; there, without a plan, NodePort virtual
-// servers on node addresses cannot be told from foreign ones and are
-// left alone. Foreign and excluded virtual servers are never touched.
+// dummy interface, NodePort virtual servers of the last plan, those this
+// Writer created, and those adopted with AdoptRecorded) and the dummy
+// interface. It reads the kernel, so it works in a fresh process; there,
+// without a plan, NodePort virtual servers on node addresses are ours
+// only if AdoptRecorded named them, and other ones are left alone.
+// Foreign and excluded virtual servers are never touched.
 func (w *Writer) Cleanup() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -315,7 +334,8 @@ func (w *Writer) excluded(a netip.Addr) bool {
 
 // owns reports whether a kernel virtual server is ours to manage: on an
 // address of the dummy interface, a NodePort of the plan on a node
-// address of the plan, or created or adopted by this Writer.
+// address of the plan, or created or adopted by this Writer (adopted from
+// the plan, or from the record of AdoptRecorded).
 func (w *Writer) owns(k Key) bool {
 	if _, ok := w.bound[k.Addr]; ok {
 		return true

@@ -242,9 +242,10 @@ func TestCleanup(t *testing.T) {
 			}
 			name := "cleanup"
 			if tc.restart {
-				// A fresh process has no plan: the NodePort virtual
-				// server on the node address cannot be told from a
-				// foreign one and stays.
+				// A fresh process has no plan, and here no record
+				// (AdoptRecorded): the NodePort virtual server on the
+				// node address cannot be told from a foreign one and
+				// stays.
 				name = "cleanup-fresh"
 			}
 			golden(t, name, e.dump())
