@@ -89,7 +89,9 @@ func virtualServerElements(vs *policy.VirtualServer, add func(setID, keyBuf, ver
 		return
 	}
 	vsKey := keyBuf(nil).addr(vs.Address).proto(proto).port(vs.Port)
-	if vs.Kind != policy.KindNodePort {
+	if vs.Kind == policy.KindNodePort {
+		add(idOf(setNodePortServices, fam), vsKey, noVerdict)
+	} else {
 		add(idOf(setServiceIPs, fam), keyBuf(nil).addr(vs.Address), noVerdict)
 		add(idOf(setServicePorts, fam), vsKey, noVerdict)
 	}
@@ -118,6 +120,7 @@ func virtualServerElements(vs *policy.VirtualServer, add func(setID, keyBuf, ver
 		dKey := keyBuf(nil).addr(d.Address).proto(proto).port(d.Port)
 		if vs.NoTrack {
 			add(idOf(setNoTrackEndpoints, dfam), dKey, noVerdict)
+			add(idOf(setNoTrackPods, dfam), keyBuf(nil).addr(d.Address), noVerdict)
 		}
 		add(idOf(setHairpin, dfam), dKey.addr(d.Address), noVerdict)
 	}

@@ -38,10 +38,17 @@ func TestVirtualServerElements(t *testing.T) {
 			"service-ips-v4: 10.96.0.10",
 			"service-ports-v4: 10.96.0.10 . tcp . 80",
 		}},
-		{name: "NodePort addresses are node addresses, not service IPs", vss: []policy.VirtualServer{with(web, func(v *policy.VirtualServer) {
+		{name: "NodePort addresses are node addresses, not service IPs; the NodePort is recorded", vss: []policy.VirtualServer{with(web, func(v *policy.VirtualServer) {
 			v.Kind, v.Masquerade, v.Destinations = policy.KindNodePort, policy.MasqueradeAlways, nil
 		})}, want: []string{
 			"masquerade-always-v4: 10.96.0.10 . tcp . 80",
+			"nodeport-services-v4: 10.96.0.10 . tcp . 80",
+		}},
+		{name: "NodePort of IPv6, UDP, with destinations: recorded in the v6 set", vss: []policy.VirtualServer{with(vs("a/b", "fd00:1::10", 30053, dest("fd00:244::5", 53)), func(v *policy.VirtualServer) {
+			v.Kind, v.Masquerade, v.Protocol = policy.KindNodePort, policy.MasqueradeNever, policy.ProtocolUDP
+		})}, want: []string{
+			"hairpin-v6: fd00:244::5 . udp . 53 . fd00:244::5",
+			"nodeport-services-v6: fd00:1::10 . udp . 30053",
 		}},
 		{name: "WhenEmpty Reject goes to reject-packet", vss: []policy.VirtualServer{vs("a/b", "10.96.0.1", 53)}, want: []string{
 			"empty-services-v4: 10.96.0.1 . tcp . 53 : goto reject-packet",
@@ -67,6 +74,7 @@ func TestVirtualServerElements(t *testing.T) {
 			v.NoTrack, v.Masquerade, v.Protocol = true, policy.MasqueradeNever, policy.ProtocolSCTP
 		})}, want: []string{
 			"hairpin-v4: 10.244.1.5 . sctp . 8080 . 10.244.1.5",
+			"notrack-endpoint-addrs-v4: 10.244.1.5",
 			"notrack-endpoints-v4: 10.244.1.5 . sctp . 8080",
 			"notrack-services-v4: 10.96.0.10 . sctp . 80",
 			"service-ips-v4: 10.96.0.10",
@@ -151,7 +159,8 @@ func TestMergeRanges(t *testing.T) {
 }
 
 // Every set and map is looked up by at least one rule, in the rule's text
-// and its expressions alike, and every chain has rules.
+// and its expressions alike, except the record sets, which none reads;
+// and every chain has rules.
 func TestEverySetIsUsed(t *testing.T) {
 	inText, inExprs := map[string]bool{}, map[string]bool{}
 	chains := map[string]int{}
@@ -169,6 +178,13 @@ func TestEverySetIsUsed(t *testing.T) {
 		}
 	}
 	for id := setID(0); int(id) < numSets(); id++ {
+		if id.def().record {
+			// A record for later processes: no rule may read it.
+			if inText[id.name()] || inExprs[id.name()] {
+				t.Errorf("record set %s: used in rule text %t, in expressions %t; want neither", id.name(), inText[id.name()], inExprs[id.name()])
+			}
+			continue
+		}
 		if !inText[id.name()] || !inExprs[id.name()] {
 			t.Errorf("set %s: used in rule text %t, in expressions %t; want both", id.name(), inText[id.name()], inExprs[id.name()])
 		}

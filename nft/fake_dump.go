@@ -243,6 +243,11 @@ func formatExpr(t *fakeTable, e expr.Any) string {
 		return formatLookup(t, e)
 	case *expr.Notrack:
 		return "notrack"
+	case *expr.Fib:
+		if e.FlagDADDR && e.ResultADDRTYPE && !e.FlagSADDR && !e.FlagIIF && !e.FlagOIF {
+			return fmt.Sprintf("fib daddr type => reg %d", e.Register)
+		}
+		return fmt.Sprintf("fib %+v", *e)
 	case *expr.Masq:
 		if e.FullyRandom {
 			return "masq flags fully-random"

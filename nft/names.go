@@ -31,7 +31,9 @@ const (
 	setEmptyServices    = "empty-services"         // vsKey : verdict, virtual servers without destinations
 	setMasqueradeAlways = "masquerade-always"      // vsKey, Masquerade=Always
 	setMasqueradeOff    = "masquerade-off-cluster" // vsKey, Masquerade=OffCluster
+	setNodePortServices = "nodeport-services"      // vsKey of NodePort virtual servers: a record for --cleanup, read by no rule
 	setNoTrackServices  = "notrack-services"       // vsKey, NoTrack
+	setNoTrackPods      = "notrack-endpoint-addrs" // destination addresses of NoTrack virtual servers
 	setNoTrackEndpoints = "notrack-endpoints"      // destination vsKey of NoTrack virtual servers
 	setHairpin          = "hairpin"                // destination vsKey . destination address
 	setLBSourceRanged   = "lb-source-ranged"       // vsKey of LoadBalancers with source ranges
@@ -102,7 +104,10 @@ type setDef struct {
 	fields     []field
 	interval   bool
 	verdictMap bool
-	comment    string
+	// record: no rule reads the set; it records in the kernel what we
+	// program, for a later process (--cleanup, a restart) to read.
+	record  bool
+	comment string
 }
 
 // setDefs lists every set and map, in name order. A setID indexes it
@@ -115,6 +120,8 @@ var setDefs = []setDef{
 	{base: setLBSourceRanged, fields: vsKeyFields, comment: "load balancer virtual servers with source ranges"},
 	{base: setMasqueradeAlways, fields: vsKeyFields, comment: "virtual servers always masqueraded"},
 	{base: setMasqueradeOff, fields: vsKeyFields, comment: "virtual servers masqueraded from outside the cluster CIDRs"},
+	{base: setNodePortServices, fields: vsKeyFields, record: true, comment: "NodePort virtual servers this proxy programs (read by --cleanup)"},
+	{base: setNoTrackPods, fields: []field{fieldAddr}, comment: "addresses of NOTRACK destinations: their own connections stay tracked (a hairpin needs masquerade)"},
 	{base: setNoTrackEndpoints, fields: vsKeyFields, comment: "destinations of NOTRACK virtual servers"},
 	{base: setNoTrackServices, fields: vsKeyFields, comment: "NOTRACK virtual servers"},
 	{base: setServiceIPs, fields: []field{fieldAddr}, comment: "ClusterIP, ExternalIP and LoadBalancer addresses"},

@@ -202,6 +202,16 @@ func (b *ruleBuilder) markSet(mark uint32, clear bool) *ruleBuilder {
 	return b
 }
 
+// daddrNotLocal matches packets whose destination is not an address of
+// this node (a fib lookup: "fib daddr type != local").
+func (b *ruleBuilder) daddrNotLocal() *ruleBuilder {
+	b.text = append(b.text, "fib daddr type != local")
+	b.exprs = append(b.exprs,
+		&expr.Fib{Register: unix.NFT_REG_1, FlagDADDR: true, ResultADDRTYPE: true},
+		&expr.Cmp{Op: expr.CmpOpNeq, Register: unix.NFT_REG_1, Data: binaryutil.NativeEndian.PutUint32(unix.RTN_LOCAL)})
+	return b
+}
+
 // then ends the rule with a statement.
 func (b *ruleBuilder) then(text string, e ...expr.Any) *ruleBuilder {
 	b.text = append(b.text, text)
@@ -232,18 +242,31 @@ func ruleSpecs(mark uint32) []ruleSpec {
 			rs = append(rs, build(fam))
 		}
 	}
-	// NOTRACK only where no NAT is needed: traffic from pods (sources in
-	// the cluster CIDRs) to a NOTRACK service, and its replies back to
-	// pods. Host-network and external clients stay tracked, so that
-	// masquerade (which needs conntrack) still brings their replies back.
-	for _, chain := range []string{chainRawPrerouting, chainRawOutput} {
+	// NOTRACK only where no NAT is needed, and for both directions of a
+	// connection or neither (a connection tracked one way only breaks
+	// under IPVS): traffic from pods (sources in the cluster CIDRs) to a
+	// NOTRACK virtual server, or to one of its destinations (the far end
+	// of another node's IPVS), and the destinations' replies to pods.
+	// Excepted, so tracked both ways:
+	//   - pods that are themselves NOTRACK destinations: IPVS may send
+	//     them to themselves, and that hairpin needs masquerade;
+	//   - this node's own connections: masquerade, which needs conntrack,
+	//     may give them a pod-network source such as the bridge address,
+	//     so replies addressed to the node stay tracked, and in
+	//     raw-output, where every source is the node's own, only
+	//     host-network destinations' replies to pods are NOTRACK'd.
+	for _, set := range []string{setNoTrackServices, setNoTrackEndpoints} {
 		perFamily(func(f *family) ruleSpec {
 			return newRule(f).inSet([]source{srcSaddr}, setClusterCIDRs, false).
-				inSet(vsKeySrcs, setNoTrackServices, false).then("notrack", &expr.Notrack{}).in(chain)
+				inSet(vsKeySrcs, set, false).inSet([]source{srcSaddr}, setNoTrackPods, true).
+				then("notrack", &expr.Notrack{}).in(chainRawPrerouting)
 		})
+	}
+	for _, chain := range []string{chainRawPrerouting, chainRawOutput} {
 		perFamily(func(f *family) ruleSpec {
 			return newRule(f).inSet([]source{srcDaddr}, setClusterCIDRs, false).
-				inSet(replyKeySrcs, setNoTrackEndpoints, false).then("notrack", &expr.Notrack{}).in(chain)
+				inSet(replyKeySrcs, setNoTrackEndpoints, false).inSet([]source{srcDaddr}, setNoTrackPods, true).
+				daddrNotLocal().then("notrack", &expr.Notrack{}).in(chain)
 		})
 	}
 	for _, chain := range []string{chainNATPrerouting, chainNATOutput} {

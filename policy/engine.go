@@ -291,7 +291,56 @@ func (e *Engine) Assemble(plans []ServicePlan) (Plan, []Warning) {
 		}
 		kept = append(kept, vs)
 	}
+	ws = append(ws, sharedNoTrackDestinations(kept)...)
 	return Plan{Node: e.cfg.NodeName, VirtualServers: kept, HealthChecks: checks}, ws
+}
+
+// destinationKey is a destination as NOTRACK matches it: address,
+// protocol and port.
+type destinationKey struct {
+	addr  netip.Addr
+	proto Protocol
+	port  uint16
+}
+
+// sharedNoTrackDestinations warns about destinations that a NOTRACK
+// virtual server shares with a tracked one. NOTRACK is keyed on the
+// destination for replies, so pods' connections through the tracked
+// virtual server to it are tracked one way only, and TCP ones fail (seen
+// in the VM lab); the warning names both services. Cost: nothing without NOTRACK services.
+func sharedNoTrackDestinations(vss []VirtualServer) []Warning {
+	noTrack := map[destinationKey]string{}
+	for _, vs := range vss {
+		if vs.NoTrack {
+			for _, d := range vs.Destinations {
+				k := destinationKey{d.Address, vs.Protocol, d.Port}
+				if _, ok := noTrack[k]; !ok {
+					noTrack[k] = vs.Service
+				}
+			}
+		}
+	}
+	if len(noTrack) == 0 {
+		return nil
+	}
+	var ws []Warning
+	seen := map[[2]string]bool{}
+	for _, vs := range vss {
+		if vs.NoTrack {
+			continue
+		}
+		for _, d := range vs.Destinations {
+			owner, ok := noTrack[destinationKey{d.Address, vs.Protocol, d.Port}]
+			if !ok || seen[[2]string{owner, vs.Service}] {
+				continue
+			}
+			seen[[2]string{owner, vs.Service}] = true
+			ws = append(ws, Warning{Object: "Service " + vs.Service, Field: "metadata.annotations[" + AnnotationNoTrack + "]",
+				Message: fmt.Sprintf("destination %s/%s is also a destination of NOTRACK Service %s: pods' connections to it through this service are tracked one way only, which breaks TCP; annotate both services alike",
+					netip.AddrPortFrom(d.Address, d.Port), vs.Protocol, owner)})
+		}
+	}
+	return ws
 }
 
 func (k VirtualServerKey) String() string {

@@ -269,6 +269,39 @@ func TestConflictingVirtualServersGoToTheFirstService(t *testing.T) {
 	}
 }
 
+// TestNoTrackSharedDestinationWarns: a destination that a NOTRACK
+// service shares with a tracked one is reported, naming both services,
+// once per pair; services that are alike (both NOTRACK or both tracked)
+// are not.
+func TestNoTrackSharedDestinationWarns(t *testing.T) {
+	noTrack := annotate(AnnotationNoTrack, "true")
+	ip2 := func(a string) svcOpt { return func(s *Service) { s.ClusterIPs = []netip.Addr{ip(a)} } }
+	shared := []Endpoint{ep("10.244.1.5"), ep("10.244.1.6")}
+	for _, tc := range []struct {
+		name string
+		svcs []*Service
+		want string
+	}{
+		{name: "NOTRACK and tracked share destinations", svcs: []*Service{svc("dns", noTrack), svc("dns-other", ip2("10.96.0.2"))},
+			want: "Service default/dns-other: metadata.annotations[kube-ipvs-proxy.io/notrack]: destination 10.244.1.5:8080/TCP is also a destination of NOTRACK Service default/dns: " +
+				"pods' connections to it through this service are tracked one way only, which breaks TCP; annotate both services alike"},
+		{name: "both NOTRACK", svcs: []*Service{svc("dns", noTrack), svc("dns-other", noTrack, ip2("10.96.0.2"))}},
+		{name: "both tracked", svcs: []*Service{svc("dns"), svc("dns-other", ip2("10.96.0.2"))}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := world{svcs: tc.svcs}
+			for _, s := range tc.svcs {
+				w.slices = append(w.slices, slice(s.Key.Name, s.Key.Name+"-1", shared...))
+			}
+			e, _ := newEngine(t, w)
+			_, ws := e.Compute()
+			if got := warningsText(ws); got != tc.want {
+				t.Errorf("warnings:\n got %s\nwant %s", got, tc.want)
+			}
+		})
+	}
+}
+
 // TestIncrementalAPI: ComputeService agrees with Compute, and the
 // mutators report exactly the services they affect.
 func TestIncrementalAPI(t *testing.T) {

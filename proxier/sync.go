@@ -228,8 +228,9 @@ func (p *Proxier) syncServiceHealth() {
 	p.st.healthDirty = err1 != nil || err2 != nil
 }
 
-// logConflicts logs virtual servers claimed by two services when they
-// change, not on every sync.
+// logConflicts logs the whole plan's cross-service warnings (a virtual
+// server claimed by two services, a destination shared by a NOTRACK and
+// a tracked service) when they change, not on every sync.
 func (p *Proxier) logConflicts(ws []policy.Warning) {
 	var b strings.Builder
 	for _, w := range ws {
@@ -241,7 +242,7 @@ func (p *Proxier) logConflicts(ws []policy.Warning) {
 	}
 	p.st.conflicts = b.String()
 	for _, w := range ws {
-		p.log.Info("Virtual server conflict", "warning", w.String())
+		p.log.Info("Cross-service plan warning", "warning", w.String())
 	}
 }
 

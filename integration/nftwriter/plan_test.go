@@ -103,6 +103,10 @@ var wantElements = map[string][]string{
 	"masquerade-always-v6":      {"2001:db8::1 . tcp . 443"},
 	"masquerade-off-cluster-v4": {"10.96.0.10 . tcp . 80", "10.96.0.50 . tcp . 80"},
 	"masquerade-off-cluster-v6": {"fd00:96::10 . tcp . 80", "fd00:96::50 . tcp . 80"},
+	"nodeport-services-v4":      {"192.168.1.10 . tcp . 30080"},
+	"nodeport-services-v6":      {"fd00:1::10 . tcp . 30080"},
+	"notrack-endpoint-addrs-v4": {"10.244.1.6"},
+	"notrack-endpoint-addrs-v6": {"fd00:244:1::6"},
 	"notrack-endpoints-v4":      {"10.244.1.6 . udp . 5353"},
 	"notrack-endpoints-v6":      {"fd00:244:1::6 . udp . 5353"},
 	"notrack-services-v4":       {"10.96.0.53 . udp . 53"},
@@ -116,7 +120,7 @@ var wantElements = map[string][]string{
 
 // wantRules is the rule count of every chain, for any plan.
 var wantRules = map[string]int{
-	"raw-prerouting": 4, "raw-output": 4, "nat-prerouting": 4, "nat-output": 4,
+	"raw-prerouting": 6, "raw-output": 2, "nat-prerouting": 4, "nat-output": 4,
 	"nat-postrouting": 3, "filter-input": 6, "filter-output": 2, "reject-packet": 2,
 }
 

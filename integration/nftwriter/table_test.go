@@ -131,8 +131,8 @@ func TestResyncReadBack(t *testing.T) {
 			t.Errorf("set %s: GetSetElements returned %d elements, want %d", s.Name, len(elems), len(wantElements[s.Name]))
 		}
 	}
-	if named != 22 || anonymous != 2 {
-		t.Errorf("GetSets: %d named and %d anonymous sets, want 22 and 2", named, anonymous)
+	if named != 26 || anonymous != 2 {
+		t.Errorf("GetSets: %d named and %d anonymous sets, want 26 and 2", named, anonymous)
 	}
 	got := kernelDump(t, c)
 	if diff := cmp.Diff(wantElements, parseDump(got)); diff != "" {

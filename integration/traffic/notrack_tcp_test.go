@@ -3,7 +3,11 @@
 package traffic
 
 import (
+	"net/netip"
 	"testing"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 )
@@ -41,17 +45,69 @@ func TestNoTrackTCPServiceAnswersPods(t *testing.T) {
 	expectAllAnswered(t, l.pod("pod-a3"), "10.96.8.1:80", 20)
 }
 
-// TestNoTrackTCPServiceAnswersTheNode is a known failure, kept as the
-// reproduction: from the node itself, the connections rr sends to the
-// remote endpoint time out (the local ones are answered). The node's
-// traffic is tracked and masqueraded (conntrack shows the reply tuple
-// src=<remote pod> dst=<node IP>), yet the handshake never completes.
-// The same service without NOTRACK works from the node
-// (TestClusterIPMasqueradesOffClusterSourcesOnly).
+// TestNoTrackTCPServiceAnswersTheNode: the node's own connections to a
+// NOTRACK service are answered by every endpoint. They stay tracked and
+// are masqueraded; to the local pod, masquerade picks the pod gateway
+// address 10.244.1.1 as the source, which is in the cluster CIDRs, and
+// the pod's reply to it must still reach conntrack to be de-NATed (the
+// reply rule skips destinations local to the node). This failed for the
+// local endpoint until that exception existed.
 func TestNoTrackTCPServiceAnswersTheNode(t *testing.T) {
-	{
-		t.Skip("known failure: the node's connections to a NOTRACK service's remote endpoint time out; see the doc comment")
-	}
 	l := tcpNoTrackLab(t)
 	expectAllAnswered(t, l.root, "10.96.8.1:80", 20)
+}
+
+// TestNoTrackReachesEndpointsUntracked: a pod on another node (and not a
+// NOTRACK destination itself) reaching a
+// NOTRACK service's endpoint on this node (what the far end of another
+// node's IPVS sends) is untracked here in both directions, not tracked
+// one way only; the same traffic to an endpoint of a tracked service is
+// tracked.
+func TestNoTrackReachesEndpointsUntracked(t *testing.T) {
+	l := tcpNoTrackLab(t) // pod-a1 is a NOTRACK destination
+	l.setService(service("tcp-tracked", []string{"10.96.8.2"}), l.ep("pod-a2"))
+	l.resync()
+	client := l.pod("pod-b2")
+	untracked, tracked := l.pod("pod-a1").v4, l.pod("pod-a2").v4
+	for _, a := range []netip.Addr{untracked, tracked} {
+		expectAllAnswered(t, client, hostPort(a, podTCPPort), 5)
+	}
+	flows, err := netlink.ConntrackTableList(netlink.ConntrackTable, unix.AF_INET)
+	if err != nil {
+		t.Fatalf("list conntrack: %v", err)
+	}
+	n := map[netip.Addr]int{}
+	for _, f := range flows {
+		for _, a := range []netip.Addr{untracked, tracked} {
+			if f.Forward.Protocol == unix.IPPROTO_TCP && (addrOf(f.Forward.DstIP) == a || addrOf(f.Forward.SrcIP) == a) {
+				n[a]++
+				if a == untracked {
+					t.Logf("  tracked: %s", f)
+				}
+			}
+		}
+	}
+	t.Logf("conntrack: %d flows to the NOTRACK endpoint %s, %d to the tracked one %s", n[untracked], untracked, n[tracked], tracked)
+	if n[untracked] != 0 {
+		t.Errorf("%d conntrack entries for pod-b2 → NOTRACK endpoint %s:%d, want 0", n[untracked], untracked, podTCPPort)
+	}
+	if n[tracked] == 0 {
+		t.Errorf("no conntrack entry for pod-b2 → %s:%d: the comparison proves nothing", tracked, podTCPPort)
+	}
+}
+
+// TestNoTrackServiceAnswersItsOwnPods: a pod that is a destination of a
+// NOTRACK service reaches the service and is answered by every
+// destination, itself included: a NOTRACK destination's own connections
+// stay tracked both ways (notrack-endpoint-addrs), so the hairpin back to
+// itself is masqueraded. Untracked, it timed out; tracked one way only
+// (forward tracked, the other destinations' replies not), conntrack
+// re-tracked the client's next packets after IPVS and remapped their
+// source port, and those timed out too.
+func TestNoTrackServiceAnswersItsOwnPods(t *testing.T) {
+	l := newLab(t)
+	l.setService(service("tcp-notrack-self", []string{"10.96.8.3"}, annotate(policy.AnnotationNoTrack, "true")),
+		l.ep("pod-a1"), l.ep("pod-a2"), l.ep("pod-b1"))
+	l.resync()
+	l.expectOnly(t, l.pod("pod-a1"), "10.96.8.3:80", TCP, nConns, "pod-a1", "pod-a2", "pod-b1")
 }
