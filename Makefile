@@ -13,7 +13,7 @@ build:
 
 # The main job until `make demo` exists: node-a's plan for examples/.
 plan: build
-	./$(BIN) --dry-run --objects examples --hostname-override node-a --cluster-cidr 10.244.0.0/16,fd00:244::/48 --output text
+	./$(BIN) --dry-run --objects examples --hostname-override node-a --cluster-cidr 10.244.0.0/16,fd00:244::/32 --output text
 
 # Every test: lint, unit tests (fuzz seed corpora and the golden dry-run
 # plans included), the end-to-end tests against a real kube-apiserver
@@ -43,10 +43,10 @@ e2e: apiserver
 vm-e2e: apiserver
 	KIP_APISERVER_BUILD=1 KIP_VME2E=1 $(GO) test -count=1 -v -timeout 20m ./integration/vme2e/
 
-# Preview of the demo: apiserver + etcd, the VM with the proxy watching
-# them, examples/ applied, traffic from the node to every IPv4 ClusterIP,
-# backends that answered next to the plan, the proxy's metrics. Not in
-# make test: see hack/demo/doc.go for what it does not cover yet.
+# The demo: apiserver + etcd, the VM with the proxy watching them,
+# examples/ applied, traffic from the node, a pod and outside clients to
+# every virtual server, backends that answered next to the plan, the
+# proxy's metrics. Not in make test; hack/demo/doc.go says what it shows.
 demo: apiserver
 	KIP_APISERVER_BUILD=1 KIP_DEMO=1 $(GO) test -count=1 -v -timeout 20m ./hack/demo/
 

@@ -11,7 +11,7 @@ import (
 )
 
 // exampleClusterCIDR is the pod network of examples/.
-const exampleClusterCIDR = "10.244.0.0/16,fd00:244::/48"
+const exampleClusterCIDR = "10.244.0.0/16,fd00:244::/32"
 
 var update = flag.Bool("update", false, "rewrite the golden plans in examples/plans")
 
