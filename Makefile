@@ -11,7 +11,7 @@ all: build
 build:
 	CGO_ENABLED=0 $(GO) build -o $(BIN) ./cmd/kube-ipvs-proxy
 
-# The main job until `make demo` exists: node-a's plan for examples/.
+# node-a's plan for examples/, without a cluster or a kernel.
 plan: build
 	./$(BIN) --dry-run --objects examples --hostname-override node-a --cluster-cidr 10.244.0.0/16,fd00:244::/32 --output text
 
