@@ -74,15 +74,6 @@ func (f *fakeDataPlane) snapshot() []dpCall {
 	return slices.Clone(f.calls)
 }
 
-// services names the services of an Apply call.
-func (c dpCall) services() []string {
-	var out []string
-	for _, sp := range c.changes {
-		out = append(out, sp.Service.String())
-	}
-	return out
-}
-
 // fakeSeams records the Observer, Health and ServiceHealth calls.
 type fakeSeams struct {
 	mu                sync.Mutex

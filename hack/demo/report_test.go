@@ -79,19 +79,6 @@ func section(format string, args ...any) {
 	fmt.Printf("\n=== "+format+"\n", args...)
 }
 
-// vs returns the plan's virtual server, failing the demo if there is
-// none.
-func (d *demo) vs(kind, addr, proto string, port int) planVS {
-	d.t.Helper()
-	for _, v := range d.plan.VirtualServers {
-		if v.Kind == kind && v.Address == addr && v.Protocol == proto && v.Port == port {
-			return v
-		}
-	}
-	d.t.Fatalf("the plan has no %s virtual server %s %s:%d", kind, proto, addr, port)
-	return planVS{}
-}
-
 func (v planVS) target() string { return net.JoinHostPort(v.Address, strconv.Itoa(v.Port)) }
 
 func (v planVS) addr() netip.Addr { return netip.MustParseAddr(v.Address) }

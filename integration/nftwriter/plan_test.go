@@ -70,20 +70,6 @@ func servicePlan(plan policy.Plan, name string) policy.ServicePlan {
 	return sp
 }
 
-// withService replaces one service's virtual servers in plan.
-func withService(plan policy.Plan, sp policy.ServicePlan) policy.Plan {
-	name := sp.Service.String()
-	out := policy.Plan{Node: plan.Node}
-	for _, vs := range plan.VirtualServers {
-		if vs.Service != name {
-			out.VirtualServers = append(out.VirtualServers, vs)
-		}
-	}
-	out.VirtualServers = append(out.VirtualServers, sp.VirtualServers...)
-	policy.SortVirtualServers(out.VirtualServers)
-	return out
-}
-
 // wantElements is fullPlan's table, written out by hand: set name to
 // elements as DumpTable prints them (sorted).
 var wantElements = map[string][]string{
