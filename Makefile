@@ -74,3 +74,29 @@ fuzz:
 
 clean:
 	rm -rf bin
+
+# --- A real cluster in the lab, and upstream's e2e suite against it ---------
+# (hack/cluster/README.md, conformance/README.md). Not in make test yet.
+.PHONY: cluster cluster-down image e2e-upstream
+NODES ?= 1
+FAMILY ?= ipv4
+
+# etcd, kube-apiserver, controller-manager and scheduler in the network
+# namespace "kiplab", NODES qemu VMs with containerd and the kubelet,
+# CoreDNS, and the proxy's DaemonSet applied with kubectl apply -k.
+cluster:
+	NODES=$(NODES) FAMILY=$(FAMILY) hack/cluster/up.sh
+
+cluster-down:
+	hack/cluster/down.sh
+
+# The proxy's image as the Dockerfile describes it, built without Docker
+# (go-containerregistry) into .cache/cluster/images/kube-ipvs-proxy.tar:
+# ctr -n k8s.io images import it, or docker load it.
+image:
+	hack/cluster/images.sh proxy
+
+# Upstream's e2e.test against the cluster; FOCUS defaults to \[sig-network\],
+# conformance/skips.txt lists the skips with their reasons.
+e2e-upstream:
+	FOCUS='$(FOCUS)' conformance/run.sh

@@ -68,7 +68,9 @@ type ProxyHealth struct {
 }
 
 // NewProxyHealth returns a healthy ProxyHealth whose updates are late after
-// 2 × syncPeriod (kube-proxy's healthTimeout). clock nil means time.Now.
+// 2 × syncPeriod (kube-proxy's healthTimeout). The first sync counts as
+// pending from now: without an Updated within the timeout it turns
+// unhealthy. clock nil means time.Now.
 // families, if given, are the IP families the proxy serves; each gets an
 // entry in the body's "status" map, as kube-proxy reports one per proxier.
 func NewProxyHealth(syncPeriod time.Duration, clock func() time.Time, families ...corev1.IPFamily) *ProxyHealth {
@@ -79,6 +81,9 @@ func NewProxyHealth(syncPeriod time.Duration, clock func() time.Time, families .
 		timeout:  2 * syncPeriod,
 		now:      clock,
 		families: slices.Clone(families),
+		// The first sync is pending from the start: a proxy that never
+		// syncs turns unhealthy after the timeout.
+		oldestQueued: clock(),
 		// Eligible while starting up, until a Node says otherwise, as
 		// kube-proxy before it waited for the Node at startup.
 		nodeEligible: true,
@@ -104,8 +109,6 @@ func (h *ProxyHealth) QueuedUpdate() {
 }
 
 // Updated records that a sync was applied: nothing is pending any more.
-// The loop should also call it once when it starts, as kube-proxy does, so
-// that a first sync that never completes turns the proxy unhealthy.
 func (h *ProxyHealth) Updated() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -145,8 +148,8 @@ func (h *ProxyHealth) NodeEligible() bool {
 
 // IsHealthy reports the proxy's health ignoring the node's state: false
 // only when an update has been pending for 2 × the sync period or longer
-// since a sync was last applied. Before the first Updated it is true (the
-// proxy is starting up), as kube-proxy's.
+// since a sync was last applied, or, before the first Updated, since the
+// ProxyHealth was created (the process start).
 func (h *ProxyHealth) IsHealthy() bool { return h.Health().Healthy }
 
 // Health returns the body /livez would send, before the healthy answer's
@@ -155,7 +158,7 @@ func (h *ProxyHealth) Health() Status {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	now := h.now()
-	healthy := h.lastUpdated.IsZero() || h.oldestQueued.IsZero() || now.Sub(h.oldestQueued) < h.timeout
+	healthy := h.oldestQueued.IsZero() || now.Sub(h.oldestQueued) < h.timeout
 	st := Status{LastUpdated: h.lastUpdated, CurrentTime: now, Healthy: healthy}
 	if !h.lastUpdated.IsZero() && len(h.families) > 0 {
 		st.Status = make(map[corev1.IPFamily]FamilyStatus, len(h.families))

@@ -115,20 +115,26 @@ func endpoint(obj string, i int, e *discoveryv1.Endpoint, ipv4 bool) (policy.End
 	return ep, nil
 }
 
-// Node converts n. Only InternalIP and ExternalIP addresses are kept.
-func Node(n *corev1.Node) (*policy.Node, error) {
+// Node converts n. Only InternalIP and ExternalIP addresses are kept; an
+// unparsable one is skipped with a warning, and the rest are kept.
+func Node(n *corev1.Node) (*policy.Node, []policy.Warning, error) {
 	obj := ObjectName("Node", "", n.Name)
 	if n.Name == "" {
-		return nil, invalid(obj, "metadata.name", "must not be empty")
+		return nil, nil, invalid(obj, "metadata.name", "must not be empty")
 	}
 	out := &policy.Node{Name: n.Name, Labels: n.Labels}
+	var ws []policy.Warning
 	for i, a := range n.Status.Addresses {
 		if a.Type != corev1.NodeInternalIP && a.Type != corev1.NodeExternalIP {
 			continue
 		}
 		ip, err := ParseIP(a.Address)
 		if err != nil {
-			return nil, invalid(obj, fmt.Sprintf("status.addresses[%d].address", i), "invalid IP: %v", err)
+			// The apiserver accepts any string (a hostname as an
+			// ExternalIP): skip this address, keep the rest.
+			ws = append(ws, policy.Warning{Object: obj, Field: fmt.Sprintf("status.addresses[%d].address", i),
+				Message: fmt.Sprintf("invalid IP: %v; address skipped", err)})
+			continue
 		}
 		if a.Type == corev1.NodeInternalIP {
 			out.InternalIPs = append(out.InternalIPs, ip)
@@ -136,5 +142,5 @@ func Node(n *corev1.Node) (*policy.Node, error) {
 			out.ExternalIPs = append(out.ExternalIPs, ip)
 		}
 	}
-	return out, nil
+	return out, ws, nil
 }

@@ -1,6 +1,7 @@
 package kubeapi
 
 import (
+	"net/netip"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -71,9 +72,9 @@ func TestNode(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := Node(tc.node)
-			if err != nil {
-				t.Fatalf("Node: unexpected error %v", err)
+			got, ws, err := Node(tc.node)
+			if err != nil || len(ws) > 0 {
+				t.Fatalf("Node: unexpected error %v, warnings %v", err, ws)
 			}
 			if diff := cmp.Diff(tc.want, got, cmpOpts...); diff != "" {
 				t.Errorf("Node mismatch (-want +got):\n%s", diff)
@@ -83,57 +84,69 @@ func TestNode(t *testing.T) {
 }
 
 func TestNodeInvalid(t *testing.T) {
+	_, ws, err := Node(&corev1.Node{})
+	checkObjectError(t, err, policy.ErrInvalid, "Node ", "metadata.name")
+	if ws != nil {
+		t.Errorf("warnings %v with the error", ws)
+	}
+}
+
+// TestNodeBadAddressIsSkipped: one unparsable address (the apiserver
+// accepts a hostname as an ExternalIP) is skipped with a warning naming
+// it; the Node and its other addresses are kept.
+func TestNodeBadAddressIsSkipped(t *testing.T) {
 	tests := []struct {
 		name      string
 		node      *corev1.Node
-		wantObj   string
+		wantInt   []netip.Addr
+		wantExt   []netip.Addr
 		wantField string
-		wantErr   string // exact message when set
+		wantMsg   string // exact warning when set
 	}{
 		{
-			name:      "empty name is invalid",
-			node:      &corev1.Node{},
-			wantObj:   "Node ",
-			wantField: "metadata.name",
-		},
-		{
-			name:      "invalid InternalIP names its index",
+			name:      "an invalid InternalIP is skipped, the other kept",
 			node:      testNode(nodeAddr(corev1.NodeInternalIP, "10.0.1.1"), nodeAddr(corev1.NodeInternalIP, "bogus")),
+			wantInt:   addrs("10.0.1.1"),
 			wantField: "status.addresses[1].address",
 		},
 		{
-			name:      "invalid ExternalIP is invalid",
-			node:      testNode(nodeAddr(corev1.NodeExternalIP, "")),
+			name: "a hostname as ExternalIP is skipped, the InternalIP kept",
+			node: testNode(nodeAddr(corev1.NodeExternalIP, "node-a.example.com"), nodeAddr(corev1.NodeInternalIP, "10.0.1.1"),
+				nodeAddr(corev1.NodeExternalIP, "203.0.113.1")),
+			wantInt:   addrs("10.0.1.1"),
+			wantExt:   addrs("203.0.113.1"),
 			wantField: "status.addresses[0].address",
 		},
 		{
-			name: "address index counts ignored address types",
+			name: "the index counts ignored address types",
 			node: testNode(
 				nodeAddr(corev1.NodeHostName, "node-a"),
 				nodeAddr(corev1.NodeInternalIP, "fe80::1%eth0"),
 			),
 			wantField: "status.addresses[1].address",
-			wantErr:   `Node node-a: status.addresses[1].address: invalid IP: zoned address "fe80::1%eth0"`,
+			wantMsg:   `Node node-a: status.addresses[1].address: invalid IP: zoned address "fe80::1%eth0"; address skipped`,
 		},
 		{
-			name:      "IPv4-mapped IPv6 node address is refused",
+			name:      "an IPv4-mapped IPv6 node address is skipped",
 			node:      testNode(nodeAddr(corev1.NodeExternalIP, "::ffff:203.0.113.1")),
 			wantField: "status.addresses[0].address",
 		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			obj := tc.wantObj
-			if obj == "" {
-				obj = "Node node-a"
+			got, ws, err := Node(tc.node)
+			if err != nil {
+				t.Fatalf("Node: %v", err)
 			}
-			got, err := Node(tc.node)
-			checkObjectError(t, err, policy.ErrInvalid, obj, tc.wantField)
-			if got != nil {
-				t.Errorf("got node %+v with error", got)
+			want := &policy.Node{Name: "node-a", InternalIPs: tc.wantInt, ExternalIPs: tc.wantExt}
+			if diff := cmp.Diff(want, got, cmpOpts...); diff != "" {
+				t.Errorf("Node (-want +got):\n%s", diff)
 			}
-			if tc.wantErr != "" && err.Error() != tc.wantErr {
-				t.Errorf("error =\n  %s\nwant\n  %s", err, tc.wantErr)
+			if len(ws) != 1 || ws[0].Object != "Node node-a" || ws[0].Field != tc.wantField {
+				t.Fatalf("warnings %v, want one on %s", ws, tc.wantField)
+			}
+			if tc.wantMsg != "" && ws[0].String() != tc.wantMsg {
+				t.Errorf("warning =\n  %s\nwant\n  %s", ws[0], tc.wantMsg)
 			}
 		})
 	}

@@ -31,7 +31,8 @@ func Service(svc *corev1.Service, proxyName string) (*policy.Service, error) {
 	if svc.Spec.ClusterIP == corev1.ClusterIPNone || len(svc.Spec.ClusterIPs) > 0 && svc.Spec.ClusterIPs[0] == corev1.ClusterIPNone {
 		return nil, notProxied(obj, "headless (clusterIP None)")
 	}
-	s := &policy.Service{Key: policy.ServiceKey{Namespace: svc.Namespace, Name: svc.Name}, Annotations: svc.Annotations}
+	s := &policy.Service{Key: policy.ServiceKey{Namespace: svc.Namespace, Name: svc.Name},
+		Created: svc.CreationTimestamp.Time, Annotations: svc.Annotations}
 	var err error
 	if s.ClusterIPs, err = clusterIPs(obj, svc); err != nil {
 		return nil, err

@@ -26,6 +26,7 @@ const (
 	labelCode          = "code"
 	labelKind          = "kind"
 	labelResult        = "result"
+	labelReason        = "reason"
 )
 
 // Traffic policy label values of NoLocalEndpoints, as kube-proxy's.
@@ -96,6 +97,8 @@ type Metrics struct {
 	netlinkOps     *prometheus.CounterVec
 	draining       prometheus.Gauge
 	virtualServers *prometheus.GaugeVec
+	serviceErrors  *prometheus.CounterVec
+	failing        prometheus.Gauge
 
 	mu      sync.Mutex
 	lastOps map[string]int       // the writer's cumulative counts at the last IPVSOps
@@ -200,6 +203,14 @@ func (m *Metrics) define(famLabels []string) {
 		Namespace: ourNamespace, Name: "virtual_servers",
 		Help: "IPVS virtual servers in the applied plan, by kind (ClusterIP, NodePort, ExternalIP, LoadBalancer).",
 	}, []string{labelKind})
+	m.serviceErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: ourNamespace, Name: "service_sync_errors_total",
+		Help: "Failures confined to one service's virtual servers (the rest of the sync succeeded), by reason (KernelError, Invalid, Conflict).",
+	}, []string{labelReason})
+	m.failing = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: ourNamespace, Name: "failing_services",
+		Help: "Services whose virtual servers failed to program and are retried with backoff.",
+	})
 }
 
 func (m *Metrics) collectors() []prometheus.Collector {
@@ -207,5 +218,6 @@ func (m *Metrics) collectors() []prometheus.Collector {
 		m.syncDuration, m.lastSync, m.lastQueued, m.programming, m.noLocal,
 		m.endpointPending, m.endpointTotal, m.servicePending, m.serviceTotal,
 		m.healthz, m.livez, m.netlinkOps, m.draining, m.virtualServers,
+		m.serviceErrors, m.failing,
 	}
 }

@@ -64,6 +64,8 @@ func touchAll(m *Metrics) {
 	m.VirtualServers(map[policy.Kind]int{policy.KindClusterIP: 4, policy.KindNodePort: 2})
 	m.IPVSOps(map[string]int{"add-service": 6, "add-destination": 9, "error": 1})
 	m.Draining(3)
+	m.ServiceFailure("KernelError")
+	m.FailingServices(1)
 	m.HealthzProbe(200)
 	m.LivezProbe(503)
 }
@@ -97,6 +99,8 @@ func TestKubeProxyNames(t *testing.T) {
 		"kube_ipvs_proxy_netlink_ops_total":                        {"", counter, []string{"kind", "result"}},
 		"kube_ipvs_proxy_draining_destinations":                    {"", gauge, nil},
 		"kube_ipvs_proxy_virtual_servers":                          {"", gauge, []string{"kind"}},
+		"kube_ipvs_proxy_service_sync_errors_total":                {"", counter, []string{"reason"}},
+		"kube_ipvs_proxy_failing_services":                         {"", gauge, nil},
 	}
 	for _, tc := range []struct {
 		name     string

@@ -152,6 +152,13 @@ func opLabels(key string) (kind, result string) {
 // Draining sets the number of draining destinations.
 func (m *Metrics) Draining(n int) { m.draining.Set(float64(n)) }
 
+// ServiceFailure counts one service's failure to program its virtual
+// servers, by reason.
+func (m *Metrics) ServiceFailure(reason string) { m.serviceErrors.WithLabelValues(reason).Inc() }
+
+// FailingServices sets the number of services retried with backoff.
+func (m *Metrics) FailingServices(n int) { m.failing.Set(float64(n)) }
+
 // HealthzProbe counts a /healthz answer by status code
 // (kubeproxy_proxy_healthz_total{code}); part of health.ProbeObserver.
 func (m *Metrics) HealthzProbe(code int) { m.healthz.WithLabelValues(strconv.Itoa(code)).Inc() }

@@ -122,7 +122,9 @@ func virtualServerElements(vs *policy.VirtualServer, add func(setID, keyBuf, ver
 			add(idOf(setNoTrackEndpoints, dfam), dKey, noVerdict)
 			add(idOf(setNoTrackPods, dfam), keyBuf(nil).addr(d.Address), noVerdict)
 		}
-		add(idOf(setHairpin, dfam), dKey.addr(d.Address), noVerdict)
+		if d.Local { // only this node's pods can reach themselves through it
+			add(idOf(setHairpin, dfam), dKey.addr(d.Address), noVerdict)
+		}
 	}
 	if vs.Kind == policy.KindLoadBalancer {
 		ranges := mergeRanges(vs.SourceRanges, fam)

@@ -38,6 +38,12 @@ func TestVirtualServerElements(t *testing.T) {
 			"service-ips-v4: 10.96.0.10",
 			"service-ports-v4: 10.96.0.10 . tcp . 80",
 		}},
+		{name: "only local destinations get hairpin elements", vss: []policy.VirtualServer{vs("default/web", "10.96.0.10", 80, dest("10.244.1.5", 8080), remoteDest("10.244.2.5", 8080))}, want: []string{
+			"hairpin-v4: 10.244.1.5 . tcp . 8080 . 10.244.1.5",
+			"masquerade-off-cluster-v4: 10.96.0.10 . tcp . 80",
+			"service-ips-v4: 10.96.0.10",
+			"service-ports-v4: 10.96.0.10 . tcp . 80",
+		}},
 		{name: "NodePort addresses are node addresses, not service IPs; the NodePort is recorded", vss: []policy.VirtualServer{with(web, func(v *policy.VirtualServer) {
 			v.Kind, v.Masquerade, v.Destinations = policy.KindNodePort, policy.MasqueradeAlways, nil
 		})}, want: []string{

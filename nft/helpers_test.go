@@ -41,7 +41,12 @@ var (
 
 var testConfig = Config{ClusterCIDRs: []netip.Prefix{prefix("10.244.0.0/16"), prefix("fd00:244::/48")}}
 
+// dest is a destination on this node; remoteDest one on another node.
 func dest(a string, port uint16) policy.Destination {
+	return policy.Destination{Address: addr(a), Port: port, Weight: 1, Local: true}
+}
+
+func remoteDest(a string, port uint16) policy.Destination {
 	return policy.Destination{Address: addr(a), Port: port, Weight: 1}
 }
 

@@ -35,7 +35,7 @@ const (
 	setNoTrackServices  = "notrack-services"       // vsKey, NoTrack
 	setNoTrackPods      = "notrack-endpoint-addrs" // destination addresses of NoTrack virtual servers
 	setNoTrackEndpoints = "notrack-endpoints"      // destination vsKey of NoTrack virtual servers
-	setHairpin          = "hairpin"                // destination vsKey . destination address
+	setHairpin          = "hairpin"                // local destination vsKey . destination address
 	setLBSourceRanged   = "lb-source-ranged"       // vsKey of LoadBalancers with source ranges
 	setLBSourceAllowed  = "lb-source-allowed"      // vsKey . source range (concatenated interval)
 )

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"syscall"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
@@ -83,7 +84,8 @@ type Conn interface {
 // must Resync the full plan.
 var ErrNeedsResync = errors.New("nftables table needs a full resync")
 
-// Writer programs the table. It is not safe for concurrent use.
+// Writer programs the table. It is not safe for concurrent use (Check
+// included).
 type Writer struct {
 	cfg         Config
 	conn        Conn
@@ -231,9 +233,16 @@ func newSets(table *nftables.Table) []*nftables.Set {
 // ServicePlan is a service's complete new set of virtual servers (none
 // when it was deleted). Elements another service still holds stay. All
 // changes go in one batch. On error the next call must be Resync.
+//
+// Apply first checks that the table is still there (Check): if someone
+// deleted it, Apply changes nothing and returns an error wrapping
+// ErrNeedsResync.
 func (w *Writer) Apply(changes []policy.ServicePlan) error {
 	if w.needsResync {
 		return ErrNeedsResync
+	}
+	if err := w.Check(); err != nil {
+		return err
 	}
 	before := map[elemID]elementState{}
 	for _, sp := range changes {
@@ -253,6 +262,32 @@ func (w *Writer) Apply(changes []policy.ServicePlan) error {
 		return fmt.Errorf("update table inet %s: %d element adds, %d deletes: %w", TableName, len(d.add), len(d.del), err)
 	}
 	return nil
+}
+
+// probeSet is the set Check reads: every table we write has it.
+var probeSet = setServiceIPs + familyV4.suffix
+
+// Check verifies cheaply, without changing anything, that our table
+// still exists: one netlink request reading one set's definition. When
+// the table (or the set) is gone it returns an error wrapping
+// ErrNeedsResync and NeedsResync becomes true; any other read error is
+// returned as it is. When a Resync is due already it checks nothing and
+// returns nil: the Resync rewrites the table anyway.
+func (w *Writer) Check() error {
+	if w.needsResync {
+		return nil
+	}
+	_, err := w.conn.GetSetByName(w.table, probeSet)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, syscall.ENOENT):
+		w.needsResync = true
+		w.mirror = newMirror()
+		return fmt.Errorf("table inet %s: set %s missing: %w", TableName, probeSet, ErrNeedsResync)
+	default:
+		return fmt.Errorf("table inet %s: read set %s: %w", TableName, probeSet, err)
+	}
 }
 
 // queueDiff queues deletes before adds: the batch is atomic, so the order

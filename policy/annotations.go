@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Service annotations owned by kube-ipvs-proxy.
@@ -56,7 +57,7 @@ func parseSettings(obj string, ann map[string]string, internalLocal bool, defaul
 	st := settings{scheduler: defaultScheduler}
 	var ws []Warning
 	warn := func(name, format string, args ...any) {
-		ws = append(ws, Warning{obj, annotationField(name), fmt.Sprintf(format, args...)})
+		ws = append(ws, Warning{Object: obj, Field: annotationField(name), Message: fmt.Sprintf(format, args...)})
 	}
 	for _, name := range sortedKeys(ann) {
 		if strings.HasPrefix(name, AnnotationPrefix) && !knownAnnotation(name) {
@@ -68,7 +69,7 @@ func parseSettings(obj string, ann map[string]string, internalLocal bool, defaul
 		case PolicyPreferLocal, PolicyPreferZone:
 			st.tiering = TrafficPolicy(v)
 		default:
-			warn(AnnotationTrafficPolicy, "unknown value %q (want PreferLocal or PreferZone); ignored", v)
+			warn(AnnotationTrafficPolicy, "unknown value %s (want PreferLocal or PreferZone); ignored", quoted(v))
 		}
 	}
 	if v, ok := ann[AnnotationTopologyKeys]; ok {
@@ -91,7 +92,7 @@ func parseSettings(obj string, ann map[string]string, internalLocal bool, defaul
 		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
 		switch {
 		case err != nil || f < 1 || f > 100 || f != f:
-			warn(AnnotationOverprovision, "invalid value %q (want a decimal from 1 to 100); no spill", v)
+			warn(AnnotationOverprovision, "invalid value %s (want a decimal from 1 to 100); no spill", quoted(v))
 		case st.tiering == "":
 			warn(AnnotationOverprovision, "applies only with a tiered traffic-policy or topology-keys; ignored")
 		default:
@@ -102,7 +103,7 @@ func parseSettings(obj string, ann map[string]string, internalLocal bool, defaul
 		if IsScheduler(v) {
 			st.scheduler = v
 		} else {
-			warn(AnnotationScheduler, "unknown scheduler %q; using %s", v, defaultScheduler)
+			warn(AnnotationScheduler, "unknown scheduler %s; using %s", quoted(v), defaultScheduler)
 		}
 	}
 	if v, ok := ann[AnnotationSchedulerFlags]; ok {
@@ -111,7 +112,7 @@ func parseSettings(obj string, ann map[string]string, internalLocal bool, defaul
 	if v, ok := ann[AnnotationNoTrack]; ok {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
-			warn(AnnotationNoTrack, "invalid value %q (want true or false); tracked", v)
+			warn(AnnotationNoTrack, "invalid value %s (want true or false); tracked", quoted(v))
 		}
 		st.noTrack = b
 	}
@@ -147,10 +148,10 @@ func parseTopologyKeys(v string) ([]string, error) {
 		case k == wildcardKey && i != len(parts)-1:
 			return nil, fmt.Errorf("%q must be the last key", wildcardKey)
 		case slices.Contains(keys, k):
-			return nil, fmt.Errorf("duplicate key %q", k)
+			return nil, fmt.Errorf("duplicate key %s", quoted(k))
 		case k != wildcardKey:
 			if !isLabelKey(k) {
-				return nil, fmt.Errorf("invalid label key %q", k)
+				return nil, fmt.Errorf("invalid label key %s", quoted(k))
 			}
 		}
 		keys = append(keys, k)
@@ -167,7 +168,7 @@ func parseSchedulerFlags(obj, v, scheduler string, ws []Warning) ([]string, []Wa
 		switch {
 		case f == "":
 		case !slices.Contains(allowed, f):
-			ws = append(ws, Warning{obj, field, fmt.Sprintf("flag %q does not apply to scheduler %s; ignored", f, scheduler)})
+			ws = append(ws, Warning{Object: obj, Field: field, Message: fmt.Sprintf("flag %s does not apply to scheduler %s; ignored", quoted(f), scheduler)})
 		case !slices.Contains(flags, f):
 			flags = append(flags, f)
 		}
@@ -214,4 +215,22 @@ func isLabelPart(s, inner string) bool {
 		}
 	}
 	return true
+}
+
+// maxQuoted bounds how much of an annotation value a warning quotes: a
+// value can be 256 KiB, and a warning becomes a log line and an Event
+// on every node.
+const maxQuoted = 64
+
+// quoted quotes v, cut to maxQuoted bytes (on a rune boundary) with its
+// full length when longer.
+func quoted(v string) string {
+	if len(v) <= maxQuoted {
+		return strconv.Quote(v)
+	}
+	cut := maxQuoted
+	for cut > 0 && !utf8.RuneStart(v[cut]) {
+		cut--
+	}
+	return strconv.Quote(v[:cut]) + fmt.Sprintf("… (%d bytes)", len(v))
 }

@@ -19,7 +19,7 @@ type candidate struct {
 func (c *candidate) addrPort() netip.AddrPort { return netip.AddrPortFrom(c.Address, c.port) }
 
 func (c *candidate) destination(weight int32) Destination {
-	return Destination{Address: c.Address, Port: c.port, Weight: weight}
+	return Destination{Address: c.Address, Port: c.port, Weight: weight, Local: c.local}
 }
 
 // candidates gathers the endpoints that serve sp in one family from the

@@ -12,7 +12,7 @@ import (
 func (e *Engine) virtualServers(entry *serviceEntry) ([]VirtualServer, int) {
 	svc, st := entry.svc, entry.settings
 	var out []VirtualServer
-	var localReady []netip.AddrPort
+	var localReady []netip.Addr
 	zone := e.selfLabel(LabelTopologyZone)
 	for _, cip := range svc.ClusterIPs {
 		v4 := cip.Is4()
@@ -20,7 +20,7 @@ func (e *Engine) virtualServers(entry *serviceEntry) ([]VirtualServer, int) {
 			cands := candidates(e.slices[svc.Key], sp, v4, e.cfg.NodeName)
 			for i := range cands {
 				if cands[i].local && cands[i].Ready {
-					localReady = append(localReady, cands[i].addrPort())
+					localReady = append(localReady, cands[i].Address)
 				}
 			}
 			b := vsBuilder{svc: svc, st: st, port: sp, v4: v4, anyUsable: anyUsable(cands),
@@ -35,29 +35,29 @@ func (e *Engine) virtualServers(entry *serviceEntry) ([]VirtualServer, int) {
 			default:
 				b.internalPolicy, internal = PolicyCluster, prefixed("iTP=Cluster; ", clusterSelection(cands, e.cfg.NodeName, zone))
 			}
-			out = b.add(out, KindClusterIP, []netip.Addr{cip}, internal)
-
-			externals := sp.NodePort != 0 || len(svc.ExternalIPs) > 0 || len(svc.LoadBalancerIPs) > 0
-			if !externals {
-				continue
-			}
 			var external selection
-			if svc.ExternalLocal {
-				b.externalPolicy, external = PolicyLocal, prefixed("eTP=Local; ", localSelection(cands))
-			} else {
-				b.externalPolicy, external = PolicyCluster, prefixed("eTP=Cluster; ", clusterSelection(cands, e.cfg.NodeName, zone))
+			externalDone := false
+			for _, fe := range e.frontends(svc, sp, cip) {
+				if !fe.kind.External() {
+					out = b.add(out, fe, internal)
+					continue
+				}
+				if !externalDone {
+					externalDone = true
+					if svc.ExternalLocal {
+						b.externalPolicy, external = PolicyLocal, prefixed("eTP=Local; ", localSelection(cands))
+					} else {
+						b.externalPolicy, external = PolicyCluster, prefixed("eTP=Cluster; ", clusterSelection(cands, e.cfg.NodeName, zone))
+					}
+				}
+				out = b.add(out, fe, external)
 			}
-			if sp.NodePort != 0 {
-				out = b.add(out, KindNodePort, e.nodeIPs, external)
-			}
-			out = b.add(out, KindExternalIP, svc.ExternalIPs, external)
-			out = b.add(out, KindLoadBalancer, svc.LoadBalancerIPs, external)
 		}
 	}
 	SortVirtualServers(out)
-	// Like kube-proxy's LocalReadyEndpoints: unique address:port pairs
-	// across the service's ports.
-	slices.SortFunc(localReady, netip.AddrPort.Compare)
+	// Like kube-proxy's LocalReadyEndpoints: unique addresses across the
+	// service's ports and families.
+	slices.SortFunc(localReady, netip.Addr.Compare)
 	return out, len(slices.Compact(localReady))
 }
 
@@ -124,22 +124,17 @@ type vsBuilder struct {
 	clusterMasquerade              Masquerade // for the ClusterIP kind
 }
 
-// add appends a virtual server of kind k for every address of the
-// family being built; addresses of the other family are skipped.
-func (b *vsBuilder) add(out []VirtualServer, k Kind, addrs []netip.Addr, sel selection) []VirtualServer {
-	if len(addrs) == 0 {
-		return out
-	}
+// add appends a virtual server for every address of a frontend, which
+// are of the family being built.
+func (b *vsBuilder) add(out []VirtualServer, fe frontend, sel selection) []VirtualServer {
+	k := fe.kind
 	sched, note := b.scheduler(sel.dests)
-	port, policy, masq := b.port.Port, b.internalPolicy, b.clusterMasquerade
+	port, policy, masq := fe.port, b.internalPolicy, b.clusterMasquerade
 	if k.External() {
 		policy, masq = b.externalPolicy, MasqueradeAlways
 		if policy == PolicyLocal {
 			masq = MasqueradeNever
 		}
-	}
-	if k == KindNodePort {
-		port = b.port.NodePort
 	}
 	var whenEmpty EmptyAction
 	if len(sel.dests) == 0 {
@@ -153,10 +148,7 @@ func (b *vsBuilder) add(out []VirtualServer, k Kind, addrs []netip.Addr, sel sel
 		ranges = b.sourceRanges()
 	}
 	reason := sel.reason + note
-	for _, a := range addrs {
-		if a.Is4() != b.v4 {
-			continue
-		}
+	for _, a := range fe.addrs {
 		out = append(out, VirtualServer{
 			Service: b.svc.Key.String(), PortName: b.port.Name, Kind: k,
 			Address: a, Port: port, Protocol: b.port.Protocol,

@@ -45,6 +45,17 @@ type Engine struct {
 	self       *Node
 	nodeIPs    []netip.Addr // NodePort addresses, sorted
 	nodeLabels map[string]map[string]string
+	// local holds this host's interface addresses (SetLocalAddresses),
+	// sorted; haveLocal says they were given, which makes them the
+	// NodePort addresses, as kube-proxy's IPVS mode.
+	local     []netip.Addr
+	haveLocal bool
+	// nodeAddrs are the addresses of every Node the engine was given, by
+	// node; addrNodes counts the nodes holding each.
+	nodeAddrs map[string][]netip.Addr
+	addrNodes map[netip.Addr]int
+
+	claims claimIndex
 
 	services   map[ServiceKey]*serviceEntry
 	slices     map[ServiceKey][]*EndpointSlice // sorted by name
@@ -65,9 +76,14 @@ type ServicePlan struct {
 	VirtualServers []VirtualServer
 	// HealthCheckNodePort is the service's healthCheckNodePort, or 0.
 	HealthCheckNodePort uint16
-	// LocalReadyEndpoints counts this node's ready endpoints (unique
-	// address:port pairs), as kube-proxy's health check server reports.
+	// LocalReadyEndpoints counts this node's ready endpoints by unique
+	// address (a pod serving two ports counts once), as kube-proxy's
+	// health check server reports.
 	LocalReadyEndpoints int
+	// Warnings are this plan's problems that concern no annotation: a
+	// virtual server owned by another service, an external address that
+	// is a node's. Each names the service.
+	Warnings []Warning
 }
 
 // New validates cfg and returns an empty engine.
@@ -84,6 +100,9 @@ func New(cfg Config) (*Engine, error) {
 		services:   map[ServiceKey]*serviceEntry{},
 		slices:     map[ServiceKey][]*EndpointSlice{},
 		sliceOwner: map[sliceID]ServiceKey{},
+		nodeAddrs:  map[string][]netip.Addr{},
+		addrNodes:  map[netip.Addr]int{},
+		claims:     newClaimIndex(),
 	}
 	for _, s := range cfg.NodePortAddresses {
 		if s == "primary" {
@@ -112,13 +131,21 @@ func New(cfg Config) (*Engine, error) {
 func (e *Engine) UpsertService(svc *Service) []Warning {
 	st, ws := parseSettings("Service "+svc.Key.String(), svc.Annotations, svc.InternalLocal, e.cfg.Scheduler)
 	st.noTrack = st.noTrack || slices.Contains(e.cfg.NoTrackServices, svc.Key)
-	e.services[svc.Key] = &serviceEntry{svc: svc, settings: st}
+	entry := &serviceEntry{svc: svc, settings: st}
+	e.services[svc.Key] = entry
+	e.claim(entry)
+	delete(e.claims.reassigned, svc.Key)
 	return ws
 }
 
-// DeleteService forgets a service. Its slices stay indexed, so that a
+// DeleteService forgets a service and releases its virtual servers to
+// the next claimants (see Reassigned). Its slices stay indexed, so that a
 // service recreated later finds them.
-func (e *Engine) DeleteService(key ServiceKey) { delete(e.services, key) }
+func (e *Engine) DeleteService(key ServiceKey) {
+	delete(e.services, key)
+	e.claims.set(key, nil, nil)
+	delete(e.claims.reassigned, key)
+}
 
 // UpsertEndpointSlice adds or replaces a slice and returns the services
 // whose plans it may change: its service, and its previous service if the
@@ -155,30 +182,103 @@ func (e *Engine) DeleteEndpointSlice(namespace, name string) []ServiceKey {
 }
 
 // UpsertNode records a node. It reports whether it is this node, in which
-// case every service's plan may change (addresses, zone, labels).
+// case every service's plan may change (addresses, zone, labels). A node
+// given with addresses (InternalIPs, ExternalIPs) makes them node
+// addresses, which external and load-balancer IPs may not take.
 func (e *Engine) UpsertNode(n *Node) bool {
 	e.nodeLabels[n.Name] = n.Labels
+	addrsChanged := e.setNodeAddresses(n.Name, slices.Concat(n.InternalIPs, n.ExternalIPs))
 	if n.Name != e.cfg.NodeName {
+		if addrsChanged {
+			e.reclaimAll()
+		}
 		return false
 	}
 	e.self = n
-	e.nodeIPs = e.nodePortIPs(n)
+	e.nodeIPs = e.nodePortIPs()
+	e.reclaimAll()
 	return true
 }
 
 // DeleteNode forgets a node. It reports whether it was this node.
 func (e *Engine) DeleteNode(name string) bool {
 	delete(e.nodeLabels, name)
+	addrsChanged := e.setNodeAddresses(name, nil)
 	if name != e.cfg.NodeName {
+		if addrsChanged {
+			e.reclaimAll()
+		}
 		return false
 	}
-	e.self, e.nodeIPs = nil, nil
+	e.self = nil
+	e.nodeIPs = e.nodePortIPs()
+	e.reclaimAll()
 	return true
 }
 
-// nodePortIPs picks this node's NodePort addresses.
-func (e *Engine) nodePortIPs(n *Node) []netip.Addr {
+// SetLocalAddresses records this host's interface addresses, less the
+// dummy interface's, loopback and IPv6 link-local ones (the caller
+// filters). From then on they are the NodePort addresses, filtered by
+// --nodeport-addresses CIDRs, as kube-proxy's IPVS mode serves NodePorts
+// on every local address; "primary" still takes the Node's primary IPs.
+// It reports whether anything changed, in which case every service's
+// plan may change.
+func (e *Engine) SetLocalAddresses(addrs []netip.Addr) bool {
+	addrs = slices.Clone(addrs)
+	slices.SortFunc(addrs, netip.Addr.Compare)
+	addrs = slices.Compact(addrs)
+	if e.haveLocal && slices.Equal(addrs, e.local) {
+		return false
+	}
+	e.local, e.haveLocal = addrs, true
+	e.nodeIPs = e.nodePortIPs()
+	e.reclaimAll()
+	return true
+}
+
+// setNodeAddresses records a node's addresses and reports whether the
+// set of node addresses changed.
+func (e *Engine) setNodeAddresses(name string, addrs []netip.Addr) bool {
+	old := e.nodeAddrs[name]
+	if slices.Equal(old, addrs) {
+		return false
+	}
+	for _, a := range old {
+		if e.addrNodes[a]--; e.addrNodes[a] <= 0 {
+			delete(e.addrNodes, a)
+		}
+	}
+	for _, a := range addrs {
+		e.addrNodes[a]++
+	}
+	if len(addrs) == 0 {
+		delete(e.nodeAddrs, name)
+	} else {
+		e.nodeAddrs[name] = slices.Clone(addrs)
+	}
+	return true
+}
+
+// isNodeAddress reports whether a is an address of a known Node or of
+// this host.
+func (e *Engine) isNodeAddress(a netip.Addr) bool {
+	if e.addrNodes[a] > 0 {
+		return true
+	}
+	_, found := slices.BinarySearchFunc(e.local, a, netip.Addr.Compare)
+	return found
+}
+
+// nodePortIPs picks this node's NodePort addresses: the host's local
+// addresses when known, else the Node's InternalIP and ExternalIP
+// addresses, filtered by the --nodeport-addresses CIDRs; with "primary",
+// the Node's first InternalIP (else ExternalIP) of each family.
+func (e *Engine) nodePortIPs() []netip.Addr {
 	var out []netip.Addr
+	n := e.self
+	if n == nil {
+		n = &Node{}
+	}
 	if e.primary {
 		for _, v4 := range []bool{true, false} {
 			if a, ok := firstOfFamily(n.InternalIPs, v4); ok {
@@ -188,7 +288,11 @@ func (e *Engine) nodePortIPs(n *Node) []netip.Addr {
 			}
 		}
 	}
-	for _, a := range slices.Concat(n.InternalIPs, n.ExternalIPs) {
+	pool := slices.Concat(n.InternalIPs, n.ExternalIPs)
+	if e.haveLocal {
+		pool = e.local
+	}
+	for _, a := range pool {
 		if e.primary && len(e.prefixes) == 0 {
 			break
 		}
@@ -215,12 +319,8 @@ func (e *Engine) Services() []ServiceKey {
 	for k := range e.services {
 		keys = append(keys, k)
 	}
-	slices.SortFunc(keys, compareServiceKeys)
+	slices.SortFunc(keys, ServiceKey.Compare)
 	return keys
-}
-
-func compareServiceKeys(a, b ServiceKey) int {
-	return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 }
 
 // ComputeService returns one service's virtual servers. ok is false when
@@ -246,23 +346,26 @@ func (e *Engine) ComputeAll() []ServicePlan {
 
 func (e *Engine) servicePlan(key ServiceKey, entry *serviceEntry) ServicePlan {
 	vss, local := e.virtualServers(entry)
+	vss, ws := e.owned(key, vss)
+	ws = append(e.nodeAddressWarnings(entry.svc), ws...)
 	return ServicePlan{Service: key, VirtualServers: vss,
-		HealthCheckNodePort: entry.svc.HealthCheckNodePort, LocalReadyEndpoints: local}
+		HealthCheckNodePort: entry.svc.HealthCheckNodePort, LocalReadyEndpoints: local, Warnings: ws}
 }
 
 // Compute returns the whole plan: Assemble(ComputeAll()).
 func (e *Engine) Compute() (Plan, []Warning) { return e.Assemble(e.ComputeAll()) }
 
-// Assemble merges per-service plans into this node's Plan. A virtual
-// server claimed by two services (a shared external IP or node port, say)
-// goes to the service whose namespace/name sorts first; the other gets a
-// warning. ComputeService does not see such conflicts; callers applying
-// per-service plans must check ownership themselves.
+// Assemble merges per-service plans into this node's Plan. Ownership is
+// already decided (each virtual server is in its owner's plan only); the
+// warnings are the plans' own, then the cross-service ones (a
+// destination shared by a NOTRACK and a tracked service).
 func (e *Engine) Assemble(plans []ServicePlan) (Plan, []Warning) {
 	total := 0
 	var checks []HealthCheck
+	var ws []Warning
 	for _, sp := range plans {
 		total += len(sp.VirtualServers)
+		ws = append(ws, sp.Warnings...)
 		if sp.HealthCheckNodePort != 0 {
 			checks = append(checks, HealthCheck{Service: sp.Service.String(), NodePort: sp.HealthCheckNodePort,
 				LocalReadyEndpoints: sp.LocalReadyEndpoints})
@@ -273,26 +376,9 @@ func (e *Engine) Assemble(plans []ServicePlan) (Plan, []Warning) {
 	for _, sp := range plans {
 		vss = append(vss, sp.VirtualServers...)
 	}
-	// Sort by key, then service: a conflict is a run of equal keys, and
-	// its first element belongs to the service that wins.
-	slices.SortFunc(vss, func(a, b VirtualServer) int {
-		return cmp.Or(compareVirtualServers(a, b), cmp.Compare(a.Service, b.Service))
-	})
-	var ws []Warning
-	kept := vss[:0]
-	for _, vs := range vss {
-		if n := len(kept); n > 0 && kept[n-1].Key() == vs.Key() {
-			if kept[n-1].Service != vs.Service {
-				ws = append(ws, Warning{Object: "Service " + vs.Service, Field: "spec.ports[" + vs.PortName + "]",
-					Message: fmt.Sprintf("%s virtual server %s is also claimed by Service %s, which wins; not served",
-						vs.Kind, vs.Key(), kept[n-1].Service)})
-			}
-			continue
-		}
-		kept = append(kept, vs)
-	}
-	ws = append(ws, sharedNoTrackDestinations(kept)...)
-	return Plan{Node: e.cfg.NodeName, VirtualServers: kept, HealthChecks: checks}, ws
+	SortVirtualServers(vss)
+	ws = append(ws, sharedNoTrackDestinations(vss)...)
+	return Plan{Node: e.cfg.NodeName, VirtualServers: vss, HealthChecks: checks}, ws
 }
 
 // destinationKey is a destination as NOTRACK matches it: address,
@@ -335,9 +421,16 @@ func sharedNoTrackDestinations(vss []VirtualServer) []Warning {
 				continue
 			}
 			seen[[2]string{owner, vs.Service}] = true
-			ws = append(ws, Warning{Object: "Service " + vs.Service, Field: "metadata.annotations[" + AnnotationNoTrack + "]",
-				Message: fmt.Sprintf("destination %s/%s is also a destination of NOTRACK Service %s: pods' connections to it through this service are tracked one way only, which breaks TCP; annotate both services alike",
-					netip.AddrPortFrom(d.Address, d.Port), vs.Protocol, owner)})
+			dest := netip.AddrPortFrom(d.Address, d.Port).String() + "/" + string(vs.Protocol)
+			field := "metadata.annotations[" + AnnotationNoTrack + "]"
+			ws = append(ws, Warning{Object: "Service " + vs.Service, Field: field,
+				Reason: ReasonNoTrackSharedDestination, Service: parseServiceKey(vs.Service),
+				Message: fmt.Sprintf("destination %s is also a destination of NOTRACK Service %s: pods' connections to it through this service are tracked one way only, which breaks TCP; annotate both services alike",
+					dest, owner)},
+				Warning{Object: "Service " + owner, Field: field,
+					Reason: ReasonNoTrackSharedDestination, Service: parseServiceKey(owner),
+					Message: fmt.Sprintf("destination %s is also a destination of tracked Service %s: pods' connections to it through that service are tracked one way only, which breaks TCP; annotate both services alike",
+						dest, vs.Service)})
 		}
 	}
 	return ws

@@ -250,25 +250,6 @@ func TestPersistenceAndNoTrackReachEveryVirtualServer(t *testing.T) {
 	}
 }
 
-func TestConflictingVirtualServersGoToTheFirstService(t *testing.T) {
-	shared := func(s *Service) { s.ExternalIPs = []netip.Addr{ip("203.0.113.7")} }
-	a := svc("a", shared)
-	b := svc("b", shared, func(s *Service) { s.ClusterIPs = []netip.Addr{ip("10.96.0.2")} })
-	e, _ := newEngine(t, world{svcs: []*Service{b, a}})
-	plan, ws := e.Compute()
-	want := []string{"ClusterIP 10.96.0.1:80/TCP -> ", "ClusterIP 10.96.0.2:80/TCP -> ", "ExternalIP 203.0.113.7:80/TCP -> "}
-	if diff := cmp.Diff(want, planLines(plan)); diff != "" {
-		t.Errorf("plan (-want +got):\n%s", diff)
-	}
-	if got := vsOf(t, plan, KindExternalIP).Service; got != "default/a" {
-		t.Errorf("external IP owner %s, want default/a", got)
-	}
-	wantW := "Service default/b: spec.ports[http]: ExternalIP virtual server 203.0.113.7:80/TCP is also claimed by Service default/a, which wins; not served"
-	if got := warningsText(ws); got != wantW {
-		t.Errorf("warnings:\n got %s\nwant %s", got, wantW)
-	}
-}
-
 // TestNoTrackSharedDestinationWarns: a destination that a NOTRACK
 // service shares with a tracked one is reported, naming both services,
 // once per pair; services that are alike (both NOTRACK or both tracked)
@@ -284,7 +265,9 @@ func TestNoTrackSharedDestinationWarns(t *testing.T) {
 	}{
 		{name: "NOTRACK and tracked share destinations", svcs: []*Service{svc("dns", noTrack), svc("dns-other", ip2("10.96.0.2"))},
 			want: "Service default/dns-other: metadata.annotations[kube-ipvs-proxy.io/notrack]: destination 10.244.1.5:8080/TCP is also a destination of NOTRACK Service default/dns: " +
-				"pods' connections to it through this service are tracked one way only, which breaks TCP; annotate both services alike"},
+				"pods' connections to it through this service are tracked one way only, which breaks TCP; annotate both services alike\n" +
+				"Service default/dns: metadata.annotations[kube-ipvs-proxy.io/notrack]: destination 10.244.1.5:8080/TCP is also a destination of tracked Service default/dns-other: " +
+				"pods' connections to it through that service are tracked one way only, which breaks TCP; annotate both services alike"},
 		{name: "both NOTRACK", svcs: []*Service{svc("dns", noTrack), svc("dns-other", noTrack, ip2("10.96.0.2"))}},
 		{name: "both tracked", svcs: []*Service{svc("dns"), svc("dns-other", ip2("10.96.0.2"))}},
 	} {

@@ -1,6 +1,10 @@
 package policy
 
-import "net/netip"
+import (
+	"net/netip"
+	"strings"
+	"time"
+)
 
 // The engine's inputs: validated, plain values built from the Kubernetes
 // API objects by package kubeapi. The engine trusts their syntax (parsed
@@ -11,9 +15,18 @@ type ServiceKey struct{ Namespace, Name string }
 
 func (k ServiceKey) String() string { return k.Namespace + "/" + k.Name }
 
+// parseServiceKey reads a key back from its String form.
+func parseServiceKey(s string) ServiceKey {
+	ns, name, _ := strings.Cut(s, "/")
+	return ServiceKey{Namespace: ns, Name: name}
+}
+
 // Service is a proxied Service.
 type Service struct {
 	Key ServiceKey
+	// Created is metadata.creationTimestamp: among services claiming one
+	// virtual server, the oldest wins (see Engine's ownership rule).
+	Created time.Time
 	// ClusterIPs holds at most one address per family. The service is
 	// served only in the families it has a cluster IP of.
 	ClusterIPs      []netip.Addr

@@ -116,6 +116,9 @@ type Destination struct {
 	Address netip.Addr `json:"address"`
 	Port    uint16     `json:"port"`
 	Weight  int32      `json:"weight"`
+	// Local says the endpoint runs on this node: only such a destination
+	// can be its own client through the virtual server (hairpin).
+	Local bool `json:"local,omitempty"`
 }
 
 // VirtualServerKey identifies a virtual server in the kernel.

@@ -17,7 +17,26 @@ type Warning struct {
 	Object  string // "Service default/web"
 	Field   string // "metadata.annotations[kube-ipvs-proxy.io/scheduler]"; may be empty
 	Message string // what is wrong and what was done instead
+	// Reason classifies a plan warning about a Service, as an Event
+	// reason (one of the Reason constants); empty for annotation
+	// warnings, whose reason the caller knows.
+	Reason string
+	// Service is the Service a plan warning is about (for its Event).
+	Service ServiceKey
 }
+
+// Reasons of the plan warnings about Services.
+const (
+	// ReasonVirtualServerConflict: another Service owns one of this
+	// Service's virtual servers.
+	ReasonVirtualServerConflict = "VirtualServerConflict"
+	// ReasonNodeAddress: an external or load-balancer IP is a node's
+	// address, and is not served.
+	ReasonNodeAddress = "ExternalIPIsNodeAddress"
+	// ReasonNoTrackSharedDestination: a NOTRACK Service shares a
+	// destination with a tracked one.
+	ReasonNoTrackSharedDestination = "NoTrackSharedDestination"
+)
 
 func (w Warning) String() string {
 	if w.Field == "" {

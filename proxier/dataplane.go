@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/nft"
@@ -53,6 +54,8 @@ type nftWriter interface {
 	// RecordedNodePorts reads the table's record of the NodePort virtual
 	// servers we programmed; none, no error, without a table.
 	RecordedNodePorts() ([]policy.VirtualServerKey, error)
+	// Check verifies cheaply that the table still exists.
+	Check() error
 }
 
 // DataPlane programs plans into IPVS and nftables.
@@ -62,6 +65,9 @@ type DataPlane struct {
 	// adopted: the first Resync has read the record of NodePort virtual
 	// servers left by an earlier run.
 	adopted bool
+	// failures are the services the last Apply or Resync could not
+	// program.
+	failures []ServiceFailure
 }
 
 // NewDataPlane opens both writers on the running kernel.
@@ -83,9 +89,47 @@ func newDataPlane(n nftWriter, i *ipvs.Writer) *DataPlane { return &DataPlane{nf
 // Apply programs per-service changes incrementally. nftables goes first,
 // so a new virtual server's filtering and masquerade exist before IPVS
 // accepts its traffic. Both writers are always tried; a failure in one
-// does not stop the other, and NeedsResync then reports true.
+// does not stop the other. A failure confined to one service (an IPVS
+// virtual server the kernel refused) is not returned: ServiceFailures
+// lists it, and the IPVS writer retries the service with backoff
+// (NextRetry). Any other failure is returned and NeedsResync reports
+// true. Each writer first checks cheaply that its kernel object (the
+// table, the dummy interface) still exists; if not, Apply returns an
+// error and NeedsResync is true.
 func (d *DataPlane) Apply(changes []policy.ServicePlan) error {
-	return errors.Join(wrap("nftables", d.nft.Apply(changes)), wrap("ipvs", d.ipvs.Apply(changes)))
+	nftErr := d.nft.Apply(changes)
+	svcErrs, ipvsErr := ipvs.SplitErrors(d.ipvs.Apply(changes))
+	d.setFailures(svcErrs)
+	return errors.Join(wrap("nftables", nftErr), wrap("ipvs", ipvsErr))
+}
+
+// setFailures records the per-service failures of the last call.
+func (d *DataPlane) setFailures(errs []*ipvs.ServiceError) {
+	d.failures = d.failures[:0]
+	for _, e := range errs {
+		d.failures = append(d.failures, ServiceFailure{Service: e.Service, Reason: e.Reason, Err: fmt.Errorf("ipvs: %w", e.Err)})
+	}
+}
+
+// ServiceFailures returns the services the last Apply or Resync could
+// not program; the rest of that call succeeded.
+func (d *DataPlane) ServiceFailures() []ServiceFailure { return slices.Clone(d.failures) }
+
+// Failing returns the services whose last attempt failed, retried with
+// backoff, sorted.
+func (d *DataPlane) Failing() []policy.ServiceKey { return d.ipvs.Failing() }
+
+// NextRetry returns when a failed service is due for a retry by Apply;
+// zero when none failed.
+func (d *DataPlane) NextRetry() time.Time { return d.ipvs.NextRetry() }
+
+// Check verifies cheaply that our kernel objects, the nftables table and
+// the dummy interface, still exist (one netlink request each). If one was
+// deleted (or the interface replaced) behind our back, it returns an
+// error and NeedsResync reports true. It changes nothing, and checks
+// nothing a Resync already due will rewrite anyway.
+func (d *DataPlane) Check() error {
+	return errors.Join(wrap("nftables", d.nft.Check()), wrap("ipvs", d.ipvs.Check()))
 }
 
 // Resync programs the whole plan: the nftables table is replaced in one
@@ -106,7 +150,10 @@ func (d *DataPlane) Resync(plan policy.Plan) error {
 		}
 		d.ipvs.AdoptRecorded(ipvsKeys(recorded))
 	}
-	return errors.Join(append(errs, wrap("nftables", d.nft.Resync(plan)), wrap("ipvs", d.ipvs.Resync(plan)))...)
+	nftErr := d.nft.Resync(plan)
+	svcErrs, ipvsErr := ipvs.SplitErrors(d.ipvs.Resync(plan))
+	d.setFailures(svcErrs)
+	return errors.Join(append(errs, wrap("nftables", nftErr), wrap("ipvs", ipvsErr))...)
 }
 
 // NeedsResync reports whether the next sync must be a full Resync

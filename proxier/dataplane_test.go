@@ -41,7 +41,7 @@ func webPlan(dests ...string) policy.ServicePlan {
 		Address: netip.MustParseAddr("10.96.0.1"), Port: 80, Protocol: policy.ProtocolTCP, Scheduler: "rr",
 		TrafficPolicy: policy.PolicyCluster, Masquerade: policy.MasqueradeNever, Destinations: []policy.Destination{}}
 	for _, d := range dests {
-		vs.Destinations = append(vs.Destinations, policy.Destination{Address: netip.MustParseAddr(d), Port: 8080, Weight: 1})
+		vs.Destinations = append(vs.Destinations, policy.Destination{Address: netip.MustParseAddr(d), Port: 8080, Weight: 1, Local: true})
 	}
 	if len(dests) == 0 {
 		vs.WhenEmpty = policy.EmptyReject

@@ -8,7 +8,12 @@
 // MinSyncPeriod and at least once per SyncPeriod: a sync recomputes the
 // dirty services and applies those whose virtual servers changed, or
 // resyncs the whole plan periodically, first, after a failure or when the
-// writer asks (sync.go). Events on invalid annotations: events.go; the
+// writer asks (sync.go). Faults stay where they happen (faults.go): a
+// failure confined to one service is counted, logged, put as an Event on
+// the Service and retried with that service's backoff while the sync
+// succeeds; a failed sync is retried with backoff from 1 s; while idle
+// the loop checks cheaply that our kernel objects still exist and
+// resyncs at once if not. Events on invalid annotations: events.go; the
 // seams to the data plane, metrics and health: seams.go.
 //
 // DataPlane applies plans to the kernel through the IPVS writer (package

@@ -31,6 +31,13 @@ type fakeDataPlane struct {
 	calls       []dpCall
 	err         error // returned by the next calls
 	needsResync bool
+	failures    []ServiceFailure
+	nextRetry   time.Time
+	checkErr    error
+	checks      int
+	// failSetsResync: a failed Apply makes NeedsResync true, as the
+	// real writers do.
+	failSetsResync bool
 }
 
 type dpCall struct {
@@ -43,6 +50,9 @@ func (f *fakeDataPlane) Apply(changes []policy.ServicePlan) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls = append(f.calls, dpCall{changes: slices.Clone(changes)})
+	if f.err != nil && f.failSetsResync {
+		f.needsResync = true
+	}
 	return f.err
 }
 
@@ -57,6 +67,45 @@ func (f *fakeDataPlane) NeedsResync() bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.needsResync
+}
+
+// Faults (DataPlaneFaults): what the next calls report.
+func (f *fakeDataPlane) ServiceFailures() []ServiceFailure {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.failures)
+}
+
+func (f *fakeDataPlane) Failing() []policy.ServiceKey {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []policy.ServiceKey
+	for _, sf := range f.failures {
+		out = append(out, sf.Service)
+	}
+	return out
+}
+
+func (f *fakeDataPlane) NextRetry() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.nextRetry
+}
+
+func (f *fakeDataPlane) Check() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.checks++
+	if f.checkErr != nil {
+		f.needsResync = true
+	}
+	return f.checkErr
+}
+
+func (f *fakeDataPlane) setFaults(failures []ServiceFailure, nextRetry time.Time, checkErr error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.failures, f.nextRetry, f.checkErr = failures, nextRetry, checkErr
 }
 
 func (f *fakeDataPlane) IPVSOps() map[string]int { return map[string]int{"add_service/ok": 1} }
@@ -86,6 +135,7 @@ type fakeSeams struct {
 	hcPorts           map[policy.ServiceKey]uint16
 	localReady        map[policy.ServiceKey]int
 	nodes             []*corev1.Node
+	failing           int
 }
 
 func newFakeSeams() *fakeSeams { return &fakeSeams{calls: map[string]int{}, noLocal: map[string]int{}} }
@@ -132,8 +182,16 @@ func (f *fakeSeams) VirtualServers(byKind map[policy.Kind]int) {
 }
 func (f *fakeSeams) IPVSOps(map[string]int) { f.count("IPVSOps") }
 func (f *fakeSeams) Draining(int)           { f.count("Draining") }
-func (f *fakeSeams) QueuedUpdate()          { f.count("QueuedUpdate") }
-func (f *fakeSeams) Updated()               { f.count("Updated") }
+func (f *fakeSeams) ServiceFailure(reason string) {
+	f.count("ServiceFailure/" + reason)
+}
+func (f *fakeSeams) FailingServices(n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.failing = n
+}
+func (f *fakeSeams) QueuedUpdate() { f.count("QueuedUpdate") }
+func (f *fakeSeams) Updated()      { f.count("Updated") }
 func (f *fakeSeams) SyncNode(n *corev1.Node) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -249,7 +307,7 @@ func localLB(hcPort int32, ingress string) func(*corev1.Service) {
 		s.Spec.Type = corev1.ServiceTypeLoadBalancer
 		s.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
 		s.Spec.HealthCheckNodePort = hcPort
-		s.Spec.Ports[0].NodePort = 30080
+		s.Spec.Ports[0].NodePort = 30090
 		s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: ingress}}
 	}
 }

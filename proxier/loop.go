@@ -24,6 +24,9 @@ import (
 const (
 	DefaultSyncPeriod       = 30 * time.Second
 	DefaultConfigSyncPeriod = 15 * time.Minute
+	// DefaultNodeWatchLinger is how long the watch of all Nodes' labels
+	// outlives the last topology-keys service.
+	DefaultNodeWatchLinger = 10 * time.Minute
 )
 
 // Config configures the sync loop.
@@ -42,8 +45,19 @@ type Config struct {
 	MinSyncPeriod time.Duration
 	// SyncPeriod is the interval of the periodic full Resync
 	// (--ipvs-sync-period); 0 means DefaultSyncPeriod. A failed sync is
-	// retried, as a Resync, after SyncPeriod or at the next change.
+	// retried as a Resync, with backoff from 1 s up to SyncPeriod (at
+	// once when it was incremental), or at the next change; a failure
+	// confined to one service does not fail the sync (faults.go).
 	SyncPeriod time.Duration
+	// NodeWatchLinger is how long the watch of all Nodes' labels
+	// outlives the last topology-keys service, so that toggling the
+	// annotation does not relist every Node each time; 0 means
+	// DefaultNodeWatchLinger, negative stops it at once.
+	NodeWatchLinger time.Duration
+	// ProbeInterval is how often, while idle, the loop checks cheaply
+	// that our kernel objects still exist (when the DataPlane implements
+	// DataPlaneFaults); 0 means DefaultProbeInterval, negative never.
+	ProbeInterval time.Duration
 	// ConfigSyncPeriod is the informers' resync period
 	// (--config-sync-period); 0 means DefaultConfigSyncPeriod.
 	ConfigSyncPeriod time.Duration
@@ -65,6 +79,10 @@ type Config struct {
 	// OnPlan, if set, is called after each sync with the whole current
 	// plan (--dry-run watch mode).
 	OnPlan func(policy.Plan)
+	// HostAddresses, if set, gives this host's interface addresses: the
+	// NodePort addresses, as kube-proxy's IPVS mode. Without it, the
+	// Node's status addresses are used (--dry-run).
+	HostAddresses HostAddresses
 }
 
 // Stats counts what the loop did, for tests and debugging.
@@ -93,13 +111,19 @@ type Proxier struct {
 	obs       Observer
 	health    Health
 	svcHealth ServiceHealth
-	dpStats   DataPlaneStats // nil unless the DataPlane has stats
+	dpStats   DataPlaneStats  // nil unless the DataPlane has stats
+	faults    DataPlaneFaults // nil unless the DataPlane confines faults
+	// failing maps each failing service to the error last reported
+	// (sync goroutine only).
+	failing  map[policy.ServiceKey]string
+	services cache.Store // the Services informer's cache, for Events
 
-	t       *tracker
-	nodes   *nodeWatch
-	events  *annotationEvents
-	runner  *runner
-	running atomic.Bool
+	t          *tracker
+	nodes      *nodeWatch
+	events     *annotationEvents
+	planEvents *planEvents // the sync goroutine's
+	runner     *runner
+	running    atomic.Bool
 
 	st syncState // the sync goroutine's
 
@@ -135,7 +159,8 @@ func New(cfg Config) (*Proxier, error) {
 		return nil, fmt.Errorf("policy engine: %w", err)
 	}
 	p := &Proxier{cfg: cfg, log: klog.Background(),
-		obs: cfg.Observer, health: cfg.Health, svcHealth: cfg.ServiceHealth, events: newAnnotationEvents(cfg.Recorder)}
+		obs: cfg.Observer, health: cfg.Health, svcHealth: cfg.ServiceHealth, events: newAnnotationEvents(cfg.Recorder),
+		planEvents: newPlanEvents(cfg.Recorder)}
 	if p.obs == nil {
 		p.obs = nopObserver{}
 	}
@@ -146,19 +171,33 @@ func New(cfg Config) (*Proxier, error) {
 		p.svcHealth = nopServiceHealth{}
 	}
 	p.dpStats, _ = cfg.DataPlane.(DataPlaneStats)
+	p.faults, _ = cfg.DataPlane.(DataPlaneFaults)
+	p.failing = map[policy.ServiceKey]string{}
+	if p.cfg.ProbeInterval == 0 {
+		p.cfg.ProbeInterval = DefaultProbeInterval
+	}
 	p.st = newSyncState()
 	p.setClock(clock.RealClock{})
 	p.t = newTracker(engine, cfg.NodeName, cfg.ServiceProxyName, p.clock.Now())
-	p.nodes = &nodeWatch{client: cfg.MetadataClient, resync: cfg.ConfigSyncPeriod, t: p.t, changed: p.queued}
+	if p.cfg.NodeWatchLinger == 0 {
+		p.cfg.NodeWatchLinger = DefaultNodeWatchLinger
+	}
+	delayed, ok := p.clock.(clock.WithDelayedExecution)
+	if !ok {
+		delayed = clock.RealClock{}
+	}
+	p.nodes = &nodeWatch{client: cfg.MetadataClient, resync: cfg.ConfigSyncPeriod, t: p.t, changed: p.queued,
+		linger: p.cfg.NodeWatchLinger, clock: delayed}
 	return p, nil
 }
 
 // setClock replaces the clock; tests only, before Run.
 func (p *Proxier) setClock(c clock.Clock) {
 	p.clock = c
-	// As kube-proxy's IPVS mode, a failed sync is retried after
-	// SyncPeriod (or at the next change); it is then a full Resync.
-	p.runner = newRunner(p.sync, p.cfg.MinSyncPeriod, p.cfg.SyncPeriod, p.cfg.SyncPeriod, c)
+	// A failed sync is retried with backoff from 1 s up to SyncPeriod
+	// (kube-proxy waits SyncPeriod); it is then a full Resync.
+	p.runner = newRunner(p.syncOnce, p.cfg.MinSyncPeriod, p.cfg.SyncPeriod, retryInitial, c)
+	p.runner.withProbe(p.cfg.ProbeInterval, p.probe)
 	if p.t != nil {
 		p.t.since = c.Now()
 	}
@@ -177,10 +216,16 @@ func (p *Proxier) Run(ctx context.Context) error {
 	p.t.mu.Lock()
 	p.t.logger = p.log
 	p.t.mu.Unlock()
+	// Health: the first sync is pending from the start, so a proxy that
+	// never syncs (the apiserver unreachable, the data plane failing)
+	// turns unhealthy after the health timeout, as kube-proxy.
+	p.health.QueuedUpdate()
 	set, err := p.newInformers()
 	if err != nil {
 		return err
 	}
+	p.services = set.factories[0].Core().V1().Services().Informer().GetStore()
+	p.watchHostAddresses(ctx)
 	p.nodes.run(ctx)
 	set.start(ctx)
 	defer set.shutdown()

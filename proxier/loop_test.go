@@ -119,12 +119,12 @@ func TestRunPeriodicResync(t *testing.T) {
 }
 
 // TestRunNodeMetadataInformer: the informer over other nodes' labels runs
-// only while a topology-keys service exists, and its labels drive the
-// plan.
+// only while a topology-keys service exists (and lingers a while after),
+// and its labels drive the plan.
 func TestRunNodeMetadataInformer(t *testing.T) {
 	ctx := context.Background()
 	zone := func(z string) map[string]string { return map[string]string{policy.LabelTopologyZone: z} }
-	tp := newTestProxier(t, nil, node(testNode, "192.168.0.10", zone("z1")),
+	tp := newTestProxier(t, func(c *Config) { c.NodeWatchLinger = 300 * time.Millisecond }, node(testNode, "192.168.0.10", zone("z1")),
 		slice("topo-1", "topo", ep{"10.244.2.5", "node-b"}, ep{"10.244.3.5", "node-c"}))
 	for _, n := range []*metav1.PartialObjectMetadata{nodeMeta(testNode, zone("z1")), nodeMeta("node-b", zone("z1")), nodeMeta("node-c", zone("z2"))} {
 		if err := tp.meta.Tracker().Add(n); err != nil {
@@ -157,6 +157,38 @@ func TestRunNodeMetadataInformer(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "node informer stopped", func() bool { s := tp.Stats(); return !s.NodeInformer && s.NodeInformerStops == 1 })
+}
+
+// TestNodeWatchDebounce: toggling the topology-keys annotation starts the
+// watch of all Nodes once; it stops only after lingering unused.
+func TestNodeWatchDebounce(t *testing.T) {
+	ctx := context.Background()
+	tp := newTestProxier(t, func(c *Config) { c.NodeWatchLinger = 500 * time.Millisecond }, node(testNode, "192.168.0.10", nil),
+		service("topo", "10.96.0.50"))
+	tp.start(t)
+	svcs := tp.client.CoreV1().Services("default")
+	for i := range 6 {
+		s := service("topo", "10.96.0.50")
+		if i%2 == 0 {
+			s = service("topo", "10.96.0.50", annotated(policy.AnnotationTopologyKeys, policy.LabelTopologyZone))
+		}
+		if _, err := svcs.Update(ctx, s, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(30 * time.Millisecond)
+	}
+	waitFor(t, "the annotation removed", func() bool {
+		tp.t.mu.Lock()
+		defer tp.t.mu.Unlock()
+		return len(tp.t.topo) == 0
+	})
+	if s := tp.Stats(); !s.NodeInformer || s.NodeInformerStarts != 1 || s.NodeInformerStops != 0 {
+		t.Errorf("after 3 toggles: %+v, want started once, still running", s)
+	}
+	waitFor(t, "stopped after lingering", func() bool { s := tp.Stats(); return !s.NodeInformer && s.NodeInformerStops == 1 })
+	if s := tp.Stats(); s.NodeInformerStarts != 1 {
+		t.Errorf("starts %d, want 1", s.NodeInformerStarts)
+	}
 }
 
 // lastDestinations renders the ClusterIP destinations of the last data
@@ -235,4 +267,27 @@ func TestRunHealthSeams(t *testing.T) {
 	if s.calls["QueuedUpdate"] == 0 {
 		t.Error("QueuedUpdate never called")
 	}
+}
+
+// TestRunHealthSeamsFailingSyncs: while every sync fails, Health is told
+// the first sync is pending (at start) and never that one applied, so it
+// turns unhealthy after its timeout; the failing sync is retried with
+// backoff, without any change, and the first success reports Updated.
+func TestRunHealthSeamsFailingSyncs(t *testing.T) {
+	tp := newTestProxier(t, nil, node(testNode, "192.168.0.10", nil), service("web", "10.96.0.10"))
+	tp.dp.set(errBoom, true)
+	tp.start(t)
+	s := tp.seams
+	if s.get("QueuedUpdate") == 0 {
+		t.Error("QueuedUpdate not called at start: a first sync that never succeeds would look healthy")
+	}
+	waitFor(t, "a retry", func() bool { return tp.Stats().Syncs >= 2 })
+	if got := s.get("Updated"); got != 0 {
+		t.Errorf("Updated %d times while every sync failed", got)
+	}
+	if st := tp.Stats(); st.Failures != st.Syncs || st.FullSyncs != st.Syncs {
+		t.Errorf("stats %+v: want every sync full and failed", st)
+	}
+	tp.dp.set(nil, false)
+	waitFor(t, "Updated after a successful retry", func() bool { return s.get("Updated") >= 1 })
 }

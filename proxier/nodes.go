@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 )
 
 var nodesResource = schema.GroupVersionResource{Version: "v1", Resource: "nodes"}
@@ -22,6 +23,11 @@ var nodesResource = schema.GroupVersionResource{Version: "v1", Resource: "nodes"
 //
 // Each start is a new informer and a new tracker generation; a stopped
 // informer's late events are dropped by the tracker.
+//
+// Restarting means listing every Node again, on every node of the
+// cluster, so the informer lingers: it stops only once no service has
+// needed it for linger. Toggling the annotation (a namespace editor can)
+// then starts it once, and starts are at most one per linger.
 type nodeWatch struct {
 	mu      sync.Mutex
 	client  metadata.Interface
@@ -29,6 +35,11 @@ type nodeWatch struct {
 	t       *tracker
 	changed func(change) // reports an event's change (kicks the runner)
 	parent  context.Context
+	// linger is how long the informer outlives its last user; 0 stops
+	// it at once.
+	linger    time.Duration
+	clock     clock.WithDelayedExecution
+	stopTimer clock.Timer // the pending lingering stop, if any
 
 	cancel  context.CancelFunc // nil: stopped
 	synced  cache.InformerSynced
@@ -44,16 +55,34 @@ func (w *nodeWatch) run(ctx context.Context) {
 	w.parent = ctx
 }
 
-// set starts or stops the informer; it is a no-op when nothing changes
-// or before run.
+// set starts the informer, or stops it once it has been unwanted for
+// linger; it is a no-op when nothing changes or before run.
 func (w *nodeWatch) set(want bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if want && w.stopTimer != nil { // wanted again while lingering
+		w.stopTimer.Stop()
+		w.stopTimer = nil
+	}
 	switch {
 	case want && w.cancel == nil && w.parent != nil && w.parent.Err() == nil:
 		w.startLocked()
-	case !want && w.cancel != nil:
+	case !want && w.cancel != nil && w.linger <= 0:
 		w.stopLocked()
+	case !want && w.cancel != nil && w.stopTimer == nil:
+		var t clock.Timer
+		t = w.clock.AfterFunc(w.linger, func() {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			if w.stopTimer != t {
+				return // cancelled, or superseded
+			}
+			w.stopTimer = nil
+			if w.cancel != nil {
+				w.stopLocked()
+			}
+		})
+		w.stopTimer = t
 	}
 }
 
@@ -102,7 +131,7 @@ func (w *nodeWatch) stopLocked() {
 	w.cancel, w.synced = nil, nil
 	w.stopped++
 	w.changed(w.t.nodesStopped())
-	klog.FromContext(w.parent).V(2).Info("Stopped watching node labels: no topology-keys service left")
+	klog.FromContext(w.parent).V(2).Info("Stopped watching node labels: no topology-keys service left", "linger", w.linger)
 }
 
 func (w *nodeWatch) upsert(gen int, obj any) {
@@ -115,6 +144,10 @@ func (w *nodeWatch) upsert(gen int, obj any) {
 // end; no informer starts afterwards.
 func (w *nodeWatch) shutdown() {
 	w.mu.Lock()
+	if w.stopTimer != nil {
+		w.stopTimer.Stop()
+		w.stopTimer = nil
+	}
 	if w.cancel != nil {
 		w.stopLocked()
 	}

@@ -16,15 +16,23 @@ import (
 //   - every maxInterval the call is marked periodic (the proxier's full
 //     resync); the periodic deadline is kept from the last periodic call,
 //     not the last call, so steady changes cannot postpone it;
-//   - after a failed call, another one is made retryInterval after it
-//     (but still not sooner than minInterval), even without a request.
+//   - after a failed call, another one is made with backoff, even without
+//     a request: retryInitial after the first failure, doubling with each
+//     further one up to maxInterval, back to retryInitial after a success;
+//   - the function may also ask to be called again by a given time (a
+//     service's retry is due, or at once): the earlier of that and the
+//     backoff wins, except after consecutive failures (the backoff);
+//   - while idle, every probeInterval it calls probe (if set), in the same
+//     goroutine as the function; probe returning true requests a call.
 //
 // The clock is injectable; tests drive it with a fake clock and the idle
 // hook.
 type runner struct {
-	fn                       func(periodic bool) error
+	fn                       func(periodic bool) (next time.Time, err error)
 	minInterval, maxInterval time.Duration
-	retryInterval            time.Duration
+	retryInitial             time.Duration
+	probe                    func() bool
+	probeInterval            time.Duration
 	clock                    clock.Clock
 	kick                     chan struct{} // capacity 1: requests coalesce
 
@@ -33,9 +41,16 @@ type runner struct {
 	idle chan time.Time
 }
 
-func newRunner(fn func(periodic bool) error, minInterval, maxInterval, retryInterval time.Duration, clk clock.Clock) *runner {
-	return &runner{fn: fn, minInterval: minInterval, maxInterval: maxInterval, retryInterval: retryInterval,
+func newRunner(fn func(periodic bool) (time.Time, error), minInterval, maxInterval, retryInitial time.Duration, clk clock.Clock) *runner {
+	return &runner{fn: fn, minInterval: minInterval, maxInterval: maxInterval, retryInitial: retryInitial,
 		clock: clk, kick: make(chan struct{}, 1)}
+}
+
+// withProbe sets the idle probe; before Loop only.
+func (r *runner) withProbe(interval time.Duration, probe func() bool) {
+	if interval > 0 && probe != nil {
+		r.probe, r.probeInterval = probe, interval
+	}
 }
 
 // Run requests a call. It never blocks.
@@ -50,7 +65,9 @@ func (r *runner) Run() {
 type schedule struct {
 	lastEnd    time.Time // end of the last call; zero before the first
 	periodicAt time.Time // when the next call is periodic
-	retryAt    time.Time // zero unless the last call failed
+	retryAt    time.Time // zero unless a retry is due (failure or request)
+	failures   int       // consecutive failed calls
+	probeAt    time.Time // when the next probe is due; zero without probe
 	pending    bool      // a call was requested
 }
 
@@ -71,21 +88,34 @@ func (s schedule) next(minInterval time.Duration) time.Time {
 	return wake
 }
 
+// backoff is the delay before the retry after the n-th consecutive
+// failure (n ≥ 1).
+func (r *runner) backoff(n int) time.Duration {
+	d := r.retryInitial
+	for i := 1; i < n && d < r.maxInterval; i++ {
+		d *= 2
+	}
+	return min(d, r.maxInterval)
+}
+
 // Loop runs until ctx is done. The first call happens when requested or
 // after maxInterval.
 func (r *runner) Loop(ctx context.Context) {
-	s := schedule{periodicAt: r.clock.Now().Add(r.maxInterval)}
-	for {
+	now := r.clock.Now()
+	s := schedule{periodicAt: now.Add(r.maxInterval)}
+	if r.probe != nil {
+		s.probeAt = now.Add(r.probeInterval)
+	}
+	for ctx.Err() == nil {
 		now := r.clock.Now()
 		if wake := s.next(r.minInterval); !wake.After(now) {
-			periodic := !now.Before(s.periodicAt)
-			err := r.fn(periodic)
-			s.lastEnd, s.pending, s.retryAt = r.clock.Now(), false, time.Time{}
-			if periodic {
-				s.periodicAt = s.lastEnd.Add(r.maxInterval)
-			}
-			if err != nil {
-				s.retryAt = s.lastEnd.Add(r.retryInterval)
+			r.call(&s, now)
+			continue
+		}
+		if !s.probeAt.IsZero() && !s.probeAt.After(now) {
+			s.probeAt = now.Add(r.probeInterval)
+			if r.probe() {
+				s.pending = true
 			}
 			continue
 		}
@@ -95,10 +125,37 @@ func (r *runner) Loop(ctx context.Context) {
 	}
 }
 
-// wait blocks until the next call may be due: its time came, or a call
-// was requested. It returns false when ctx is done.
+// call makes one call and schedules the next.
+func (r *runner) call(s *schedule, now time.Time) {
+	periodic := !now.Before(s.periodicAt)
+	next, err := r.fn(periodic)
+	s.lastEnd, s.pending, s.retryAt = r.clock.Now(), false, time.Time{}
+	if periodic {
+		s.periodicAt = s.lastEnd.Add(r.maxInterval)
+	}
+	if err != nil {
+		s.failures++
+		s.retryAt = s.lastEnd.Add(r.backoff(s.failures))
+	} else {
+		s.failures = 0
+	}
+	// An earlier next time shortens the backoff of a first failure only,
+	// so a call failing again and again cannot spin.
+	if !next.IsZero() && (s.retryAt.IsZero() || (next.Before(s.retryAt) && s.failures <= 1)) {
+		s.retryAt = next
+	}
+	if !s.probeAt.IsZero() {
+		s.probeAt = s.lastEnd.Add(r.probeInterval)
+	}
+}
+
+// wait blocks until the next call or probe may be due: its time came, or
+// a call was requested. It returns false when ctx is done.
 func (r *runner) wait(ctx context.Context, s *schedule, now time.Time) bool {
 	wake := s.next(r.minInterval)
+	if !s.probeAt.IsZero() && s.probeAt.Before(wake) {
+		wake = s.probeAt
+	}
 	t := r.clock.NewTimer(wake.Sub(now))
 	defer t.Stop()
 	if r.idle != nil {

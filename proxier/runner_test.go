@@ -51,16 +51,17 @@ type runnerHarness struct {
 	calls chan bool // periodic flag of each call
 	gate  chan struct{}
 	err   error
+	next  time.Time // what the function returns as its next call time
 }
 
 func newRunnerHarness(t *testing.T, minInterval, maxInterval, retry time.Duration) *runnerHarness {
 	h := &runnerHarness{t: t, clk: testingclock.NewFakeClock(t0), calls: make(chan bool, 100)}
-	h.r = newRunner(func(periodic bool) error {
+	h.r = newRunner(func(periodic bool) (time.Time, error) {
 		h.calls <- periodic
 		if h.gate != nil {
 			<-h.gate
 		}
-		return h.err
+		return h.next, h.err
 	}, minInterval, maxInterval, retry, h.clk)
 	h.r.idle = make(chan time.Time)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -146,6 +147,86 @@ func TestRunnerBounds(t *testing.T) {
 		h.idle(90 * time.Second)
 		h.called(false)
 	})
+}
+
+// TestRunnerRetriesFailuresWithBackoff: a failing call is retried without
+// a request after 1 s, 2 s, 4 s, ... at most the max interval, and the
+// backoff starts over after a success.
+func TestRunnerRetriesFailuresWithBackoff(t *testing.T) {
+	h := newRunnerHarness(t, 0, time.Hour, time.Second)
+	h.idle(time.Hour)
+	h.err = errBoom
+	h.r.Run()
+	at := time.Duration(0)
+	for _, backoff := range []time.Duration{1, 2, 4, 8, 16} {
+		h.idle(at + backoff*time.Second)
+		h.called(false)
+		at += backoff * time.Second
+		h.clk.SetTime(t0.Add(at))
+	}
+	h.err = nil
+	h.idle(time.Hour) // that retry succeeded: only the periodic call is left
+	h.called(false)
+	h.err = errBoom
+	h.r.Run()
+	h.idle(at + time.Second) // the backoff starts over
+	h.called(false)
+}
+
+// TestRunnerCallsAgainWhenAsked: a call that returns a next time is made
+// again then, without a request; the earlier of that and a failure's
+// backoff wins.
+func TestRunnerCallsAgainWhenAsked(t *testing.T) {
+	h := newRunnerHarness(t, 0, time.Hour, time.Second)
+	h.idle(time.Hour)
+	h.next = t0.Add(5 * time.Second)
+	h.r.Run()
+	h.idle(5 * time.Second)
+	h.called(false)
+	h.next = time.Time{}
+	h.clk.SetTime(t0.Add(5 * time.Second))
+	h.idle(time.Hour)
+	h.called(false)
+	// Failed, and asks to be called at once: at once, not after 1 s; if
+	// that fails too, the backoff wins (2 s), so it cannot spin.
+	h.err, h.next = errBoom, t0.Add(5*time.Second)
+	h.r.Run()
+	h.idle(7 * time.Second)
+	h.called(false, false)
+}
+
+// TestRunnerProbesWhileIdle: while idle the probe runs every probe
+// interval; when it reports trouble a call is made at once.
+func TestRunnerProbesWhileIdle(t *testing.T) {
+	clk := testingclock.NewFakeClock(t0)
+	calls, probes := make(chan bool, 10), 0
+	trouble := false
+	r := newRunner(func(periodic bool) (time.Time, error) { calls <- periodic; return time.Time{}, nil },
+		0, time.Hour, time.Second, clk)
+	r.withProbe(time.Second, func() bool { probes++; return trouble })
+	r.idle = make(chan time.Time)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); r.Loop(ctx) }()
+	defer func() { cancel(); <-done }()
+	wantIdle := func(d time.Duration) {
+		t.Helper()
+		if got := <-r.idle; !got.Equal(t0.Add(d)) {
+			t.Fatalf("loop waits until t0+%v, want t0+%v", got.Sub(t0), d)
+		}
+	}
+	wantIdle(time.Second)
+	clk.SetTime(t0.Add(time.Second))
+	wantIdle(2 * time.Second)
+	if probes != 1 || len(calls) != 0 {
+		t.Fatalf("%d probes, %d calls; want 1 probe, no call", probes, len(calls))
+	}
+	trouble = true
+	clk.SetTime(t0.Add(2 * time.Second))
+	wantIdle(3 * time.Second) // probed, called, next probe a second later
+	if probes != 2 || len(calls) != 1 {
+		t.Fatalf("%d probes, %d calls; want 2 probes and 1 call", probes, len(calls))
+	}
 }
 
 func TestRunnerCoalesces(t *testing.T) {

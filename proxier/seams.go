@@ -24,6 +24,32 @@ type DataPlaneWriter interface {
 	NeedsResync() bool
 }
 
+// ServiceFailure is one service's data-plane failure: some of its virtual
+// servers could not be programmed while the rest of the sync succeeded.
+type ServiceFailure struct {
+	Service policy.ServiceKey
+	Reason  string // a short CamelCase cause, e.g. ipvs.ReasonKernelError
+	Err     error
+}
+
+// DataPlaneFaults is optionally implemented by a DataPlaneWriter that
+// confines failures to the services they concern and can check its
+// kernel objects cheaply. *DataPlane implements it. Without it every
+// data-plane error fails the sync and makes the next one full.
+type DataPlaneFaults interface {
+	// ServiceFailures lists the per-service failures of the last Apply or
+	// Resync; that call's error does not include them.
+	ServiceFailures() []ServiceFailure
+	// Failing lists the services still failing, sorted.
+	Failing() []policy.ServiceKey
+	// NextRetry is when Apply should be called (with no changes, if
+	// none) to retry failed services; zero when none failed.
+	NextRetry() time.Time
+	// Check verifies cheaply that the kernel objects the last sync
+	// programmed still exist; an error means NeedsResync is now true.
+	Check() error
+}
+
 // DataPlaneStats is optionally implemented by a DataPlaneWriter; the loop
 // reports it to the Observer after each sync. *DataPlane implements it.
 type DataPlaneStats interface {
@@ -51,6 +77,12 @@ type Observer interface {
 	VirtualServers(byKind map[policy.Kind]int) // kube_ipvs_proxy_virtual_servers{kind}
 	IPVSOps(ops map[string]int)                // cumulative counts from the writer
 	Draining(n int)                            // kube_ipvs_proxy_draining_destinations
+	// ServiceFailure counts one service's failure by reason
+	// (kube_ipvs_proxy_service_sync_errors_total{reason}).
+	ServiceFailure(reason string)
+	// FailingServices is the number of services being retried
+	// (kube_ipvs_proxy_failing_services).
+	FailingServices(n int)
 }
 
 // Health is the proxy's /healthz and /livez state. Package health
@@ -73,6 +105,7 @@ type ServiceHealth interface {
 var (
 	_ DataPlaneWriter = (*DataPlane)(nil)
 	_ DataPlaneStats  = (*DataPlane)(nil)
+	_ DataPlaneFaults = (*DataPlane)(nil)
 )
 
 // Traffic policy label values of Observer.NoLocalEndpoints.
@@ -93,6 +126,8 @@ func (nopObserver) NoLocalEndpoints(string, int)            {}
 func (nopObserver) VirtualServers(map[policy.Kind]int)      {}
 func (nopObserver) IPVSOps(map[string]int)                  {}
 func (nopObserver) Draining(int)                            {}
+func (nopObserver) ServiceFailure(string)                   {}
+func (nopObserver) FailingServices(int)                     {}
 
 type nopHealth struct{}
 

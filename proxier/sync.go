@@ -5,7 +5,6 @@ import (
 	"maps"
 	"reflect"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
@@ -26,8 +25,7 @@ type syncState struct {
 	healthDirty bool
 	// full says the next sync must be a Resync: none succeeded yet, or
 	// the last one failed.
-	full      bool
-	conflicts string // the conflict warnings last logged
+	full bool
 }
 
 func newSyncState() syncState {
@@ -146,7 +144,7 @@ func (p *Proxier) sync(periodic bool) error {
 		if err = p.cfg.DataPlane.Resync(*w.plan); err != nil {
 			err = fmt.Errorf("resync %d virtual servers: %w", len(w.plan.VirtualServers), err)
 		}
-	} else if changes = p.st.update(w.plans); len(changes) > 0 {
+	} else if changes = p.st.update(w.plans); len(changes) > 0 || p.retryDue() {
 		p.log.V(9).Info("Changes", "changes", changes)
 		if err = p.cfg.DataPlane.Apply(changes); err != nil {
 			err = fmt.Errorf("apply %d services: %w", len(changes), err)
@@ -180,8 +178,9 @@ func (p *Proxier) after(w work, changes []policy.ServicePlan, err error) {
 		p.obs.IPVSOps(p.dpStats.IPVSOps())
 		p.obs.Draining(p.dpStats.Draining())
 	}
+	p.planEvents.services(p.log, w.plans)
 	if w.plan != nil {
-		p.logConflicts(w.conflicts)
+		p.planEvents.plan(p.log, w.conflicts)
 		if p.cfg.OnPlan != nil {
 			p.cfg.OnPlan(*w.plan)
 		}
@@ -226,24 +225,6 @@ func (p *Proxier) syncServiceHealth() {
 		p.log.Error(err2, "Cannot sync health check endpoints")
 	}
 	p.st.healthDirty = err1 != nil || err2 != nil
-}
-
-// logConflicts logs the whole plan's cross-service warnings (a virtual
-// server claimed by two services, a destination shared by a NOTRACK and
-// a tracked service) when they change, not on every sync.
-func (p *Proxier) logConflicts(ws []policy.Warning) {
-	var b strings.Builder
-	for _, w := range ws {
-		b.WriteString(w.String())
-		b.WriteByte('\n')
-	}
-	if b.String() == p.st.conflicts {
-		return
-	}
-	p.st.conflicts = b.String()
-	for _, w := range ws {
-		p.log.Info("Cross-service plan warning", "warning", w.String())
-	}
 }
 
 func (p *Proxier) record(full bool, changes []policy.ServicePlan, err error) {

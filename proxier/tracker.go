@@ -1,9 +1,9 @@
 package proxier
 
 import (
-	"cmp"
 	"errors"
 	"maps"
+	"net/netip"
 	"reflect"
 	"slices"
 	"sync"
@@ -103,6 +103,7 @@ func (t *tracker) upsertService(svc *corev1.Service) change {
 	}
 	t.logger.V(4).Info("Service updated", "service", klog.KObj(svc), "warnings", len(ws))
 	t.markLocked(key, t.svcPending)
+	t.markReassignedLocked()
 	return t.resultLocked(change{dirty: true, svcChange: true, warnings: ws})
 }
 
@@ -122,7 +123,18 @@ func (t *tracker) removeServiceLocked(key policy.ServiceKey) change {
 	delete(t.topo, key)
 	t.engine.DeleteService(key)
 	t.markLocked(key, t.svcPending)
+	t.markReassignedLocked()
 	return t.resultLocked(change{dirty: true, svcChange: true})
+}
+
+// markReassignedLocked marks the services whose ownership of a virtual
+// server the last engine change moved (a released ClusterIP, an external
+// IP taken by an older claimant), so that the same sync programs them:
+// release and claim land in one batch.
+func (t *tracker) markReassignedLocked() {
+	for _, k := range t.engine.Reassigned() {
+		t.markLocked(k, nil)
+	}
 }
 
 func (t *tracker) markLocked(key policy.ServiceKey, pending map[policy.ServiceKey]struct{}) {
@@ -197,7 +209,7 @@ func (t *tracker) upsertSelf(n *corev1.Node) change {
 	if n.Name != t.nodeName {
 		return change{}
 	}
-	conv, err := kubeapi.Node(n)
+	conv, ws, err := kubeapi.Node(n)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if err != nil {
@@ -207,9 +219,27 @@ func (t *tracker) upsertSelf(n *corev1.Node) change {
 	if reflect.DeepEqual(conv, t.self) {
 		return t.resultLocked(change{})
 	}
+	for _, w := range ws { // logged when the Node changes, not on every heartbeat
+		t.logger.Info("Skipping a Node address", "node", klog.KObj(n), "warning", w.String())
+	}
 	t.engine.UpsertNode(conv)
+	t.engine.Reassigned() // every service is marked
 	t.self, t.all = conv, true
 	t.logger.V(4).Info("This node updated", "node", klog.KObj(n))
+	return t.resultLocked(change{dirty: true})
+}
+
+// setHostAddresses applies the host's interface addresses: the NodePort
+// addresses and node addresses may change, and so every service.
+func (t *tracker) setHostAddresses(addrs []netip.Addr) change {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.engine.SetLocalAddresses(addrs) {
+		return t.resultLocked(change{})
+	}
+	t.engine.Reassigned() // every service is marked
+	t.all = true
+	t.logger.V(2).Info("Host addresses changed", "addresses", addrs)
 	return t.resultLocked(change{dirty: true})
 }
 
@@ -221,6 +251,7 @@ func (t *tracker) deleteSelf(name string) change {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.engine.DeleteNode(name)
+	t.engine.Reassigned() // every service is marked
 	t.self, t.all = nil, true
 	t.logger.V(4).Info("This node deleted", "node", klog.KRef("", name))
 	return t.resultLocked(change{dirty: true})
@@ -239,6 +270,7 @@ func (t *tracker) upsertOther(gen int, name string, labels map[string]string) ch
 	}
 	t.others[name] = labels
 	t.engine.UpsertNode(&policy.Node{Name: name, Labels: labels})
+	t.markReassignedLocked()
 	return t.markTopologyLocked()
 }
 
@@ -251,6 +283,7 @@ func (t *tracker) deleteOther(gen int, name string) change {
 	}
 	delete(t.others, name)
 	t.engine.DeleteNode(name)
+	t.markReassignedLocked()
 	return t.markTopologyLocked()
 }
 
@@ -301,10 +334,6 @@ func (t *tracker) nodesStopped() change {
 func (t *tracker) heldLocked(k policy.ServiceKey) bool {
 	_, topo := t.topo[k]
 	return topo && t.nodesRunning && !t.nodesSynced
-}
-
-func compareKeys(a, b policy.ServiceKey) int {
-	return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 }
 
 // work is what one sync takes from the tracker.
@@ -374,7 +403,7 @@ func (t *tracker) dirtyKeysLocked() []policy.ServiceKey {
 		}
 	}
 	keys = slices.DeleteFunc(keys, t.heldLocked)
-	slices.SortFunc(keys, compareKeys)
+	slices.SortFunc(keys, policy.ServiceKey.Compare)
 	return keys
 }
 

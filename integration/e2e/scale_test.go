@@ -21,10 +21,11 @@ import (
 )
 
 // TestResidentMemoryAtScale loads 1,000 services and 10,000 endpoints
-// through the API and reports the proxy binary's resident memory once it
-// has converged. It runs the real binary in --dry-run watch mode (the
-// same informers, engine and loop; no kernel on the host) and is opt-in:
-// KIP_E2E_SCALE=1.
+// through the API and fails if the proxy binary's resident memory (now
+// and at its peak) once it has converged exceeds defaultMaxRSSMiB. It
+// runs the real binary in --dry-run watch mode (the same informers,
+// engine and loop; no kernel on the host) and is opt-in (it creates
+// 2,000 objects): KIP_E2E_SCALE=1.
 func TestResidentMemoryAtScale(t *testing.T) {
 	if os.Getenv("KIP_E2E_SCALE") != "1" {
 		t.Skip("set KIP_E2E_SCALE=1 to measure the proxy's memory at 1k services / 10k endpoints")
@@ -80,9 +81,37 @@ func TestResidentMemoryAtScale(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, line := range strings.Split(string(status), "\n") {
-		if strings.HasPrefix(line, "VmRSS:") || strings.HasPrefix(line, "VmHWM:") {
-			t.Logf("%d services, %d endpoints: converged in %v; %s", services, services*perService, converged, strings.Join(strings.Fields(line), " "))
+	limit := int64(defaultMaxRSSMiB)
+	if v := os.Getenv("KIP_E2E_SCALE_MAX_RSS_MIB"); v != "" {
+		if limit, err = strconv.ParseInt(v, 10, 64); err != nil {
+			t.Fatalf("KIP_E2E_SCALE_MAX_RSS_MIB: %v", err)
 		}
 	}
+	found := 0
+	for _, line := range strings.Split(string(status), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 3 || (f[0] != "VmRSS:" && f[0] != "VmHWM:") {
+			continue
+		}
+		found++
+		kib, err := strconv.ParseInt(f[1], 10, 64)
+		if err != nil || f[2] != "kB" {
+			t.Fatalf("/proc/%d/status: %q", cmd.Process.Pid, line)
+		}
+		t.Logf("%d services, %d endpoints: converged in %v; %s %d MiB (limit %d MiB)", services, services*perService,
+			converged, f[0], kib>>10, limit)
+		if kib>>10 > limit {
+			t.Errorf("%s %d MiB at %d services / %d endpoints, want at most %d MiB", f[0], kib>>10, services,
+				services*perService, limit)
+		}
+	}
+	if found != 2 {
+		t.Fatalf("/proc/%d/status lacks VmRSS or VmHWM", cmd.Process.Pid)
+	}
 }
+
+// defaultMaxRSSMiB bounds the proxy's resident memory (current and peak)
+// at 1k services / 10k endpoints: kube-proxy's own budget on such a
+// cluster is about 100 MiB, and the informers hold every Service and
+// EndpointSlice. KIP_E2E_SCALE_MAX_RSS_MIB overrides it.
+const defaultMaxRSSMiB = 160

@@ -18,8 +18,20 @@ var (
 
 var testConfig = nft.Config{ClusterCIDRs: []netip.Prefix{p("10.244.0.0/16"), p("fd00:244::/48")}}
 
+// nodeAPods are this node's (node-a's) pod networks: destinations there
+// are local, and only local destinations have hairpin elements.
+var nodeAPods = []netip.Prefix{p("10.244.1.0/24"), p("fd00:244:1::/64")}
+
 func dest(addr string, port uint16) policy.Destination {
-	return policy.Destination{Address: a(addr), Port: port, Weight: 1}
+	d := policy.Destination{Address: a(addr), Port: port, Weight: 1}
+	d.Local = slices.ContainsFunc(nodeAPods, func(pp netip.Prefix) bool { return pp.Contains(d.Address) })
+	return d
+}
+
+func localDest(addr string, port uint16) policy.Destination {
+	d := dest(addr, port)
+	d.Local = true
+	return d
 }
 
 // fullPlan has at least one element in every set and map of both families.
@@ -77,8 +89,8 @@ var wantElements = map[string][]string{
 	"cluster-cidrs-v6":  {"fd00:244:1:: (interval end)", "fd00:244::"},
 	"empty-services-v4": {"10.96.0.50 . tcp . 80 : goto reject-packet", "192.168.1.10 . tcp . 30080 : drop"},
 	"empty-services-v6": {"fd00:1::10 . tcp . 30080 : drop", "fd00:96::50 . tcp . 80 : goto reject-packet"},
-	"hairpin-v4": {"10.244.1.5 . tcp . 8080 . 10.244.1.5", "10.244.1.5 . tcp . 8443 . 10.244.1.5", "10.244.1.6 . udp . 5353 . 10.244.1.6",
-		"10.244.2.7 . tcp . 8080 . 10.244.2.7", "10.244.3.1 . tcp . 80 . 10.244.3.1", "10.244.3.2 . sctp . 81 . 10.244.3.2"},
+	// Local destinations only: 10.244.2.7 and 10.244.3.x run on other nodes.
+	"hairpin-v4": {"10.244.1.5 . tcp . 8080 . 10.244.1.5", "10.244.1.5 . tcp . 8443 . 10.244.1.5", "10.244.1.6 . udp . 5353 . 10.244.1.6"},
 	"hairpin-v6": {"fd00:244:1::5 . tcp . 8080 . fd00:244:1::5", "fd00:244:1::5 . tcp . 8443 . fd00:244:1::5", "fd00:244:1::6 . udp . 5353 . fd00:244:1::6"},
 	"lb-source-allowed-v4": {"192.0.2.1 . tcp . 443 . 198.51.100.0 - 192.0.2.1 . tcp . 443 . 198.51.100.255",
 		"192.0.2.1 . tcp . 443 . 203.0.113.7 - 192.0.2.1 . tcp . 443 . 203.0.113.7"},

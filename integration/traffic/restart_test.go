@@ -117,19 +117,34 @@ func TestRestartChangesNothingAndKeepsConnections(t *testing.T) {
 	fresh.roundTrip(t, "new connection after restart")
 }
 
-// TestCleanupLeavesForeignStateAlone: a foreign IPVS virtual server and a
-// foreign nftables table survive a sync and `kube-ipvs-proxy --cleanup`,
-// which removes our table, virtual servers and kube-ipvs0.
+// TestCleanupLeavesForeignStateAlone: foreign IPVS virtual servers (on a
+// foreign address, on a node address, and on a node address with a port
+// that is our NodePort only in the other family) and a foreign nftables
+// table survive a sync and `kube-ipvs-proxy --cleanup`, which removes our
+// table, virtual servers (our NodePorts included) and kube-ipvs0.
 func TestCleanupLeavesForeignStateAlone(t *testing.T) {
 	l := newLab(t)
 	ipv, err := ipvs.New("")
 	if err != nil {
 		t.Fatalf("ipvs handle: %v", err)
 	}
-	foreign := &ipvs.Service{Address: net.ParseIP("192.0.2.77"), Protocol: unix.IPPROTO_TCP, Port: 80,
-		AddressFamily: unix.AF_INET, SchedName: "rr", Netmask: 0xffffffff}
-	if err := ipv.NewService(foreign); err != nil {
-		t.Fatalf("foreign virtual server: %v", err)
+	foreignVS := func(addr string, port uint16) *ipvs.Service {
+		a := net.ParseIP(addr)
+		s := &ipvs.Service{Address: a, Protocol: unix.IPPROTO_TCP, Port: port, AddressFamily: unix.AF_INET, SchedName: "rr", Netmask: 0xffffffff}
+		if a.To4() == nil {
+			s.AddressFamily, s.Netmask = unix.AF_INET6, 128
+		}
+		return s
+	}
+	foreigns := []*ipvs.Service{
+		foreignVS("192.0.2.77", 80),
+		foreignVS(l.root.v4.String(), 22),    // a node address, no NodePort of ours
+		foreignVS(l.root.v6.String(), 30091), // 30091/TCP is our NodePort in IPv4 only
+	}
+	for _, f := range foreigns {
+		if err := ipv.NewService(f); err != nil {
+			t.Fatalf("foreign virtual server %s:%d: %v", f.Address, f.Port, err)
+		}
 	}
 	conn, err := nftables.New()
 	if err != nil {
@@ -145,8 +160,10 @@ func TestCleanupLeavesForeignStateAlone(t *testing.T) {
 	// Registered after newLab's cleanup, so it runs first: the lab then
 	// checks that nothing of ours or theirs is left.
 	t.Cleanup(func() {
-		if err := ipv.DelService(foreign); err != nil {
-			t.Errorf("delete the foreign virtual server: %v", err)
+		for _, f := range foreigns {
+			if err := ipv.DelService(f); err != nil {
+				t.Errorf("delete the foreign virtual server %s:%d: %v", f.Address, f.Port, err)
+			}
 		}
 		ipv.Close()
 		conn.DelTable(table)
@@ -156,7 +173,33 @@ func TestCleanupLeavesForeignStateAlone(t *testing.T) {
 	})
 
 	l.setService(service("web", []string{"10.96.9.2"}), l.ep("pod-a1"))
+	// Our NodePorts: 30091/TCP on IPv4 only, 30092/TCP on IPv6 only (on
+	// node-a's IPv6 address, next to the foreign [v6]:30091).
+	nodePort := func(port int32) func(*policy.Service) {
+		return func(s *policy.Service) {
+			s.Ports = []policy.ServicePort{{Name: "http", Protocol: policy.ProtocolTCP, Port: 80, NodePort: uint16(port)}}
+		}
+	}
+	l.setService(service("np4", []string{"10.96.9.3"}, nodePort(30091)), l.ep("pod-a1"))
+	l.setService(service("np6", []string{"fd00:96::93"}, nodePort(30092)), l.ep6("pod-a1"))
 	l.resync()
+	survivors := func(when string) {
+		t.Helper()
+		svcs, err := ipv.GetServices()
+		if err != nil {
+			t.Fatalf("%s: list virtual servers: %v", when, err)
+		}
+		for _, f := range foreigns {
+			found := false
+			for _, s := range svcs {
+				found = found || (s.Address.Equal(f.Address) && s.Port == f.Port && s.Protocol == f.Protocol)
+			}
+			if !found {
+				t.Errorf("%s: the foreign virtual server %s:%d is gone", when, f.Address, f.Port)
+			}
+		}
+	}
+	survivors("after Resync")
 	// The command's own --cleanup, as an operator runs it.
 	opts, err := app.ParseFlags([]string{"--cleanup", "--hostname-override", nodeA}, io.Discard)
 	if err == nil {
@@ -169,9 +212,10 @@ func TestCleanupLeavesForeignStateAlone(t *testing.T) {
 	if code := app.Run(context.Background(), opts, io.Discard, &stderr); code != app.ExitOK {
 		t.Fatalf("--cleanup exited %d: %s", code, stderr.String())
 	}
+	survivors("after --cleanup")
 	svcs, err := ipv.GetServices()
-	if err != nil || len(svcs) != 1 || !svcs[0].Address.Equal(foreign.Address) {
-		t.Errorf("after Cleanup IPVS holds %d virtual servers (%v), want only the foreign one", len(svcs), err)
+	if err != nil || len(svcs) != len(foreigns) {
+		t.Errorf("after Cleanup IPVS holds %d virtual servers (%v), want only the %d foreign ones", len(svcs), err, len(foreigns))
 	}
 	tables, err := conn.ListTables()
 	if err != nil {

@@ -3,6 +3,7 @@
 package traffic
 
 import (
+	"fmt"
 	"net"
 	"testing"
 
@@ -76,10 +77,25 @@ func TestWeightedSpillMatchesPlanWeights(t *testing.T) {
 		port  string
 	}{{policy.ProtocolTCP, TCP, "80"}, {policy.ProtocolUDP, UDP, "53"}} {
 		vs := l.virtualServer(s.Key, policy.KindClusterIP, tc.proto, true)
-		want, n := expectedShares(l, vs, nConns)
+		// The shares the spill rule implies, independent of the plan
+		// under test: pod-a1 0.75, pod-b1 0.25 (wrr: 3 of every 4
+		// connections, 1 of every 4), pod-c1 (zone-b, beyond the
+		// spill) none; over 32 connections, 24 and 8.
+		const n = 32
+		want := map[string]int{"pod-a1": n * 3 / 4, "pod-b1": n / 4}
 		t.Run(string(tc.proto), func(t *testing.T) {
 			if vs.Scheduler != "wrr" {
 				t.Fatalf("plan: scheduler %q, want wrr (reason %q)", vs.Scheduler, vs.Reason)
+			}
+			weights := map[string]int32{}
+			for _, d := range vs.Destinations {
+				weights[l.podByAddr(d.Address.String())] = d.Weight
+			}
+			if fmt.Sprint(weights) != fmt.Sprint(map[string]int32{"pod-a1": 7500, "pod-b1": 2500}) {
+				t.Errorf("plan weights %v, want pod-a1 7500 and pod-b1 2500 (0.75 and 0.25 of 10000)", weights)
+			}
+			if got, _ := expectedShares(l, vs, n); formatCounts(got) != formatCounts(want) {
+				t.Errorf("the plan's weights imply %s over %d connections, the rule %s", formatCounts(got), n, formatCounts(want))
 			}
 			t.Logf("plan %v → over %d connections want %s", vs.Destinations, n, formatCounts(want))
 			got, err := l.Count(client, net.JoinHostPort(vip, tc.port), tc.p, n)

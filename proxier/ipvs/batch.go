@@ -86,8 +86,7 @@ func (b *batch) service(svc policy.ServiceKey, vss []policy.VirtualServer) {
 	slices.SortFunc(stale, Key.Compare)
 	touched = append(touched, stale...)
 	if len(errs) > 0 {
-		b.errs = append(b.errs, errs...)
-		b.w.full = true
+		b.errs = append(b.errs, errs...) // *ServiceError: the service's alone
 		b.blame(svc)
 	}
 	for _, k := range touched {
@@ -260,8 +259,11 @@ func (b *batch) address(a netip.Addr, by ...policy.ServiceKey) {
 }
 
 // run executes the steps phase by phase. A failed step skips the later
-// steps of its virtual server only, blames its service, and asks for a
-// Resync; every other step still runs.
+// steps of its virtual server only and blames its services, which are
+// retried with backoff; every other step still runs. The failure is the
+// services' alone (a *ServiceError each) unless it leaves the whole data
+// plane unknown (planeWide) or belongs to no service: then it asks for a
+// Resync.
 func (b *batch) run() {
 	slices.SortStableFunc(b.steps, func(x, y step) int { return cmp.Compare(x.phase, y.phase) })
 	failed := map[Key]bool{}
@@ -270,15 +272,23 @@ func (b *batch) run() {
 		if vs && failed[s.key] {
 			continue
 		}
-		if err := s.run(); err != nil {
+		err := s.run()
+		if err == nil {
+			continue
+		}
+		if vs {
+			failed[s.key] = true
+		}
+		for _, svc := range s.svcs {
+			b.blame(svc)
+		}
+		if len(s.svcs) == 0 || planeWide(err) {
 			b.errs = append(b.errs, err)
 			b.w.full = true
-			if vs {
-				failed[s.key] = true
-			}
-			for _, svc := range s.svcs {
-				b.blame(svc)
-			}
+			continue
+		}
+		for _, svc := range s.svcs {
+			b.errs = append(b.errs, serviceError(svc, ReasonKernelError, err))
 		}
 	}
 	b.finish()

@@ -14,7 +14,8 @@ import (
 )
 
 // TestErrorIsolation: a failed operation on one virtual server is
-// returned, wrapped with it, and neither blocks nor undoes the others.
+// returned, wrapped with it, as its service's *ServiceError; it neither
+// blocks nor undoes the others, and asks for no full resync.
 func TestErrorIsolation(t *testing.T) {
 	for _, tc := range []struct {
 		name, op, target, wantErr string
@@ -33,8 +34,17 @@ func TestErrorIsolation(t *testing.T) {
 			if err == nil || err.Error() != tc.wantErr || !errors.Is(err, syscall.ENOMEM) {
 				t.Fatalf("Apply error %q, want %q wrapping ENOMEM", err, tc.wantErr)
 			}
-			if !e.w.NeedsResync() {
-				t.Errorf("NeedsResync false after a failure")
+			// The failure is the service's alone: no full resync.
+			svcErrs, rest := SplitErrors(err)
+			if len(svcErrs) != 1 || svcErrs[0].Service != (policy.ServiceKey{Namespace: "default", Name: "dns"}) ||
+				svcErrs[0].Reason != ReasonKernelError || rest != nil {
+				t.Errorf("SplitErrors: %v, rest %v; want one KernelError of default/dns", svcErrs, rest)
+			}
+			if e.w.NeedsResync() {
+				t.Errorf("NeedsResync true after one service's failure")
+			}
+			if got, want := e.w.NextRetry(), e.now.Add(time.Second); !got.Equal(want) {
+				t.Errorf("NextRetry %v, want %v", got, want)
 			}
 			golden(t, "isolation-"+strings.ReplaceAll(tc.name, " ", "-"), e.dump())
 			// Once the fault is gone, the next Apply after the backoff

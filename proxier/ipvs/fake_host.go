@@ -17,19 +17,22 @@ import (
 // rtnetlink does: EEXIST for a duplicate link or address, ENODEV for a
 // missing link, EADDRNOTAVAIL for a missing address.
 type FakeLinks struct {
-	mu    sync.Mutex
-	links map[string]*fakeLink
-	Fault FaultFunc
+	mu        sync.Mutex
+	links     map[string]*fakeLink
+	lastIndex int
+	Fault     FaultFunc
 }
 
 type fakeLink struct {
+	index int
 	kind  string
 	addrs map[netip.Prefix]bool
 }
 
-// NewFakeLinks returns a host with only lo.
+// NewFakeLinks returns a host with only lo (index 1); each new link gets
+// the next index, as the kernel's.
 func NewFakeLinks() *FakeLinks {
-	return &FakeLinks{links: map[string]*fakeLink{"lo": {kind: "loopback", addrs: map[netip.Prefix]bool{}}}}
+	return &FakeLinks{lastIndex: 1, links: map[string]*fakeLink{"lo": {index: 1, kind: "loopback", addrs: map[netip.Prefix]bool{}}}}
 }
 
 var _ Links = (*FakeLinks)(nil)
@@ -48,8 +51,23 @@ func (f *FakeLinks) AddLink(name, kind string) error {
 	if f.links[name] != nil {
 		return syscall.EEXIST
 	}
-	f.links[name] = &fakeLink{kind: kind, addrs: map[netip.Prefix]bool{}}
+	f.lastIndex++
+	f.links[name] = &fakeLink{index: f.lastIndex, kind: kind, addrs: map[netip.Prefix]bool{}}
 	return nil
+}
+
+// Link implements Links.
+func (f *FakeLinks) Link(name string) (LinkInfo, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.fault("get-link", name); err != nil {
+		return LinkInfo{}, err
+	}
+	l := f.links[name]
+	if l == nil {
+		return LinkInfo{}, syscall.ENODEV
+	}
+	return LinkInfo{Index: l.index, Kind: l.kind}, nil
 }
 
 // AddDummy implements Links.

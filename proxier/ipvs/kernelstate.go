@@ -23,13 +23,9 @@ func (w *Writer) start(full bool) error {
 	}
 	var errs []error
 	if !w.linkExists {
-		err := w.call("add-link", func() error { return w.links.AddDummy(w.cfg.Interface) })
-		switch {
-		case err == nil, errors.Is(err, syscall.EEXIST):
-			w.linkExists = true
-		default:
+		if err := w.addLink(); err != nil {
 			w.full = true
-			errs = append(errs, fmt.Errorf("add link %s: %w", w.cfg.Interface, err))
+			errs = append(errs, err)
 		}
 	}
 	if !w.tuned && (!w.tuneTried || full) {
@@ -41,6 +37,45 @@ func (w *Writer) start(full bool) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// addLink creates the dummy interface and records its index.
+func (w *Writer) addLink() error {
+	name := w.cfg.Interface
+	err := w.call("add-link", func() error { return w.links.AddDummy(name) })
+	if err != nil && !errors.Is(err, syscall.EEXIST) {
+		return fmt.Errorf("add link %s: %w", name, err)
+	}
+	info, err := w.links.Link(name)
+	switch {
+	case err != nil:
+		return fmt.Errorf("read link %s: %w", name, err)
+	case info.Kind != dummyKind:
+		return notDummy(name, info.Kind)
+	}
+	w.linkExists, w.linkIndex = true, info.Index
+	return nil
+}
+
+// dummyKind is the rtnetlink kind of a dummy interface.
+const dummyKind = "dummy"
+
+// linkChanged checks cheaply (one rtnetlink request) that the dummy
+// interface the mirror knows still exists with the same index.
+func (w *Writer) linkChanged() error {
+	if !w.started || !w.linkExists {
+		return nil
+	}
+	info, err := w.links.Link(w.cfg.Interface)
+	switch {
+	case errors.Is(err, syscall.ENODEV):
+		return fmt.Errorf("link %s: %w", w.cfg.Interface, ErrLinkChanged)
+	case err != nil:
+		return fmt.Errorf("read link %s: %w", w.cfg.Interface, err)
+	case info.Index != w.linkIndex || info.Kind != dummyKind:
+		return fmt.Errorf("link %s (index %d, was %d): %w", w.cfg.Interface, info.Index, w.linkIndex, ErrLinkChanged)
+	}
+	return nil
 }
 
 // readKernel replaces the mirror with the kernel's virtual servers,
@@ -70,15 +105,29 @@ func (w *Writer) readKernel() error {
 		}
 		mirror[vs.Key] = a
 	}
-	prefixes, err := w.links.Addrs(w.cfg.Interface)
+	// The link first: never read (and so never strip) the addresses of
+	// a link that is not a dummy interface.
+	info, err := w.links.Link(w.cfg.Interface)
 	exists := true
 	switch {
 	case errors.Is(err, syscall.ENODEV):
 		exists = false
 	case err != nil:
-		return fmt.Errorf("list addresses of %s: %w", w.cfg.Interface, err)
+		return fmt.Errorf("read link %s: %w", w.cfg.Interface, err)
+	case info.Kind != dummyKind:
+		return notDummy(w.cfg.Interface, info.Kind)
 	}
-	w.mirror, w.linkExists = mirror, exists
+	var prefixes []netip.Prefix
+	if exists {
+		prefixes, err = w.links.Addrs(w.cfg.Interface)
+		switch {
+		case errors.Is(err, syscall.ENODEV):
+			exists = false
+		case err != nil:
+			return fmt.Errorf("list addresses of %s: %w", w.cfg.Interface, err)
+		}
+	}
+	w.mirror, w.linkExists, w.linkIndex = mirror, exists, info.Index
 	w.recorded = nil
 	w.bound = make(map[netip.Addr]netip.Prefix, len(prefixes))
 	for _, p := range prefixes {

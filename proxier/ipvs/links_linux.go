@@ -31,6 +31,14 @@ func ipNet(p netip.Prefix) *net.IPNet {
 	return &net.IPNet{IP: net.IP(p.Addr().AsSlice()), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
 }
 
+func (netlinkLinks) Link(name string) (LinkInfo, error) {
+	l, err := linkByName(name)
+	if err != nil {
+		return LinkInfo{}, err
+	}
+	return LinkInfo{Index: l.Attrs().Index, Kind: l.Type()}, nil
+}
+
 func (netlinkLinks) AddDummy(name string) error {
 	return netlink.LinkAdd(&netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Name: name}})
 }

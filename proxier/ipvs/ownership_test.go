@@ -3,6 +3,8 @@ package ipvs
 import (
 	"fmt"
 	"net/netip"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
@@ -133,21 +135,55 @@ func TestExcludeCIDRs(t *testing.T) {
 	})
 }
 
-// TestNodePortOwnership: a stale virtual server on a node address is
-// ours when its port is a NodePort of the plan.
-func TestNodePortOwnership(t *testing.T) {
-	e := newEnv(t, Config{})
-	must(t, e.k.AddVirtualServer(VirtualServer{Key: key("192.168.1.11:30080/TCP"), Scheduler: "rr"}))
-	// 192.168.1.11 becomes a node address of the plan: the stale VS on
-	// it with NodePort 30080 is ours and goes.
-	w := web("10.244.1.5:8080")
-	w.VirtualServers = append(w.VirtualServers, vs("NodePort 192.168.1.11:30081/TCP", "10.244.1.5:8080"))
-	e.mustResync(plan(w))
-	vss, _ := e.k.VirtualServers()
-	for _, v := range vss {
-		if v.Key == key("192.168.1.11:30080/TCP") {
-			t.Errorf("stale NodePort virtual server kept:\n%s", e.k.Dump())
-		}
+// TestNodePortOwnershipByExactKey: a virtual server on a node address is
+// ours only by its exact key (address, protocol, port). One whose port is
+// our NodePort only on another node address, or only in the other
+// family, is foreign and survives Resync and Cleanup.
+func TestNodePortOwnershipByExactKey(t *testing.T) {
+	for _, tc := range []struct {
+		name, foreign string
+		planned       []string // our NodePort virtual servers
+	}{
+		{"our port on another address", "192.168.1.11:30080/TCP",
+			[]string{"NodePort 192.168.1.10:30080/TCP", "NodePort 192.168.1.11:30081/TCP"}},
+		{"our port in the other family", "[fd00:1::10]:30080/TCP",
+			[]string{"NodePort 192.168.1.10:30080/TCP", "NodePort [fd00:1::10]:30081/TCP"}},
+		{"our port in the other protocol", "192.168.1.10:30080/UDP",
+			[]string{"NodePort 192.168.1.10:30080/TCP"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, Config{})
+			must(t, e.k.AddVirtualServer(VirtualServer{Key: key(tc.foreign), Scheduler: "wlc"}))
+			var vss []policy.VirtualServer
+			for _, spec := range tc.planned {
+				d := "10.244.1.5:8080"
+				if strings.Contains(spec, "[") {
+					d = "[fd00:244::5]:8080"
+				}
+				vss = append(vss, vs(spec, d))
+			}
+			sp := svc("np", vss...)
+			for _, step := range []struct {
+				what string
+				run  func() error
+			}{
+				{"Apply", func() error { return e.apply(sp) }},
+				{"Resync", func() error { return e.resync(plan(sp)) }},
+				{"Apply (removed)", func() error { return e.apply(svc("np")) }},
+				{"Cleanup", e.w.Cleanup},
+			} {
+				if err := step.run(); err != nil {
+					t.Fatalf("%s: %v", step.what, err)
+				}
+				if !slices.ContainsFunc(kernelVSs(t, e), func(v VirtualServer) bool { return v.Key == key(tc.foreign) }) {
+					t.Fatalf("after %s the foreign %s is gone:\n%s", step.what, tc.foreign, e.k.Dump())
+				}
+			}
+			vssLeft := kernelVSs(t, e)
+			if len(vssLeft) != 1 || vssLeft[0].Key != key(tc.foreign) {
+				t.Errorf("after Cleanup:\n%s\nwant only the foreign %s", e.k.Dump(), tc.foreign)
+			}
+		})
 	}
 }
 
@@ -220,4 +256,14 @@ func TestAdoptRecorded(t *testing.T) {
 			}
 		})
 	}
+}
+
+// kernelVSs lists the fake kernel's virtual servers.
+func kernelVSs(t *testing.T, e *env) []VirtualServer {
+	t.Helper()
+	vss, err := e.k.VirtualServers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return vss
 }

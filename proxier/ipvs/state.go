@@ -11,8 +11,8 @@ import (
 // setDesired replaces a service's planned virtual servers. It returns the
 // keys whose desired state may have changed (the service's old and new
 // keys), the dummy addresses they bind, and one error per virtual server
-// the service cannot have: untranslatable, or claimed by another service
-// first (the first claim keeps it).
+// the service cannot have (a *ServiceError): untranslatable, or claimed
+// by another service first (the first claim keeps it).
 func (w *Writer) setDesired(svc policy.ServiceKey, vss []policy.VirtualServer) (touched []Key, addrs []netip.Addr, errs []error) {
 	for _, k := range w.owned[svc] {
 		if x := w.want[k]; x != nil && x.binds() {
@@ -31,15 +31,16 @@ func (w *Writer) setDesired(svc policy.ServiceKey, vss []policy.VirtualServer) (
 	for i := range vss {
 		x, err := translate(svc, &vss[i])
 		if err != nil {
-			errs = append(errs, fmt.Errorf("service %s: %w", svc, err))
+			errs = append(errs, serviceError(svc, ReasonInvalid, fmt.Errorf("service %s: %w", svc, err)))
 			continue
 		}
 		k := x.vs.Key
 		if o := w.want[k]; o != nil {
 			if o.svc == svc {
-				errs = append(errs, fmt.Errorf("virtual server %s: listed twice by service %s", k, svc))
+				errs = append(errs, serviceError(svc, ReasonInvalid, fmt.Errorf("virtual server %s: listed twice by service %s", k, svc)))
 			} else {
-				errs = append(errs, fmt.Errorf("virtual server %s of service %s: already claimed by service %s", k, svc, o.svc))
+				errs = append(errs, serviceError(svc, ReasonConflict,
+					fmt.Errorf("virtual server %s of service %s: already claimed by service %s", k, svc, o.svc)))
 			}
 			continue
 		}
@@ -60,10 +61,7 @@ func (w *Writer) claim(k Key, x *wanted) {
 	w.want[k] = x
 	if x.binds() {
 		w.addrRefs[k.Addr]++
-		return
 	}
-	w.nodeAddrs[k.Addr]++
-	w.nodePorts[portKey{k.Protocol, k.Port}]++
 }
 
 func (w *Writer) release(k Key) {
@@ -74,10 +72,7 @@ func (w *Writer) release(k Key) {
 	delete(w.want, k)
 	if x.binds() {
 		decrement(w.addrRefs, k.Addr)
-		return
 	}
-	decrement(w.nodeAddrs, k.Addr)
-	decrement(w.nodePorts, portKey{k.Protocol, k.Port})
 }
 
 func decrement[K comparable](m map[K]int, k K) {

@@ -96,6 +96,9 @@ type Kernel interface {
 // its addresses. A missing link is ENODEV, an existing link or address
 // EEXIST, a missing address EADDRNOTAVAIL.
 type Links interface {
+	// Link returns a link's index and kind ("dummy", "veth", "loopback",
+	// ...); ENODEV if it does not exist.
+	Link(name string) (LinkInfo, error)
 	// AddDummy creates a dummy interface (left down, as kube-proxy does).
 	AddDummy(name string) error
 	DeleteLink(name string) error
@@ -103,6 +106,12 @@ type Links interface {
 	Addrs(name string) ([]netip.Prefix, error)
 	AddAddr(name string, p netip.Prefix) error
 	DelAddr(name string, p netip.Prefix) error
+}
+
+// LinkInfo is what Links.Link reports of a link.
+type LinkInfo struct {
+	Index int
+	Kind  string
 }
 
 // Conntrack deletes conntrack entries.

@@ -62,13 +62,12 @@ type Writer struct {
 	mirror     map[Key]*actual
 	bound      map[netip.Addr]netip.Prefix // addresses on the dummy interface
 	linkExists bool
+	linkIndex  int // the dummy interface's index, when linkExists
 
-	desired   map[policy.ServiceKey][]policy.VirtualServer
-	owned     map[policy.ServiceKey][]Key
-	want      map[Key]*wanted
-	addrRefs  map[netip.Addr]int // planned VSs binding each address
-	nodeAddrs map[netip.Addr]int // planned NodePort VSs per address
-	nodePorts map[portKey]int    // planned NodePort VSs per protocol/port
+	desired  map[policy.ServiceKey][]policy.VirtualServer
+	owned    map[policy.ServiceKey][]Key
+	want     map[Key]*wanted
+	addrRefs map[netip.Addr]int // planned VSs binding each address
 
 	draining map[Key]map[netip.AddrPort]time.Time
 	recorded map[Key]bool // to adopt at the next kernel read (AdoptRecorded)
@@ -85,11 +84,6 @@ type actual struct {
 	// leaves the plan is ours to do even where ownership rules no longer
 	// say so (its NodePort was removed, say).
 	managed bool
-}
-
-type portKey struct {
-	proto policy.Protocol
-	port  uint16
 }
 
 type retry struct {
@@ -122,14 +116,12 @@ func (w *Writer) resetDesired() {
 	w.owned = map[policy.ServiceKey][]Key{}
 	w.want = map[Key]*wanted{}
 	w.addrRefs = map[netip.Addr]int{}
-	w.nodeAddrs = map[netip.Addr]int{}
-	w.nodePorts = map[portKey]int{}
 }
 
 func (w *Writer) resetMirror() {
 	w.mirror = map[Key]*actual{}
 	w.bound = map[netip.Addr]netip.Prefix{}
-	w.linkExists = false
+	w.linkExists, w.linkIndex = false, 0
 }
 
 // Apply applies changed services: each ServicePlan replaces that
@@ -139,15 +131,32 @@ func (w *Writer) resetMirror() {
 // kernel first and adopts what matches. A failure on one virtual server
 // is returned, wrapped with it, and neither blocks nor undoes the others;
 // its service is retried by later Applies with exponential backoff
-// (1 s, doubling, at most 2 min) and NeedsResync becomes true.
+// (1 s, doubling, at most 2 min; NextRetry says when), and the error is
+// a *ServiceError (see SplitErrors). Only errors that leave the whole
+// data plane unknown (the kernel unreadable, the dummy interface gone,
+// the netlink socket dead) make NeedsResync true.
+//
+// Apply first checks cheaply that the dummy interface it knows still
+// exists: if it was deleted or replaced, Apply changes nothing and
+// returns an error wrapping ErrLinkChanged, and NeedsResync is true.
 func (w *Writer) Apply(changes []policy.ServicePlan) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if err := w.linkChanged(); err != nil {
+		w.full = true
+		return err
+	}
 	now := w.cfg.Now()
 	b := w.newBatch(now)
 	var errs []error
 	if err := w.start(false); err != nil {
 		errs = append(errs, err)
+	}
+	// Release before claim: the engine may move a virtual server from
+	// one changed service to another in one batch (a ClusterIP deleted
+	// and recreated, an external IP's owner gone).
+	for _, ch := range changes {
+		b.service(ch.Service, nil)
 	}
 	changed := map[policy.ServiceKey]bool{}
 	for _, ch := range changes {
@@ -304,12 +313,53 @@ func (w *Writer) Draining() int {
 	return n
 }
 
-// NeedsResync reports whether an operation failed since the last
-// successful Resync, so the caller should Resync soon.
+// NeedsResync reports whether the data plane's state is unknown since
+// the last successful Resync (an error not confined to one service), so
+// the caller should Resync soon.
 func (w *Writer) NeedsResync() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.full
+}
+
+// Check verifies cheaply, without changing anything, that the dummy
+// interface known from the last sync still exists with the same index
+// (one rtnetlink request). If it was deleted or replaced it returns an
+// error wrapping ErrLinkChanged and NeedsResync becomes true. Before the
+// first sync, and when a Resync is due already, it returns nil.
+func (w *Writer) Check() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.full {
+		return nil // a Resync is due and re-reads everything anyway
+	}
+	err := w.linkChanged()
+	if err != nil {
+		w.full = true
+	}
+	return err
+}
+
+// Failing returns the services whose last attempt failed and that are
+// retried with backoff, sorted.
+func (w *Writer) Failing() []policy.ServiceKey {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.SortedFunc(maps.Keys(w.failed), compareServiceKeys)
+}
+
+// NextRetry returns when the earliest failed service is due for a retry
+// by Apply; zero when none failed.
+func (w *Writer) NextRetry() time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var next time.Time
+	for _, r := range w.failed {
+		if next.IsZero() || r.at.Before(next) {
+			next = r.at
+		}
+	}
+	return next
 }
 
 // call runs one kernel change, counting it.
@@ -333,15 +383,16 @@ func (w *Writer) excluded(a netip.Addr) bool {
 }
 
 // owns reports whether a kernel virtual server is ours to manage: on an
-// address of the dummy interface, a NodePort of the plan on a node
-// address of the plan, or created or adopted by this Writer (adopted from
-// the plan, or from the record of AdoptRecorded).
+// address of the dummy interface, planned by its exact key (address,
+// protocol and port: a NodePort of the plan on another node address or
+// family says nothing of it), or created or adopted by this Writer
+// (adopted from the plan, or from the record of AdoptRecorded).
 func (w *Writer) owns(k Key) bool {
 	if _, ok := w.bound[k.Addr]; ok {
 		return true
 	}
-	if w.nodeAddrs[k.Addr] > 0 && w.nodePorts[portKey{k.Protocol, k.Port}] > 0 {
-		return true
+	if x := w.want[k]; x != nil {
+		return true // planned by this exact key
 	}
 	a := w.mirror[k]
 	return a != nil && a.managed

@@ -50,10 +50,13 @@ func DryRun(o *Options) (policy.Plan, []string, error) {
 	}
 	note := func(w fmt.Stringer) { warnings = append(warnings, w.String()) }
 	for _, n := range objs.Nodes {
-		pn, err := kubeapi.Node(n)
+		pn, ws, err := kubeapi.Node(n)
 		if err != nil {
 			warnings = append(warnings, skipped(err))
 			continue
+		}
+		for _, w := range ws {
+			note(w)
 		}
 		engine.UpsertNode(pn)
 	}

@@ -381,3 +381,33 @@ func TestRunModes(t *testing.T) {
 		})
 	}
 }
+
+// TestValidateIPVSInterface: --ipvs-interface must be a usable interface
+// name, and not lo (the writer also refuses, at run time, any existing
+// link that is not a dummy interface).
+func TestValidateIPVSInterface(t *testing.T) {
+	for _, tc := range []struct {
+		name, want string // want: an error substring; "" for valid
+	}{
+		{"kube-ipvs0", ""},
+		{"kipvs1", ""},
+		{"lo", "not lo"},
+		{"a-name-far-too-long", "not a valid interface name"},
+		{"eth0/1", "not a valid interface name"},
+		{"..", "not a valid interface name"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o, _, err := parse(t, "--ipvs-interface", tc.name, "--hostname-override", "node-a")
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = o.Validate()
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("Validate: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Errorf("Validate: %v, want %q", err, tc.want)
+			}
+		})
+	}
+}

@@ -39,8 +39,15 @@ func (o *Options) Validate() error {
 	if o.Cleanup && o.DryRun {
 		add("--cleanup and --dry-run exclude each other")
 	}
-	if o.IPVSInterface == "" {
+	switch name := o.IPVSInterface; {
+	case name == "":
 		add("--ipvs-interface must not be empty")
+	case len(name) > 15 || name == "." || name == ".." || strings.ContainsAny(name, "/: \t\n"):
+		add("--ipvs-interface %q is not a valid interface name", name)
+	case name == "lo":
+		// The writer refuses any existing link that is not a dummy
+		// interface; lo always exists, so say it now.
+		add("--ipvs-interface must name a dummy interface (ours, created if missing), not lo")
 	}
 	if o.IPVSGracefulPeriod < 0 {
 		add("--ipvs-graceful-period must not be negative, got %s", o.IPVSGracefulPeriod)

@@ -22,6 +22,7 @@ import (
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/metrics"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxier"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxier/hostaddr"
 )
 
 // DataPlaneOpener opens the data plane Watch programs. It is called once
@@ -87,8 +88,11 @@ func Watch(ctx context.Context, o *Options, open DataPlaneOpener, stdout io.Writ
 	serve("metrics", rc.MetricsBindAddress, func(ctx context.Context, addr string) error { return metrics.Serve(ctx, addr, reg) })
 
 	var onPlan func(policy.Plan)
+	var hostAddrs proxier.HostAddresses
 	if o.DryRun {
 		onPlan = printPlans(stdout, o)
+	} else {
+		hostAddrs = hostaddr.Netlink{Exclude: rc.DataPlane.Interface}
 	}
 	p, err := proxier.New(proxier.Config{
 		NodeName: rc.NodeName, Engine: rc.Policy, ServiceProxyName: rc.ServiceProxyName,
@@ -96,7 +100,7 @@ func Watch(ctx context.Context, o *Options, open DataPlaneOpener, stdout io.Writ
 		Client: cs, MetadataClient: md, DataPlane: dp,
 		Observer: m, Health: proxyHealth, ServiceHealth: serviceHealth,
 		Recorder: events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kube-ipvs-proxy", Host: rc.NodeName}),
-		OnPlan:   onPlan,
+		OnPlan:   onPlan, HostAddresses: hostAddrs,
 	})
 	if err != nil {
 		return fmt.Errorf("configure the proxy: %w", err)

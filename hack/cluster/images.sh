@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# Builds the lab's container images as docker archives, without Docker
+# (hack/k8s's kimg, go-containerregistry), with upstream's names and tags so
+# pods that say IfNotPresent find them after `ctr images import`:
+#
+#   registry.k8s.io/pause:3.10.2                       ours (hack/k8s/cmd/pause)
+#   registry.k8s.io/e2e-test-images/agnhost:2.63.0     upstream's agnhost on a Debian base
+#     (also :2.55)                                     with curl, nc, dig, iproute2, iperf, bash
+#   registry.k8s.io/e2e-test-images/glibc-dns-testing:2.0.0   the same Debian base
+#   registry.k8s.io/e2e-test-images/busybox:1.37.0-1   Debian's busybox-static
+#   registry.k8s.io/coredns/coredns:v1.15.0            CoreDNS (hack/k8s/coredns)
+#   localhost/kube-ipvs-proxy:lab                      this repo's proxy (as `make image`)
+#
+#   hack/cluster/images.sh [all|proxy]   # build what is stale; print the archive dir
+#   hack/cluster/images.sh base          # only the Debian base tarball; print its path
+#
+# Output: <repo>/.cache/cluster/images/*.tar. Each archive is rebuilt when
+# the sha256 of its inputs (binaries, base tarball, this script) changes.
+# The Debian base is made with mmdebstrap and cached keyed on its package
+# versions. `proxy` builds only the proxy's image (`make image`).
+set -euo pipefail
+shopt -s inherit_errexit
+# shellcheck source=hack/cluster/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+OUT=$CACHE/images
+PROXY_TAG=${KIP_PROXY_IMAGE:-localhost/kube-ipvs-proxy:lab}
+BASE_PACKAGES=(bash curl netcat-openbsd dnsutils iproute2 iperf util-linux iputils-ping
+	procps ca-certificates)
+K8S_MOD=$(cd "$REPO/hack/k8s" && go list -m -f '{{.Dir}}' k8s.io/kubernetes 2>/dev/null) ||
+	die "k8s.io/kubernetes is not in the module cache (run hack/k8s/build.sh first)"
+
+mkdir -p "$OUT"
+exec 8>"$OUT/.lock"
+flock 8
+
+# image <archive name> <input files (space separated)> <kimg args...>:
+# builds $OUT/<name>.tar unless its inputs' hash is unchanged.
+image() {
+	local name=$1 inputs=$2 key
+	shift 2
+	# shellcheck disable=SC2086 # inputs is a word list of paths
+	key=$({ sha256sum $inputs "${BASH_SOURCE[0]}" | cut -c1-64; echo "$*"; } | sha256sum | cut -c1-16)
+	if [[ -e $OUT/$name.tar && $(cat "$OUT/$name.key" 2>/dev/null) == "$key" ]]; then
+		return 0
+	fi
+	log "image $name"
+	"$K8S_BIN/kimg" -out "$OUT/$name.tar" "$@" >/dev/null
+	echo "$key" >"$OUT/$name.key"
+}
+
+# debian_base: a bookworm rootfs tarball with the tools agnhost's tests
+# exec, plus agnhost's image user and group; prints its path.
+debian_base() {
+	local vers key out root p v
+	vers=$(for p in "${BASE_PACKAGES[@]}"; do
+		v=$(apt-cache policy "$p" | awk '/Candidate:/ { print $2; exit }')
+		echo "$p $v"
+	done)
+	key=$({ echo "$vers"; declare -f debian_base; } | sha256sum | cut -c1-16)
+	out=$CACHE/debian-base-$key.tar
+	if [[ ! -e $out ]]; then
+		log "mmdebstrap the agnhost base (${BASE_PACKAGES[*]})"
+		root=$(mktemp -d "$CACHE/.base.XXXXXX")
+		nice -n 10 mmdebstrap --mode=root --variant=minbase --include="$(IFS=,; echo "${BASE_PACKAGES[*]}")" \
+			--dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \
+			--dpkgopt='path-exclude=/usr/share/locale/*' \
+			bookworm "$root/rootfs" "deb http://deb.debian.org/debian bookworm main" \
+			"deb http://deb.debian.org/debian-security bookworm-security main" >&2
+		# As upstream's agnhost Dockerfile: a user and a group defined in the image.
+		echo "user-defined-in-image:x:1000:1000::/home/user-defined-in-image:/bin/sh" >>"$root/rootfs/etc/passwd"
+		echo "user-defined-in-image:x:1000:" >>"$root/rootfs/etc/group"
+		echo "group-defined-in-image:x:50000:user-defined-in-image" >>"$root/rootfs/etc/group"
+		mkdir -p "$root/rootfs/usr/local/bin" && ln -sf /usr/bin/iperf "$root/rootfs/usr/local/bin/iperf"
+		rm -rf "$root/rootfs/var/cache/apt"/* "$root/rootfs/var/lib/apt/lists"/*
+		tar --numeric-owner -C "$root/rootfs" -cf "$out.tmp" .
+		rm -rf "$root"
+		rm -f "$CACHE"/debian-base-*.tar
+		mv "$out.tmp" "$out"
+	fi
+	echo "$out"
+}
+
+# busybox_root: Debian's busybox-static unpacked; prints the binary's path.
+busybox_bin() {
+	local dir=$CACHE/busybox deb
+	if [[ ! -x $dir/bin/busybox ]]; then
+		mkdir -p "$dir"
+		(cd "$dir" && apt-get download -qq -o APT::Sandbox::User=root busybox-static) >&2
+		deb=$(compgen -G "$dir/busybox-static_*.deb" | head -n1)
+		dpkg -x "$deb" "$dir"
+	fi
+	echo "$dir/bin/busybox"
+}
+
+proxy_image() {
+	local tmp=$CACHE/.proxy-image
+	mkdir -p "$tmp"
+	log "go build ./cmd/kube-ipvs-proxy"
+	(cd "$REPO" && CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o "$tmp/kube-ipvs-proxy" ./cmd/kube-ipvs-proxy)
+	printf 'root:x:0:0:root:/root:/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\n' >"$tmp/passwd"
+	printf 'root:x:0:\nnobody:x:65534:\n' >"$tmp/group"
+	# As the Dockerfile: one static binary, root, on a distroless-like base
+	# (passwd, group, CA certificates, /tmp).
+	image kube-ipvs-proxy "$tmp/kube-ipvs-proxy $tmp/passwd $tmp/group" \
+		-tag "$PROXY_TAG" -file "$tmp/kube-ipvs-proxy:/usr/local/bin/kube-ipvs-proxy:0755" \
+		-file "$tmp/passwd:/etc/passwd:0644" -file "$tmp/group:/etc/group:0644" \
+		-file /etc/ssl/certs/ca-certificates.crt:/etc/ssl/certs/ca-certificates.crt:0644 \
+		-dir /tmp:1777 -entrypoint /usr/local/bin/kube-ipvs-proxy -user 0
+}
+
+all_images() {
+	local base bb applets=() a
+	base=$(debian_base)
+	image pause "$K8S_BIN/pause" -tag registry.k8s.io/pause:3.10.2 \
+		-file "$K8S_BIN/pause:/pause:0755" -entrypoint /pause -user 65535:65535
+	image agnhost "$K8S_BIN/agnhost $base" \
+		-tag registry.k8s.io/e2e-test-images/agnhost:2.63.0 -tag registry.k8s.io/e2e-test-images/agnhost:2.55 \
+		-rootfs "$base" -file "$K8S_BIN/agnhost:/agnhost:0755" -link /agnhost-2:agnhost -dir /uploads \
+		-file "$K8S_MOD/test/images/agnhost/porter/localhost.crt:/localhost.crt:0644" \
+		-file "$K8S_MOD/test/images/agnhost/porter/localhost.key:/localhost.key:0644" \
+		-entrypoint /agnhost -cmd pause
+	image glibc-dns-testing "$base" -tag registry.k8s.io/e2e-test-images/glibc-dns-testing:2.0.0 \
+		-rootfs "$base" -cmd /bin/sh
+	bb=$(busybox_bin)
+	for a in $("$bb" --list); do
+		[[ $a == busybox ]] || applets+=(-link "/bin/$a:busybox")
+	done
+	image busybox "$bb" -tag registry.k8s.io/e2e-test-images/busybox:1.37.0-1 \
+		-file "$bb:/bin/busybox:0755" "${applets[@]}" -dir /tmp:1777 -cmd sh
+	image coredns "$K8S_BIN/coredns" -tag registry.k8s.io/coredns/coredns:v1.15.0 \
+		-file "$K8S_BIN/coredns:/coredns:0755" -entrypoint /coredns
+	proxy_image
+}
+
+case ${1:-all} in
+all)
+	"$REPO/hack/k8s/build.sh" kimg pause agnhost coredns >/dev/null
+	all_images
+	;;
+proxy)
+	"$REPO/hack/k8s/build.sh" kimg >/dev/null
+	proxy_image
+	;;
+base) debian_base ;;
+*) die "usage: images.sh [all|proxy|base]" ;;
+esac
+echo "$OUT"

@@ -1,0 +1,344 @@
+//go:build !integration
+
+package e2e
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/cmd/kube-ipvs-proxy/app"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/integration/apiserver"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
+)
+
+// programmed replays the recorded calls: each virtual server key the data
+// plane holds now, with its service.
+func (r *recorder) programmed() map[string]string {
+	owner := map[string]string{}
+	for _, c := range r.snapshot() {
+		if c.full {
+			clear(owner)
+			for _, vs := range c.plan.VirtualServers {
+				owner[vs.Key().String()] = vs.Service
+			}
+			continue
+		}
+		// Release before claim: an Apply replaces its services' virtual
+		// servers as one change.
+		for _, sp := range c.changes {
+			for k, s := range owner {
+				if s == sp.Service.String() {
+					delete(owner, k)
+				}
+			}
+		}
+		for _, sp := range c.changes {
+			for _, vs := range sp.VirtualServers {
+				if prev, ok := owner[vs.Key().String()]; ok {
+					owner[vs.Key().String()] = "CONFLICT " + prev + " " + vs.Service
+					continue
+				}
+				owner[vs.Key().String()] = vs.Service
+			}
+		}
+	}
+	return owner
+}
+
+// startProxy runs the proxy's watch loop against c as the DaemonSet
+// would (deploy/base's ServiceAccount and RBAC), with a recording data
+// plane.
+func startProxy(t *testing.T, c *apiserver.Cluster, extra ...string) *recorder {
+	t.Helper()
+	base := filepath.Join("..", "..", "deploy", "base")
+	c.Apply(t, filepath.Join(base, "serviceaccount.yaml"), filepath.Join(base, "clusterrole.yaml"),
+		filepath.Join(base, "clusterrolebinding.yaml"))
+	token, err := c.ServiceAccountToken("kube-system", "kube-ipvs-proxy")
+	if err != nil {
+		t.Fatalf("service account token: %v", err)
+	}
+	args := append([]string{"--kubeconfig", c.KubeconfigForToken(token), "--hostname-override", nodeName,
+		"--cluster-cidr", "10.244.0.0/16", "--ipvs-sync-period", "1h",
+		"--metrics-bind-address", freeAddr(t), "--healthz-bind-address", freeAddr(t)}, extra...)
+	opts, err := app.ParseFlags(args, io.Discard)
+	if err == nil {
+		err = opts.Validate()
+	}
+	if err != nil {
+		t.Fatalf("flags: %v", err)
+	}
+	dp := &recorder{}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- app.Watch(ctx, opts, dp.open, io.Discard) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("Watch: %v", err)
+		}
+	})
+	return dp
+}
+
+// createNode creates a Node with its status (an InternalIP).
+func createNode(t *testing.T, cs kubernetes.Interface, name, zone, ip string) {
+	t.Helper()
+	ctx := context.Background()
+	created, err := cs.CoreV1().Nodes().Create(ctx, node(name, zone, ip), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	created.Status = node(name, zone, ip).Status
+	if _, err := cs.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func waitEvent(t *testing.T, cs kubernetes.Interface, ns, name, reason, contains string) {
+	t.Helper()
+	waitFor(t, reason+" Event on "+ns+"/"+name, func() bool {
+		evs, err := cs.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			return false
+		}
+		for _, e := range evs.Items {
+			if e.Reason == reason && e.InvolvedObject.Name == name && strings.Contains(e.Message, contains) {
+				t.Logf("event on %s/%s: %s %s: %s", ns, name, e.Type, e.Reason, e.Message)
+				return true
+			}
+		}
+		return false
+	})
+}
+
+func tcpService(ns, name, clusterIP string, port int32, mutate ...func(*corev1.Service)) *corev1.Service {
+	s := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: corev1.ServiceSpec{ClusterIP: clusterIP, Ports: []corev1.ServicePort{
+			{Name: "p", Protocol: corev1.ProtocolTCP, Port: port}}},
+	}
+	for _, m := range mutate {
+		m(s)
+	}
+	return s
+}
+
+// TestOwnershipThroughTheAPI: what a namespace editor can do to other
+// Services' and the node's addresses, through a real apiserver: an
+// external IP naming another Service's ClusterIP or a node's address is
+// not served (an Event says why), the sync never fails, and a ClusterIP
+// released and claimed again in one batch goes to the new Service.
+func TestOwnershipThroughTheAPI(t *testing.T) {
+	c := apiserver.Start(t, apiserver.Options{})
+	ctx := context.Background()
+	admin := kubernetes.NewForConfigOrDie(c.AdminConfig())
+	for _, ns := range []string{"aaa", "kube-system"} {
+		_, _ = admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	}
+	createNode(t, admin, nodeName, "zone-a", "192.0.2.1")
+	svcs := func(ns string) func(*corev1.Service) (*corev1.Service, error) {
+		return func(s *corev1.Service) (*corev1.Service, error) {
+			return admin.CoreV1().Services(ns).Create(ctx, s, metav1.CreateOptions{})
+		}
+	}
+	if _, err := svcs("kube-system")(tcpService("kube-system", "kube-dns", "10.96.0.10", 53)); err != nil {
+		t.Fatal(err)
+	}
+	dp := startProxy(t, c, "--ipvs-min-sync-period", "0s")
+	waitFor(t, "the first sync", func() bool { return len(dp.snapshot()) > 0 })
+
+	t.Run("an external IP on another Service's ClusterIP does not take it", func(t *testing.T) {
+		grab := tcpService("aaa", "grab", "10.96.0.99", 53, func(s *corev1.Service) { s.Spec.ExternalIPs = []string{"10.96.0.10"} })
+		if _, err := svcs("aaa")(grab); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "aaa/grab's ClusterIP to be programmed", func() bool { return dp.programmed()["10.96.0.99:53/TCP"] == "aaa/grab" })
+		if got := dp.programmed()["10.96.0.10:53/TCP"]; got != "kube-system/kube-dns" {
+			t.Errorf("10.96.0.10:53/TCP is programmed for %q, want kube-system/kube-dns", got)
+		}
+		waitEvent(t, admin, "aaa", "grab", policy.ReasonVirtualServerConflict, "owned by Service kube-system/kube-dns")
+	})
+
+	t.Run("an external IP that is a node's address is not served", func(t *testing.T) {
+		// This node's address from its Node status, and one of the host's
+		// interfaces (the real mode reads them).
+		for _, ip := range []string{"192.0.2.1", hostAddress(t)} {
+			name := "on-node-" + strings.ReplaceAll(ip, ".", "-")
+			s := tcpService("aaa", name, "", 22, func(s *corev1.Service) { s.Spec.ExternalIPs = []string{ip, "203.0.113.9"} })
+			if _, err := svcs("aaa")(s); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, name+"'s other external IP", func() bool { return dp.programmed()["203.0.113.9:22/TCP"] == "aaa/"+name })
+			if got, ok := dp.programmed()[ip+":22/TCP"]; ok {
+				t.Errorf("%s:22/TCP (a node's address) is programmed for %s", ip, got)
+			}
+			waitEvent(t, admin, "aaa", name, policy.ReasonNodeAddress, ip+" is a node's address")
+			if err := admin.CoreV1().Services("aaa").Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+
+	t.Run("a ClusterIP deleted and created again goes to the new Service", func(t *testing.T) {
+		if _, err := svcs("aaa")(tcpService("aaa", "old", "10.96.0.50", 80)); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "aaa/old", func() bool { return dp.programmed()["10.96.0.50:80/TCP"] == "aaa/old" })
+		// Another service claiming it as an external IP waits in line.
+		if _, err := svcs("aaa")(tcpService("aaa", "next", "10.96.0.51", 80, func(s *corev1.Service) { s.Spec.ExternalIPs = []string{"10.96.0.50"} })); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "aaa/next", func() bool { return dp.programmed()["10.96.0.51:80/TCP"] == "aaa/next" })
+		if err := admin.CoreV1().Services("aaa").Delete(ctx, "old", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the external IP claim to take over", func() bool { return dp.programmed()["10.96.0.50:80/TCP"] == "aaa/next" })
+		// The ClusterIP comes back: it wins again, at once.
+		var err error
+		for range 50 { // the allocator releases the IP asynchronously
+			if _, err = svcs("aaa")(tcpService("aaa", "new", "10.96.0.50", 80)); err == nil {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if err != nil {
+			t.Fatalf("create aaa/new on 10.96.0.50: %v", err)
+		}
+		waitFor(t, "aaa/new", func() bool { return dp.programmed()["10.96.0.50:80/TCP"] == "aaa/new" })
+		for k, s := range dp.programmed() {
+			if strings.HasPrefix(s, "CONFLICT") {
+				t.Errorf("%s was given to two services in one Apply: %s", k, s)
+			}
+		}
+	})
+}
+
+// hostAddress is one of this host's non-loopback IPv4 addresses.
+func hostAddress(t *testing.T) string {
+	t.Helper()
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range addrs {
+		if p, err := netip.ParsePrefix(a.String()); err == nil && p.Addr().Is4() && !p.Addr().IsLoopback() && p.Addr() != netip.MustParseAddr("192.0.2.1") {
+			return p.Addr().String()
+		}
+	}
+	t.Skip("the host has no non-loopback IPv4 address")
+	return ""
+}
+
+// TestPlanWarningsThroughTheAPI: the warnings a tenant's Service earns
+// reach the apiserver as Events, small and on the right Services: a
+// destination shared by a NOTRACK and a tracked Service warns both, a
+// 200 KiB annotation value is quoted cut short; and a health check node
+// port counts a local pod serving two ports once (kube-proxy's
+// LocalReadyEndpoints by unique IP).
+func TestPlanWarningsThroughTheAPI(t *testing.T) {
+	c := apiserver.Start(t, apiserver.Options{})
+	ctx := context.Background()
+	admin := kubernetes.NewForConfigOrDie(c.AdminConfig())
+	createNode(t, admin, nodeName, "zone-a", "192.0.2.1")
+	mk := func(s *corev1.Service) {
+		t.Helper()
+		if _, err := admin.CoreV1().Services(s.Namespace).Create(ctx, s, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("create %s: %v", s.Name, err)
+		}
+	}
+	mkSlice := func(svc string, ports []int32, addrs ...string) {
+		t.Helper()
+		s := webSlice()
+		s.Name, s.Labels = svc+"-1", map[string]string{"kubernetes.io/service-name": svc}
+		s.Ports = nil
+		for i, p := range ports {
+			s.Ports = append(s.Ports, discoveryEndpointPort("p"+string(rune('0'+i)), p))
+		}
+		for _, a := range addrs {
+			s.Endpoints = append(s.Endpoints, readyEndpoint(a, nodeName))
+		}
+		if _, err := admin.DiscoveryV1().EndpointSlices("default").Create(ctx, s, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("create slice of %s: %v", svc, err)
+		}
+	}
+	twoPorts := func(s *corev1.Service) {
+		s.Spec.Ports = []corev1.ServicePort{{Name: "p0", Protocol: corev1.ProtocolTCP, Port: 80}, {Name: "p1", Protocol: corev1.ProtocolTCP, Port: 81}}
+	}
+	mk(tcpService("default", "dns", "10.96.0.53", 53, func(s *corev1.Service) {
+		s.Annotations = map[string]string{policy.AnnotationNoTrack: "true"}
+		s.Spec.Ports[0].Name = "p0"
+	}))
+	mk(tcpService("default", "dns-tcp", "10.96.0.54", 53, func(s *corev1.Service) { s.Spec.Ports[0].Name = "p0" }))
+	mkSlice("dns", []int32{5353}, "10.244.1.5")
+	mkSlice("dns-tcp", []int32{5353}, "10.244.1.5")
+	mk(tcpService("default", "huge", "10.96.0.60", 80, func(s *corev1.Service) {
+		s.Annotations = map[string]string{policy.AnnotationScheduler: strings.Repeat("x", 200<<10)}
+	}))
+	hcPort := int32(32555)
+	mk(tcpService("default", "lb", "10.96.0.70", 80, twoPorts, func(s *corev1.Service) {
+		s.Spec.Type = corev1.ServiceTypeLoadBalancer
+		s.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+		s.Spec.HealthCheckNodePort = hcPort
+	}))
+	mkSlice("lb", []int32{8080, 8081}, "10.244.1.7")
+
+	startProxy(t, c, "--ipvs-min-sync-period", "0s", "--nodeport-addresses", "127.0.0.0/8")
+
+	t.Run("a destination shared by a NOTRACK and a tracked Service warns both", func(t *testing.T) {
+		waitEvent(t, admin, "default", "dns", policy.ReasonNoTrackSharedDestination, "tracked Service default/dns-tcp")
+		waitEvent(t, admin, "default", "dns-tcp", policy.ReasonNoTrackSharedDestination, "NOTRACK Service default/dns")
+	})
+	t.Run("a 200 KiB annotation value is quoted cut short", func(t *testing.T) {
+		waitEvent(t, admin, "default", "huge", "InvalidAnnotation", "(204800 bytes)")
+		evs, err := admin.CoreV1().Events("default").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range evs.Items {
+			if e.InvolvedObject.Name == "huge" && len(e.Message) > 256 {
+				t.Errorf("Event %s on default/huge is %d bytes long", e.Reason, len(e.Message))
+			}
+		}
+	})
+	t.Run("the health check counts a pod serving two ports once", func(t *testing.T) {
+		url := "http://127.0.0.1:" + strconv.Itoa(int(hcPort)) + "/"
+		var body string
+		var weight string
+		waitFor(t, "the health check node port to answer 200", func() bool {
+			resp, err := http.Get(url)
+			if err != nil {
+				return false
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			body, weight = string(b), resp.Header.Get("X-Load-Balancing-Endpoint-Weight")
+			return resp.StatusCode == 200
+		})
+		if !strings.Contains(body, `"localEndpoints": 1`) || weight != "1" {
+			t.Errorf("health check: weight %q body %s; want localEndpoints 1 and weight 1", weight, body)
+		}
+		t.Logf("health check: X-Load-Balancing-Endpoint-Weight %s, %s", weight, strings.TrimSpace(body))
+	})
+}
+
+func discoveryEndpointPort(name string, port int32) discoveryv1.EndpointPort {
+	return discoveryv1.EndpointPort{Name: ptr(name), Protocol: ptr(corev1.ProtocolTCP), Port: ptr(port)}
+}
+
+func readyEndpoint(addr, nodeName string) discoveryv1.Endpoint {
+	return discoveryv1.Endpoint{Addresses: []string{addr}, Conditions: discoveryv1.EndpointConditions{Ready: ptr(true)},
+		NodeName: ptr(nodeName)}
+}

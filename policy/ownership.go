@@ -1,0 +1,251 @@
+package policy
+
+import (
+	"cmp"
+	"fmt"
+	"net/netip"
+	"slices"
+	"time"
+)
+
+// Ownership: a virtual server (address:port/protocol) belongs to exactly
+// one service, decided here and nowhere else, the same way for a full
+// sync and for an incremental one. Several services may claim one key: a
+// Service's externalIPs entry or load-balancer ingress IP can be any
+// address, including another Service's ClusterIP, and two NodePort
+// services cannot collide but an externalIP can sit on a node address.
+//
+// The rule: a ClusterIP claim beats an external one (the apiserver keeps
+// ClusterIPs unique, so a ClusterIP is never contested by another
+// ClusterIP); among equals the oldest Service (creationTimestamp) wins,
+// then namespace/name. The engine keeps the claim index (key → claimants,
+// owner first), so that when the owner goes, or changes its ports, the
+// next claimant takes over in the same batch: Reassigned names the
+// services whose plans that changes, and a losing service's plan carries
+// a Warning per lost virtual server instead of the virtual server.
+
+// claimant is one service's claim on one virtual server key.
+type claimant struct {
+	svc     ServiceKey
+	cluster bool // the ClusterIP kind
+	created time.Time
+	kind    Kind
+}
+
+// compareClaimants orders claimants owner first.
+func compareClaimants(a, b claimant) int {
+	if a.cluster != b.cluster {
+		if a.cluster {
+			return -1
+		}
+		return 1
+	}
+	if c := a.created.Compare(b.created); c != 0 {
+		return c
+	}
+	return a.svc.Compare(b.svc)
+}
+
+// claimIndex is the engine's ownership state.
+type claimIndex struct {
+	byKey map[VirtualServerKey][]claimant // sorted, owner first
+	bySvc map[ServiceKey][]VirtualServerKey
+	// reassigned: services whose ownership of some key changed since the
+	// last Reassigned call, other than through their own update.
+	reassigned map[ServiceKey]struct{}
+}
+
+func newClaimIndex() claimIndex {
+	return claimIndex{byKey: map[VirtualServerKey][]claimant{}, bySvc: map[ServiceKey][]VirtualServerKey{},
+		reassigned: map[ServiceKey]struct{}{}}
+}
+
+// owner returns the service that owns k, if any claims it.
+func (ci *claimIndex) owner(k VirtualServerKey) (claimant, bool) {
+	list := ci.byKey[k]
+	if len(list) == 0 {
+		return claimant{}, false
+	}
+	return list[0], true
+}
+
+// set replaces svc's claims. An owner change of any key marks the
+// previous and the new owner reassigned.
+func (ci *claimIndex) set(svc ServiceKey, claims []claimant, keys []VirtualServerKey) {
+	old := ci.bySvc[svc]
+	before := make(map[VirtualServerKey]ServiceKey, len(old)+len(keys))
+	for _, k := range slices.Concat(old, keys) {
+		o, _ := ci.owner(k)
+		before[k] = o.svc
+	}
+	for _, k := range old {
+		ci.edit(k, slices.DeleteFunc(ci.byKey[k], func(c claimant) bool { return c.svc == svc }))
+	}
+	delete(ci.bySvc, svc)
+	for i, k := range keys {
+		list := ci.byKey[k]
+		if slices.ContainsFunc(list, func(x claimant) bool { return x.svc == svc }) {
+			continue // claimed twice by one service (kubeapi refuses duplicate ports)
+		}
+		j, _ := slices.BinarySearchFunc(list, claims[i], compareClaimants)
+		ci.edit(k, slices.Insert(list, j, claims[i]))
+	}
+	if len(keys) > 0 {
+		ci.bySvc[svc] = slices.Clone(keys)
+	}
+	var none ServiceKey
+	for k, was := range before {
+		o, _ := ci.owner(k)
+		if o.svc == was {
+			continue
+		}
+		for _, s := range []ServiceKey{was, o.svc} {
+			if s != none {
+				ci.reassigned[s] = struct{}{}
+			}
+		}
+	}
+}
+
+func (ci *claimIndex) edit(k VirtualServerKey, list []claimant) {
+	if len(list) == 0 {
+		delete(ci.byKey, k)
+	} else {
+		ci.byKey[k] = list
+	}
+}
+
+// claim recomputes one service's claims from its spec and this node's
+// addresses (not its endpoints: ownership does not depend on them).
+func (e *Engine) claim(entry *serviceEntry) {
+	svc := entry.svc
+	var keys []VirtualServerKey
+	var claims []claimant
+	for _, cip := range svc.ClusterIPs {
+		for _, sp := range svc.Ports {
+			for _, fe := range e.frontends(svc, sp, cip) {
+				for _, a := range fe.addrs {
+					keys = append(keys, VirtualServerKey{Address: a, Protocol: sp.Protocol, Port: fe.port})
+					claims = append(claims, claimant{svc: svc.Key, cluster: fe.kind == KindClusterIP,
+						created: svc.Created, kind: fe.kind})
+				}
+			}
+		}
+	}
+	e.claims.set(svc.Key, claims, keys)
+}
+
+// reclaimAll recomputes every service's claims, when this node's
+// addresses change.
+func (e *Engine) reclaimAll() {
+	for _, entry := range e.services {
+		e.claim(entry)
+	}
+}
+
+// Reassigned returns, sorted, the services whose ownership of a virtual
+// server changed since the last call because of another service or a
+// node address change (a service's own upsert or deletion is not
+// reported for itself, its caller knows). Their plans must be recomputed
+// in the same batch as the change, so that a released virtual server is
+// programmed for its new owner at once.
+func (e *Engine) Reassigned() []ServiceKey {
+	out := make([]ServiceKey, 0, len(e.claims.reassigned))
+	for k := range e.claims.reassigned {
+		out = append(out, k)
+	}
+	clear(e.claims.reassigned)
+	slices.SortFunc(out, ServiceKey.Compare)
+	return out
+}
+
+// owned drops from vss the virtual servers another service owns, and
+// returns a Warning for each.
+func (e *Engine) owned(key ServiceKey, vss []VirtualServer) ([]VirtualServer, []Warning) {
+	var ws []Warning
+	kept := vss[:0]
+	for _, vs := range vss {
+		o, ok := e.claims.owner(vs.Key())
+		if !ok || o.svc == key {
+			kept = append(kept, vs)
+			continue
+		}
+		ws = append(ws, Warning{Object: "Service " + key.String(), Field: "spec.ports[" + vs.PortName + "]",
+			Reason: ReasonVirtualServerConflict, Service: key, Message: fmt.Sprintf("%s virtual server %s is owned by Service %s (%s), which wins (%s); not served here",
+				vs.Kind, vs.Key(), o.svc, o.kind, ownershipRule(o, vs.Kind))})
+	}
+	return kept, ws
+}
+
+// ownershipRule says why the owner won, for the loser's warning.
+func ownershipRule(o claimant, lost Kind) string {
+	if o.cluster && lost != KindClusterIP {
+		return "a ClusterIP beats an external address"
+	}
+	return "the oldest Service wins, then namespace/name"
+}
+
+// frontend is one kind of virtual server of one service port in one
+// family: its addresses and port.
+type frontend struct {
+	kind  Kind
+	addrs []netip.Addr
+	port  uint16
+}
+
+// frontends lists the addresses a service port is served on in cip's
+// family: its ClusterIP, this node's NodePort addresses, and its external
+// and load-balancer IPs that are not node addresses (binding a node's
+// address on the dummy interface would cut the node off).
+func (e *Engine) frontends(svc *Service, sp ServicePort, cip netip.Addr) []frontend {
+	v4 := cip.Is4()
+	out := []frontend{{kind: KindClusterIP, addrs: []netip.Addr{cip}, port: sp.Port}}
+	if sp.NodePort != 0 {
+		if a := ofFamily(e.nodeIPs, v4); len(a) > 0 {
+			out = append(out, frontend{kind: KindNodePort, addrs: a, port: sp.NodePort})
+		}
+	}
+	if a := e.notNodeAddresses(ofFamily(svc.ExternalIPs, v4)); len(a) > 0 {
+		out = append(out, frontend{kind: KindExternalIP, addrs: a, port: sp.Port})
+	}
+	if a := e.notNodeAddresses(ofFamily(svc.LoadBalancerIPs, v4)); len(a) > 0 {
+		out = append(out, frontend{kind: KindLoadBalancer, addrs: a, port: sp.Port})
+	}
+	return out
+}
+
+func ofFamily(addrs []netip.Addr, v4 bool) []netip.Addr {
+	var out []netip.Addr
+	for _, a := range addrs {
+		if a.Is4() == v4 {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func (e *Engine) notNodeAddresses(addrs []netip.Addr) []netip.Addr {
+	return slices.DeleteFunc(addrs, e.isNodeAddress)
+}
+
+// nodeAddressWarnings names the external and load-balancer IPs of svc
+// that are node addresses and so are not served.
+func (e *Engine) nodeAddressWarnings(svc *Service) []Warning {
+	var ws []Warning
+	check := func(field string, addrs []netip.Addr) {
+		for _, a := range addrs {
+			if e.isNodeAddress(a) {
+				ws = append(ws, Warning{Object: "Service " + svc.Key.String(), Field: field,
+					Reason: ReasonNodeAddress, Service: svc.Key, Message: fmt.Sprintf("%s is a node's address; not served, so that the node keeps it", a)})
+			}
+		}
+	}
+	check("spec.externalIPs", svc.ExternalIPs)
+	check("status.loadBalancer.ingress.ip", svc.LoadBalancerIPs)
+	return ws
+}
+
+// Compare orders service keys by namespace, then name.
+func (k ServiceKey) Compare(o ServiceKey) int {
+	return cmp.Or(cmp.Compare(k.Namespace, o.Namespace), cmp.Compare(k.Name, o.Name))
+}

@@ -1,0 +1,276 @@
+package policy
+
+import (
+	"net/netip"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func clusterIP(a string) svcOpt { return func(s *Service) { s.ClusterIPs = []netip.Addr{ip(a)} } }
+
+func externalIPs(a ...string) svcOpt {
+	return func(s *Service) {
+		for _, x := range a {
+			s.ExternalIPs = append(s.ExternalIPs, ip(x))
+		}
+	}
+}
+
+func lbIPs(a ...string) svcOpt {
+	return func(s *Service) {
+		for _, x := range a {
+			s.LoadBalancerIPs = append(s.LoadBalancerIPs, ip(x))
+		}
+	}
+}
+
+func createdAt(minute int) svcOpt {
+	return func(s *Service) { s.Created = time.Date(2026, 1, 1, 0, minute, 0, 0, time.UTC) }
+}
+
+func inNamespace(ns string) svcOpt { return func(s *Service) { s.Key.Namespace = ns } }
+
+func nodePort(p uint16) svcOpt { return func(s *Service) { s.Ports[0].NodePort = p } }
+
+// owners maps each virtual server of the plan to its service.
+func owners(p Plan) map[string]string {
+	out := map[string]string{}
+	for _, vs := range p.VirtualServers {
+		out[vs.Key().String()] = vs.Service
+	}
+	return out
+}
+
+// TestOwnershipRule: one owner per virtual server, the same on every
+// path: a ClusterIP beats an external address, then the oldest service,
+// then namespace/name; the loser gets a warning naming the winner.
+func TestOwnershipRule(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		svcs         []*Service
+		want         map[string]string
+		wantWarnings string
+	}{
+		{
+			name: "a ClusterIP beats an older external IP that sorts first",
+			svcs: []*Service{
+				svc("kube-dns", inNamespace("kube-system"), clusterIP("10.96.0.10"), createdAt(30)),
+				svc("grab", inNamespace("aaa"), clusterIP("10.96.0.99"), externalIPs("10.96.0.10"), createdAt(1)),
+			},
+			want: map[string]string{"10.96.0.10:80/TCP": "kube-system/kube-dns", "10.96.0.99:80/TCP": "aaa/grab"},
+			wantWarnings: "Service aaa/grab: spec.ports[http]: ExternalIP virtual server 10.96.0.10:80/TCP is owned by Service kube-system/kube-dns (ClusterIP), " +
+				"which wins (a ClusterIP beats an external address); not served here",
+		},
+		{
+			name: "the oldest of two external claims wins, whatever the names",
+			svcs: []*Service{
+				svc("a", clusterIP("10.96.0.1"), externalIPs("203.0.113.7"), createdAt(9)),
+				svc("z", clusterIP("10.96.0.2"), externalIPs("203.0.113.7"), createdAt(2)),
+			},
+			want: map[string]string{"10.96.0.1:80/TCP": "default/a", "10.96.0.2:80/TCP": "default/z", "203.0.113.7:80/TCP": "default/z"},
+			wantWarnings: "Service default/a: spec.ports[http]: ExternalIP virtual server 203.0.113.7:80/TCP is owned by Service default/z (ExternalIP), " +
+				"which wins (the oldest Service wins, then namespace/name); not served here",
+		},
+		{
+			name: "equal age: namespace/name decides, and an external IP against a load-balancer IP is a tie of kinds",
+			svcs: []*Service{
+				svc("b", clusterIP("10.96.0.2"), lbIPs("203.0.113.7")),
+				svc("a", clusterIP("10.96.0.1"), externalIPs("203.0.113.7")),
+			},
+			want: map[string]string{"10.96.0.1:80/TCP": "default/a", "10.96.0.2:80/TCP": "default/b", "203.0.113.7:80/TCP": "default/a"},
+			wantWarnings: "Service default/b: spec.ports[http]: LoadBalancer virtual server 203.0.113.7:80/TCP is owned by Service default/a (ExternalIP), " +
+				"which wins (the oldest Service wins, then namespace/name); not served here",
+		},
+		{
+			name: "other ports and protocols on a contested address stay with their services",
+			svcs: []*Service{
+				svc("dns", clusterIP("10.96.0.10")),
+				svc("other", clusterIP("10.96.0.11"), externalIPs("10.96.0.10"), func(s *Service) { s.Ports[0].Port = 8080 }),
+			},
+			want: map[string]string{"10.96.0.10:80/TCP": "default/dns", "10.96.0.11:8080/TCP": "default/other", "10.96.0.10:8080/TCP": "default/other"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, _ := newEngine(t, world{svcs: tc.svcs})
+			plan, ws := e.Compute()
+			if diff := cmp.Diff(tc.want, owners(plan)); diff != "" {
+				t.Errorf("owners (-want +got):\n%s", diff)
+			}
+			if got := warningsText(ws); got != tc.wantWarnings {
+				t.Errorf("warnings:\n got %s\nwant %s", got, tc.wantWarnings)
+			}
+			// The incremental path agrees: each service's own plan holds
+			// exactly the virtual servers the full plan gives it.
+			for _, s := range tc.svcs {
+				sp, _ := e.ComputeService(s.Key)
+				for _, vs := range sp.VirtualServers {
+					if tc.want[vs.Key().String()] != s.Key.String() {
+						t.Errorf("ComputeService(%s) holds %s, owned by %s", s.Key, vs.Key(), tc.want[vs.Key().String()])
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestOwnershipMovesWithTheOwner: when the owner goes or stops claiming,
+// the next claimant is reported by Reassigned and its plan takes the
+// virtual server; when an older claimant arrives, the previous owner is
+// reported and loses it.
+func TestOwnershipMovesWithTheOwner(t *testing.T) {
+	a := svc("a", clusterIP("10.96.0.1"), externalIPs("203.0.113.7"), createdAt(1))
+	b := svc("b", clusterIP("10.96.0.2"), externalIPs("203.0.113.7"), createdAt(2))
+	e, _ := newEngine(t, world{svcs: []*Service{a, b}})
+	e.Reassigned() // drain the load
+	external := VirtualServerKey{Address: ip("203.0.113.7"), Protocol: ProtocolTCP, Port: 80}
+	holds := func(k ServiceKey) bool {
+		sp, _ := e.ComputeService(k)
+		return slices.ContainsFunc(sp.VirtualServers, func(vs VirtualServer) bool { return vs.Key() == external })
+	}
+
+	e.DeleteService(a.Key)
+	if got := e.Reassigned(); !cmp.Equal(got, []ServiceKey{b.Key}) {
+		t.Errorf("deleting the owner reassigns %v, want [default/b]", got)
+	}
+	if !holds(b.Key) {
+		t.Errorf("default/b does not hold %s after the owner went", external)
+	}
+
+	e.UpsertService(a) // older: takes it back
+	if got := e.Reassigned(); !cmp.Equal(got, []ServiceKey{b.Key}) {
+		t.Errorf("an older claimant arriving reassigns %v, want [default/b]", got)
+	}
+	if !holds(a.Key) || holds(b.Key) {
+		t.Errorf("after a returns: a holds %v, b holds %v; want true, false", holds(a.Key), holds(b.Key))
+	}
+
+	a2 := svc("a", clusterIP("10.96.0.1"), createdAt(1)) // drops its external IP
+	e.UpsertService(a2)
+	if got := e.Reassigned(); !cmp.Equal(got, []ServiceKey{b.Key}) {
+		t.Errorf("the owner dropping its claim reassigns %v, want [default/b]", got)
+	}
+	if !holds(b.Key) {
+		t.Errorf("default/b does not hold %s after a dropped it", external)
+	}
+
+	e.UpsertService(svc("c", clusterIP("10.96.0.3"), createdAt(0)))
+	if got := e.Reassigned(); len(got) != 0 {
+		t.Errorf("an unrelated service reassigns %v, want none", got)
+	}
+}
+
+// TestReleaseBeforeClaimInOneBatch: a Service deleted and another created
+// with the same ClusterIP before one sync: the new one owns it at once.
+func TestReleaseBeforeClaimInOneBatch(t *testing.T) {
+	old := svc("old", clusterIP("10.96.0.50"), createdAt(1))
+	e, _ := newEngine(t, world{svcs: []*Service{old}})
+	e.UpsertService(svc("new", clusterIP("10.96.0.50"), createdAt(5))) // the informer may deliver the add first
+	e.DeleteService(old.Key)
+	sp, _ := e.ComputeService(ServiceKey{"default", "new"})
+	if len(sp.VirtualServers) != 1 || sp.VirtualServers[0].Address != ip("10.96.0.50") {
+		t.Fatalf("new service's plan %v, want its ClusterIP 10.96.0.50", planLines(Plan{VirtualServers: sp.VirtualServers}))
+	}
+	if got := e.Reassigned(); !cmp.Equal(got, []ServiceKey{{"default", "new"}}) {
+		t.Errorf("Reassigned %v, want [default/new]", got)
+	}
+}
+
+// TestExternalAddressesThatAreNodeAddressesAreNotServed: an external or
+// load-balancer IP that is this node's address (from its Node, or its
+// interfaces), or another Node's, gets no virtual server and a warning;
+// the service's other addresses are served.
+func TestExternalAddressesThatAreNodeAddressesAreNotServed(t *testing.T) {
+	s := svc("web", externalIPs("192.168.0.1", "203.0.113.7", "192.168.0.2"), lbIPs("192.168.0.9", "198.51.100.1"))
+	e, _ := newEngine(t, world{
+		nodes: []*Node{node(thisNode, thisZone, "192.168.0.1"), node("node-b", "zone-b", "192.168.0.2")},
+		svcs:  []*Service{s},
+	})
+	e.SetLocalAddresses([]netip.Addr{ip("192.168.0.1"), ip("192.168.0.9")})
+	plan, ws := e.Compute()
+	want := []string{"ClusterIP 10.96.0.1:80/TCP -> ", "LoadBalancer 198.51.100.1:80/TCP -> ", "ExternalIP 203.0.113.7:80/TCP -> "}
+	if diff := cmp.Diff(want, planLines(plan)); diff != "" {
+		t.Errorf("plan (-want +got):\n%s", diff)
+	}
+	wantW := "Service default/web: spec.externalIPs: 192.168.0.1 is a node's address; not served, so that the node keeps it\n" +
+		"Service default/web: spec.externalIPs: 192.168.0.2 is a node's address; not served, so that the node keeps it\n" +
+		"Service default/web: status.loadBalancer.ingress.ip: 192.168.0.9 is a node's address; not served, so that the node keeps it"
+	if got := warningsText(ws); got != wantW {
+		t.Errorf("warnings:\n got %s\nwant %s", got, wantW)
+	}
+
+	// The other node goes: its address may be served again.
+	e.DeleteNode("node-b")
+	if got := e.Reassigned(); !cmp.Equal(got, []ServiceKey{s.Key}) {
+		t.Errorf("a node address going away reassigns %v, want [default/web]", got)
+	}
+	plan, _ = e.Compute()
+	if _, ok := owners(plan)["192.168.0.2:80/TCP"]; !ok {
+		t.Errorf("192.168.0.2 not served after node-b went: %v", planLines(plan))
+	}
+}
+
+// TestNodePortAddressesFromLocalInterfaces: once the host's addresses are
+// known they are the NodePort addresses (kube-proxy's IPVS mode), with
+// --nodeport-addresses CIDRs filtering them; "primary" keeps the Node's
+// primary IPs; without them, the Node's status addresses.
+func TestNodePortAddressesFromLocalInterfaces(t *testing.T) {
+	local := []netip.Addr{ip("192.168.0.1"), ip("10.10.0.5"), ip("fd00::1")}
+	for _, tc := range []struct {
+		name      string
+		cfg       Config
+		withLocal bool
+		want      []string
+	}{
+		{name: "no local addresses: the Node's", want: []string{"192.168.0.1"}},
+		{name: "every local address", withLocal: true, want: []string{"10.10.0.5", "192.168.0.1"}},
+		{name: "CIDR filter", withLocal: true, cfg: Config{NodePortAddresses: []string{"10.10.0.0/16"}}, want: []string{"10.10.0.5"}},
+		{name: "primary", withLocal: true, cfg: Config{NodePortAddresses: []string{"primary"}}, want: []string{"192.168.0.1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, _ := newEngine(t, world{cfg: tc.cfg, svcs: []*Service{svc("web", nodePort(30080))}})
+			if tc.withLocal {
+				e.SetLocalAddresses(local)
+			}
+			plan, _ := e.Compute()
+			var got []string
+			for _, vs := range plan.VirtualServers {
+				if vs.Kind == KindNodePort {
+					got = append(got, vs.Address.String())
+				}
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("NodePort addresses (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestSetLocalAddressesReportsChanges: only a real change re-plans.
+func TestSetLocalAddressesReportsChanges(t *testing.T) {
+	e, _ := newEngine(t, world{svcs: []*Service{svc("web", nodePort(30080))}})
+	if !e.SetLocalAddresses([]netip.Addr{ip("10.0.0.2"), ip("10.0.0.1")}) {
+		t.Error("first SetLocalAddresses reported no change")
+	}
+	if e.SetLocalAddresses([]netip.Addr{ip("10.0.0.1"), ip("10.0.0.2"), ip("10.0.0.1")}) {
+		t.Error("the same addresses in another order reported a change")
+	}
+}
+
+// TestLocalReadyEndpointsCountsUniqueAddresses: a pod serving two ports
+// counts once, as kube-proxy's LocalReadyEndpoints.
+func TestLocalReadyEndpointsCountsUniqueAddresses(t *testing.T) {
+	s := svc("web", func(s *Service) {
+		s.Ports = append(s.Ports, ServicePort{Name: "metrics", Protocol: ProtocolTCP, Port: 9090})
+		s.HealthCheckNodePort = 32000
+	})
+	sl := slice("web", "web-1", ep("10.244.1.5", local()), ep("10.244.1.6", local()), ep("10.244.2.5"))
+	sl.Ports = append(sl.Ports, EndpointPort{Name: "metrics", Protocol: ProtocolTCP, Port: 9090})
+	e, _ := newEngine(t, world{svcs: []*Service{s}, slices: []*EndpointSlice{sl}})
+	sp, _ := e.ComputeService(s.Key)
+	if sp.LocalReadyEndpoints != 2 {
+		t.Errorf("LocalReadyEndpoints = %d, want 2 (two local pods, two ports each)", sp.LocalReadyEndpoints)
+	}
+}

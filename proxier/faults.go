@@ -1,0 +1,125 @@
+package proxier
+
+import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
+)
+
+// Faults stay where they happen. A failure confined to one service (the
+// kernel refused one of its virtual servers, say a scheduler module the
+// node cannot load) is that service's: the sync succeeds and is not
+// marked full, the writer retries the service with its own backoff, and
+// the loop counts it (Observer.ServiceFailure), logs it and puts a
+// Warning Event on the Service. Only errors that leave the whole data
+// plane unknown fail the sync: it is then retried with backoff (runner),
+// as a full resync, at once when the failed sync was incremental. Between
+// syncs the runner probes cheaply that our kernel objects still exist
+// (DataPlaneFaults.Check), and a missing one triggers a full resync at
+// once.
+
+// ReasonSyncFailed is the reason of the Warning Events emitted on a
+// Service whose virtual servers the data plane could not program.
+const ReasonSyncFailed = "FailedToProgram"
+
+// DefaultProbeInterval is how often, while idle, the loop checks that
+// our kernel objects still exist.
+const DefaultProbeInterval = time.Second
+
+// retryInitial is the first retry delay after a failed sync; it doubles
+// up to the sync period.
+const retryInitial = time.Second
+
+// syncOnce is the runner's function: a sync, then when to sync again
+// regardless of changes: at once after a failed incremental sync (the
+// data plane asks for a full one), or when a failed service's retry is
+// due.
+func (p *Proxier) syncOnce(periodic bool) (time.Time, error) {
+	err := p.sync(periodic)
+	p.reportServiceFailures()
+	now := p.clock.Now()
+	if err != nil && !p.Stats().LastFull && p.cfg.DataPlane.NeedsResync() {
+		return now, err
+	}
+	if p.faults == nil {
+		return time.Time{}, err
+	}
+	at := p.faults.NextRetry()
+	if !at.IsZero() && !at.After(now) {
+		// The Apply just made retried what was due; a retry time still
+		// past is the writer's slip: never spin on it.
+		at = now.Add(retryInitial)
+	}
+	return at, err
+}
+
+// retryDue reports whether a failed service is due for its retry, which
+// only Apply makes.
+func (p *Proxier) retryDue() bool {
+	if p.faults == nil {
+		return false
+	}
+	at := p.faults.NextRetry()
+	return !at.IsZero() && !at.After(p.clock.Now())
+}
+
+// probe checks that our kernel objects still exist; true asks for a sync,
+// which is full since the check made the data plane need a Resync.
+func (p *Proxier) probe() bool {
+	if p.faults == nil {
+		return false
+	}
+	if err := p.faults.Check(); err != nil {
+		p.log.Info("Data plane changed behind our back; resyncing now", "err", err)
+		return true
+	}
+	return false
+}
+
+// reportServiceFailures counts, logs and emits Events for the per-service
+// failures of the last sync, and notes the services that recovered.
+func (p *Proxier) reportServiceFailures() {
+	if p.faults == nil {
+		return
+	}
+	for _, f := range p.faults.ServiceFailures() {
+		p.obs.ServiceFailure(f.Reason)
+		msg := f.Err.Error()
+		if p.failing[f.Service] == msg {
+			p.log.V(4).Info("Service still failing; retrying with backoff", "service", f.Service.String(), "reason", f.Reason, "err", f.Err)
+			continue
+		}
+		p.failing[f.Service] = msg
+		p.log.Error(f.Err, "Cannot program service; the rest of the node is synced, retrying it with backoff",
+			"service", f.Service.String(), "reason", f.Reason)
+		p.emitFailure(f.Service, msg)
+	}
+	still := map[policy.ServiceKey]bool{}
+	failing := p.faults.Failing()
+	for _, k := range failing {
+		still[k] = true
+	}
+	for k := range p.failing {
+		if !still[k] {
+			delete(p.failing, k)
+			p.log.Info("Service programmed after earlier failures", "service", k.String())
+		}
+	}
+	p.obs.FailingServices(len(failing))
+}
+
+// emitFailure puts a Warning Event on the Service, read from the
+// informer's cache (for its UID); none when it is not there any more.
+func (p *Proxier) emitFailure(k policy.ServiceKey, msg string) {
+	if p.cfg.Recorder == nil || p.services == nil {
+		return
+	}
+	obj, ok, err := p.services.GetByKey(k.Namespace + "/" + k.Name)
+	svc, isSvc := obj.(*corev1.Service)
+	if err != nil || !ok || !isSvc {
+		return
+	}
+	p.cfg.Recorder.Eventf(svc, corev1.EventTypeWarning, ReasonSyncFailed, "node %s: %s", p.cfg.NodeName, msg)
+}

@@ -1,0 +1,79 @@
+package hostaddr
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"k8s.io/klog/v2"
+)
+
+// Netlink reads the host's addresses over rtnetlink.
+type Netlink struct {
+	// Exclude is the dummy interface whose addresses are not node
+	// addresses (--ipvs-interface, kube-ipvs0).
+	Exclude string
+}
+
+// List returns the host's usable addresses (see Select).
+func (n Netlink) List() ([]netip.Addr, error) {
+	links, err := netlink.LinkList()
+	if err != nil {
+		return nil, fmt.Errorf("list links: %w", err)
+	}
+	var all []Addr
+	for _, l := range links {
+		addrs, err := netlink.AddrList(l, netlink.FAMILY_ALL)
+		if err != nil {
+			continue // the link went away meanwhile
+		}
+		for _, a := range addrs {
+			if ip, ok := netip.AddrFromSlice(a.IP); ok {
+				all = append(all, Addr{Link: l.Attrs().Name, IP: ip})
+			}
+		}
+	}
+	return Select(all, n.Exclude), nil
+}
+
+// Watch calls changed after every address change, until ctx ends. A
+// broken subscription is renewed after a second, and changed is called
+// then too, since events may have been missed.
+func (n Netlink) Watch(ctx context.Context, changed func()) {
+	logger := klog.FromContext(ctx)
+	for ctx.Err() == nil {
+		updates := make(chan netlink.AddrUpdate, 64)
+		done := make(chan struct{})
+		err := netlink.AddrSubscribeWithOptions(updates, done, netlink.AddrSubscribeOptions{
+			ErrorCallback: func(err error) { logger.V(2).Info("Address subscription error", "err", err) },
+		})
+		if err != nil {
+			logger.Error(err, "Cannot subscribe to address changes; retrying")
+		} else {
+			changed() // whatever happened before the subscription
+			n.drain(ctx, updates, changed)
+		}
+		close(done)
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// drain forwards updates until the channel closes or ctx ends.
+func (Netlink) drain(ctx context.Context, updates <-chan netlink.AddrUpdate, changed func()) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case _, ok := <-updates:
+			if !ok {
+				return
+			}
+			changed()
+		}
+	}
+}

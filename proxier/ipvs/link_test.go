@@ -1,0 +1,108 @@
+package ipvs
+
+import (
+	"errors"
+	"net/netip"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// TestInterfaceMustBeDummy: Config.Interface naming a link that is not a
+// dummy interface (lo, eth0) is refused by every sync and by Cleanup:
+// its addresses are never stripped, the link never deleted.
+func TestInterfaceMustBeDummy(t *testing.T) {
+	for _, name := range []string{"lo", "eth0"} {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t, Config{Interface: name})
+			must(t, e.l.AddAddr("lo", netip.MustParsePrefix("127.0.0.1/8")))
+			before := e.l.Dump()
+			for what, err := range map[string]error{
+				"Apply":   e.apply(web("10.244.1.5:8080")),
+				"Resync":  e.resync(plan(web("10.244.1.5:8080"))),
+				"Cleanup": e.w.Cleanup(),
+			} {
+				if !errors.Is(err, ErrNotDummy) {
+					t.Errorf("%s: error %v, want ErrNotDummy", what, err)
+				}
+			}
+			if got := e.l.Dump(); got != before {
+				t.Errorf("links changed:\n%s\nwant:\n%s", got, before)
+			}
+		})
+	}
+}
+
+// TestDeletedLinkIsNoticed: when kube-ipvs0 is deleted, or deleted and
+// re-created (a new index, no addresses), by someone else, the next Apply
+// and Check notice it at once, change nothing and ask for a Resync, which
+// restores the link and its addresses.
+func TestDeletedLinkIsNoticed(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		recreate bool
+		check    bool // Check instead of Apply
+	}{
+		{"deleted, Apply", false, false},
+		{"replaced, Apply", true, false},
+		{"deleted, Check", false, true},
+		{"replaced, Check", true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, Config{})
+			p := plan(web("10.244.1.5:8080"))
+			e.mustResync(p)
+			if err := e.w.Check(); err != nil {
+				t.Fatalf("Check with the link in place: %v", err)
+			}
+			want := e.l.Dump()
+			must(t, e.l.DeleteLink(DefaultInterface))
+			if tc.recreate {
+				must(t, e.l.AddLink(DefaultInterface, "dummy"))
+			}
+			var err error
+			if tc.check {
+				err = e.w.Check()
+			} else {
+				err = e.apply(dns("10.244.1.7:53"))
+			}
+			if !errors.Is(err, ErrLinkChanged) || !e.w.NeedsResync() {
+				t.Fatalf("error %v, NeedsResync %v; want ErrLinkChanged and true", err, e.w.NeedsResync())
+			}
+			e.mustResync(p)
+			if got := e.l.Dump(); !strings.Contains(got, "addr 203.0.113.10/32") || (!tc.recreate && got != want) {
+				t.Errorf("after Resync:\n%s\nwant:\n%s", got, want)
+			}
+			if e.w.NeedsResync() || e.w.Check() != nil {
+				t.Errorf("still NeedsResync after the Resync")
+			}
+		})
+	}
+}
+
+// TestPlaneWideErrorsForceResync: an error that leaves the whole data
+// plane unknown (the link gone while adding an address, a dead netlink
+// socket) is not a service's: it asks for a Resync.
+func TestPlaneWideErrorsForceResync(t *testing.T) {
+	for _, tc := range []struct {
+		name, op, target string
+		err              error
+		wantResync       bool
+	}{
+		{"link gone", "add-address", "kube-ipvs0 10.96.0.53/32", syscall.ENODEV, true},
+		{"socket dead", "add-service", "10.96.0.53:53/UDP", syscall.EBADF, true},
+		{"lost messages", "add-destination", "10.96.0.53:53/UDP 10.244.1.7:53", syscall.ENOBUFS, true},
+		{"module missing", "add-service", "10.96.0.53:53/UDP", syscall.ENOENT, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, Config{})
+			e.mustApply()
+			e.fault(tc.op, tc.target, tc.err)
+			err := e.apply(dns("10.244.1.7:53"))
+			svcErrs, rest := SplitErrors(err)
+			if got := e.w.NeedsResync(); got != tc.wantResync || (rest != nil) != tc.wantResync || (len(svcErrs) > 0) == tc.wantResync {
+				t.Errorf("NeedsResync %v, service errors %v, rest %v; want resync %v", got, svcErrs, rest, tc.wantResync)
+			}
+		})
+	}
+}
