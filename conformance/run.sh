@@ -33,7 +33,7 @@ start=$(date +%s)
 set +e
 in_ns "$K8S_BIN/e2e.test" \
 	--provider=skeleton --kubeconfig="$RUN/admin.kubeconfig" --kubectl-path="$K8S_BIN/kubectl" \
-	--num-nodes="$NODES" --report-dir="$out" --dump-logs-on-failure=false \
+	--num-nodes="$NODES" --report-dir="$out" \
 	--ginkgo.focus="$FOCUS" --ginkgo.skip="$skip" --ginkgo.no-color --ginkgo.timeout=6h \
 	--ginkgo.flake-attempts=1 2>&1 | tee "$out/e2e.log"
 rc=${PIPESTATUS[0]}

@@ -10,7 +10,9 @@
 // proxy serves, the per-family metrics carry kube-proxy ≥ 1.33's ip_family
 // label; without, they have kube-proxy ≤ 1.32's label set. Its own metrics
 // are under kube_ipvs_proxy_: netlink_ops_total{kind,result},
-// draining_destinations and virtual_servers{kind}.
+// draining_destinations, virtual_servers{kind},
+// service_sync_errors_total{reason} (failures confined to one service)
+// and failing_services (services retried with backoff).
 //
 // There are no globals: New registers everything on the Registerer it is
 // given, and *Metrics implements the sync loop's proxier.Observer seam

@@ -8,7 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// verdict is the value of an empty-services element; sets have none.
+// verdict is the value of an empty-services element.
 type verdict uint8
 
 const (
@@ -24,10 +24,17 @@ type elemID struct {
 	key string
 }
 
+// value is a map element's value: a verdict (empty-services) or data
+// (internal-via: the concatenated bytes); set elements have neither.
+type value struct {
+	verdict verdict
+	data    string
+}
+
 // contribution is one element a service asks for.
 type contribution struct {
 	id elemID
-	v  verdict
+	v  value
 }
 
 // protoNumber maps a plan protocol to its IP protocol number.
@@ -68,7 +75,7 @@ func (k keyBuf) port(p uint16) keyBuf { return append(k, byte(p>>8), byte(p), 0,
 func contributions(vss []policy.VirtualServer) []contribution {
 	var out []contribution
 	seen := map[elemID]bool{}
-	add := func(id setID, key keyBuf, v verdict) {
+	add := func(id setID, key keyBuf, v value) {
 		e := elemID{set: id, key: string(key)}
 		if !seen[e] {
 			seen[e] = true
@@ -82,7 +89,7 @@ func contributions(vss []policy.VirtualServer) []contribution {
 }
 
 // virtualServerElements calls add for every element of one virtual server.
-func virtualServerElements(vs *policy.VirtualServer, add func(setID, keyBuf, verdict)) {
+func virtualServerElements(vs *policy.VirtualServer, add func(setID, keyBuf, value)) {
 	fam := familyOf(vs.Address)
 	proto, ok := protoNumber(vs.Protocol)
 	if fam == nil || !ok {
@@ -90,27 +97,27 @@ func virtualServerElements(vs *policy.VirtualServer, add func(setID, keyBuf, ver
 	}
 	vsKey := keyBuf(nil).addr(vs.Address).proto(proto).port(vs.Port)
 	if vs.Kind == policy.KindNodePort {
-		add(idOf(setNodePortServices, fam), vsKey, noVerdict)
+		add(idOf(setNodePortServices, fam), vsKey, value{})
 	} else {
-		add(idOf(setServiceIPs, fam), keyBuf(nil).addr(vs.Address), noVerdict)
-		add(idOf(setServicePorts, fam), vsKey, noVerdict)
+		add(idOf(setServiceIPs, fam), keyBuf(nil).addr(vs.Address), value{})
+		add(idOf(setServicePorts, fam), vsKey, value{})
 	}
 	if len(vs.Destinations) == 0 {
 		switch vs.WhenEmpty {
 		case policy.EmptyReject:
-			add(idOf(setEmptyServices, fam), vsKey, rejectGoto)
+			add(idOf(setEmptyServices, fam), vsKey, value{verdict: rejectGoto})
 		case policy.EmptyDrop:
-			add(idOf(setEmptyServices, fam), vsKey, dropVerdict)
+			add(idOf(setEmptyServices, fam), vsKey, value{verdict: dropVerdict})
 		}
 	}
 	switch vs.Masquerade {
 	case policy.MasqueradeAlways:
-		add(idOf(setMasqueradeAlways, fam), vsKey, noVerdict)
+		add(idOf(setMasqueradeAlways, fam), vsKey, value{})
 	case policy.MasqueradeOffCluster:
-		add(idOf(setMasqueradeOff, fam), vsKey, noVerdict)
+		add(idOf(setMasqueradeOff, fam), vsKey, value{})
 	}
 	if vs.NoTrack {
-		add(idOf(setNoTrackServices, fam), vsKey, noVerdict)
+		add(idOf(setNoTrackServices, fam), vsKey, value{})
 	}
 	for _, d := range vs.Destinations {
 		dfam := familyOf(d.Address)
@@ -119,22 +126,26 @@ func virtualServerElements(vs *policy.VirtualServer, add func(setID, keyBuf, ver
 		}
 		dKey := keyBuf(nil).addr(d.Address).proto(proto).port(d.Port)
 		if vs.NoTrack {
-			add(idOf(setNoTrackEndpoints, dfam), dKey, noVerdict)
-			add(idOf(setNoTrackPods, dfam), keyBuf(nil).addr(d.Address), noVerdict)
+			add(idOf(setNoTrackEndpoints, dfam), dKey, value{})
+			add(idOf(setNoTrackPods, dfam), keyBuf(nil).addr(d.Address), value{})
 		}
 		if d.Local { // only this node's pods can reach themselves through it
-			add(idOf(setHairpin, dfam), dKey.addr(d.Address), noVerdict)
+			add(idOf(setHairpin, dfam), dKey.addr(d.Address), value{})
 		}
+	}
+	if via := vs.InternalVia; via.IsValid() && familyOf(via.Addr()) == fam {
+		add(idOf(setInternalVia, fam), vsKey, value{data: string(keyBuf(nil).addr(via.Addr()).port(via.Port()))})
+		add(idOf(setInternalViaKeys, fam), vsKey, value{})
 	}
 	if vs.Kind == policy.KindLoadBalancer {
 		ranges := mergeRanges(vs.SourceRanges, fam)
 		if len(ranges) > 0 {
-			add(idOf(setLBSourceRanged, fam), vsKey, noVerdict)
+			add(idOf(setLBSourceRanged, fam), vsKey, value{})
 		}
 		for _, r := range ranges {
 			// Concatenated interval: key start, then key end (inclusive).
 			k := slices.Concat(vsKey, r.first.AsSlice(), vsKey, r.last.AsSlice())
-			add(idOf(setLBSourceAllowed, fam), k, noVerdict)
+			add(idOf(setLBSourceAllowed, fam), k, value{})
 		}
 	}
 }

@@ -244,10 +244,10 @@ func (f *Fake) SetDeleteElements(s *nftables.Set, vals []nftables.SetElement) er
 
 // enqueueElements queues one op per element, so LastBatch counts them.
 func (f *Fake) enqueueElements(verb string, s *nftables.Set, vals []nftables.SetElement, anonymous bool) {
-	t, name, keyType := s.Table, s.Name, s.KeyType
+	t, name, set := s.Table, s.Name, *s
 	for _, v := range vals {
 		v := v
-		text := fmt.Sprintf("%s element %s %s %s", verb, tableText(t), name, formatSetElement(keyType, v))
+		text := fmt.Sprintf("%s element %s %s %s", verb, tableText(t), name, formatSetElement(&set, v))
 		f.enqueue(text, func(st map[fakeTableKey]*fakeTable, anon map[uint32]string) error {
 			ft, err := lookupTable(st, t)
 			if err != nil {
@@ -283,7 +283,11 @@ func (ft *fakeTable) addElement(fs *fakeSet, e nftables.SetElement) error {
 	if s.Interval && s.Concatenation && len(e.KeyEnd) == 0 {
 		return fmt.Errorf("set %s: concatenated interval without key end: %w", s.Name, unix.EINVAL)
 	}
-	if s.IsMap != (e.VerdictData != nil) {
+	verdictMap := s.IsMap && s.DataType.Name == nftables.TypeVerdict.Name
+	switch {
+	case verdictMap != (e.VerdictData != nil),
+		s.IsMap && !verdictMap && uint32(len(e.Val)) != s.DataType.Bytes,
+		!s.IsMap && len(e.Val) > 0:
 		return fmt.Errorf("set %s: element data does not match the set: %w", s.Name, unix.EINVAL)
 	}
 	if e.VerdictData != nil {
@@ -293,7 +297,7 @@ func (ft *fakeTable) addElement(fs *fakeSet, e nftables.SetElement) error {
 	}
 	k := elementKey(e)
 	if old, ok := fs.elems[k]; ok {
-		if !sameVerdict(old.VerdictData, e.VerdictData) {
+		if !sameVerdict(old.VerdictData, e.VerdictData) || string(old.Val) != string(e.Val) {
 			return fmt.Errorf("set %s: element exists with another value: %w", s.Name, unix.EBUSY)
 		}
 		return nil
@@ -325,7 +329,7 @@ func (fs *fakeSet) del(e nftables.SetElement) error {
 	e.VerdictData = nil
 	k := elementKey(e)
 	if _, ok := fs.elems[k]; !ok {
-		return fmt.Errorf("set %s: element %s: %w", fs.set.Name, formatSetElement(fs.set.KeyType, e), unix.ENOENT)
+		return fmt.Errorf("set %s: element %s: %w", fs.set.Name, formatSetElement(&fs.set, e), unix.ENOENT)
 	}
 	delete(fs.elems, k)
 	return nil

@@ -68,7 +68,7 @@ func dumpSet(b *strings.Builder, s *fakeSet) {
 	}
 	b.WriteString("\n")
 	for _, e := range sortedElements(s) {
-		fmt.Fprintf(b, "\t\t%s\n", formatSetElement(s.set.KeyType, e))
+		fmt.Fprintf(b, "\t\t%s\n", formatSetElement(&s.set, e))
 	}
 }
 
@@ -123,11 +123,14 @@ func familyName(f nftables.TableFamily) string {
 	return strconv.Itoa(int(f))
 }
 
-// formatSetElement decodes an element by its set's key type.
-func formatSetElement(keyType nftables.SetDatatype, e nftables.SetElement) string {
-	s := formatKey(keyType, e.Key)
+// formatSetElement decodes an element by its set's key and data types.
+func formatSetElement(set *nftables.Set, e nftables.SetElement) string {
+	s := formatKey(set.KeyType, e.Key)
 	if len(e.KeyEnd) > 0 {
-		s += " - " + formatKey(keyType, e.KeyEnd)
+		s += " - " + formatKey(set.KeyType, e.KeyEnd)
+	}
+	if set.IsMap && e.VerdictData == nil && len(e.Val) > 0 {
+		s += " : " + formatKey(set.DataType, e.Val)
 	}
 	if e.IntervalEnd {
 		s += " (interval end)"
@@ -259,6 +262,8 @@ func formatExpr(t *fakeTable, e expr.Any) string {
 		return "immediate " + formatVerdict(e)
 	case *expr.Counter:
 		return "counter"
+	case *expr.NAT:
+		return formatNAT(e)
 	}
 	return fmt.Sprintf("%T %+v", e, e)
 }
@@ -268,7 +273,7 @@ func formatLookup(t *fakeTable, e *expr.Lookup) string {
 	if s := t.sets[e.SetName]; s != nil && s.set.Anonymous {
 		var elems []string
 		for _, el := range sortedElements(s) {
-			elems = append(elems, formatSetElement(s.set.KeyType, el))
+			elems = append(elems, formatSetElement(&s.set, el))
 		}
 		set = "{ " + strings.Join(elems, ", ") + " }"
 	}
@@ -283,6 +288,23 @@ func formatLookup(t *fakeTable, e *expr.Lookup) string {
 		} else {
 			s += fmt.Sprintf(" dreg %d", e.DestRegister)
 		}
+	}
+	return s
+}
+
+// formatNAT prints a nat expression as nft --debug=netlink does.
+func formatNAT(e *expr.NAT) string {
+	kind := "snat"
+	if e.Type == expr.NATTypeDestNAT {
+		kind = "dnat"
+	}
+	fam := map[uint32]string{unix.NFPROTO_IPV4: "ip", unix.NFPROTO_IPV6: "ip6"}[e.Family]
+	s := fmt.Sprintf("nat %s %s addr_min reg %d addr_max reg %d", kind, fam, e.RegAddrMin, e.RegAddrMax)
+	if e.RegProtoMin != 0 {
+		s += fmt.Sprintf(" proto_min reg %d proto_max reg %d", e.RegProtoMin, e.RegProtoMax)
+	}
+	if e.Specified {
+		s += " flags proto-specified"
 	}
 	return s
 }

@@ -82,6 +82,8 @@ func fullPlan() policy.Plan {
 	for _, v := range []*policy.VirtualServer{&local, &local6} {
 		v.Kind, v.Masquerade, v.WhenEmpty = policy.KindNodePort, policy.MasqueradeNever, policy.EmptyDrop
 	}
+	local.InternalVia = netip.MustParseAddrPort("10.96.0.60:80") // eTP=Local: in-cluster clients via the ClusterIP
+	local6.InternalVia = netip.MustParseAddrPort("[fd00:96::60]:80")
 	lb := vs("default/lb", "192.0.2.1", 443, dest("10.244.1.5", 8443))
 	lb.SourceRanges = []netip.Prefix{prefix("198.51.100.0/24"), prefix("203.0.113.7/32"), prefix("198.51.100.128/25")}
 	lb6 := vs("default/lb", "2001:db8::1", 443, dest("fd00:244:1::5", 8443))

@@ -18,12 +18,12 @@ type mirror struct {
 }
 
 // holders are the services holding one element, in arrival order. For a
-// map element the first holder's verdict is the one installed.
+// map element the first holder's value is the one installed.
 type holders struct{ list []holder }
 
 type holder struct {
 	service string
-	v       verdict
+	v       value
 }
 
 func newMirror() *mirror {
@@ -31,7 +31,7 @@ func newMirror() *mirror {
 }
 
 // mirrorOf builds the mirror of a whole plan; services are taken in name
-// order so that the installed verdict of a contested map key is stable.
+// order so that the installed value of a contested map key is stable.
 func mirrorOf(plan policy.Plan) *mirror {
 	m := newMirror()
 	byService := map[string][]policy.VirtualServer{}
@@ -52,7 +52,7 @@ func mirrorOf(plan policy.Plan) *mirror {
 // elementState is an element's installed value before a change.
 type elementState struct {
 	present bool
-	v       verdict
+	v       value
 }
 
 // set replaces a service's contributions. When before is not nil it
@@ -60,11 +60,11 @@ type elementState struct {
 // it was before the first such change.
 func (m *mirror) set(service string, next []contribution, before map[elemID]elementState) {
 	old := m.services[service]
-	nextByID := make(map[elemID]verdict, len(next))
+	nextByID := make(map[elemID]value, len(next))
 	for _, c := range next {
 		nextByID[c.id] = c.v
 	}
-	oldByID := make(map[elemID]verdict, len(old))
+	oldByID := make(map[elemID]value, len(old))
 	for _, c := range old {
 		oldByID[c.id] = c.v
 		if v, ok := nextByID[c.id]; !ok || v != c.v {
@@ -102,7 +102,7 @@ func (m *mirror) installed(id elemID) elementState {
 	return elementState{present: true, v: h.list[0].v}
 }
 
-func (m *mirror) acquire(id elemID, service string, v verdict, before map[elemID]elementState) {
+func (m *mirror) acquire(id elemID, service string, v value, before map[elemID]elementState) {
 	m.remember(id, before)
 	h := m.refs[id]
 	if h == nil {
@@ -129,7 +129,7 @@ func (m *mirror) release(id elemID, service string, before map[elemID]elementSta
 // element is one installed element.
 type element struct {
 	id elemID
-	v  verdict
+	v  value
 }
 
 // elements returns every installed element, sorted by set and key.

@@ -36,6 +36,8 @@ const (
 	setNoTrackPods      = "notrack-endpoint-addrs" // destination addresses of NoTrack virtual servers
 	setNoTrackEndpoints = "notrack-endpoints"      // destination vsKey of NoTrack virtual servers
 	setHairpin          = "hairpin"                // local destination vsKey . destination address
+	setInternalVia      = "internal-via"           // vsKey : ClusterIP . port, eTP=Local external virtual servers
+	setInternalViaKeys  = "internal-via-keys"      // the same vsKeys, for the output chain's masquerade mark
 	setLBSourceRanged   = "lb-source-ranged"       // vsKey of LoadBalancers with source ranges
 	setLBSourceAllowed  = "lb-source-allowed"      // vsKey . source range (concatenated interval)
 )
@@ -104,6 +106,8 @@ type setDef struct {
 	fields     []field
 	interval   bool
 	verdictMap bool
+	// data, for a data map: its value's fields (concatenated).
+	data []field
 	// record: no rule reads the set; it records in the kernel what we
 	// program, for a later process (--cleanup, a restart) to read.
 	record  bool
@@ -116,6 +120,8 @@ var setDefs = []setDef{
 	{base: setClusterCIDRs, fields: []field{fieldAddr}, interval: true, comment: "pod networks (--cluster-cidr)"},
 	{base: setEmptyServices, fields: vsKeyFields, verdictMap: true, comment: "virtual servers without destinations"},
 	{base: setHairpin, fields: vsAddrFields, comment: "destination . itself: pods reaching themselves via a virtual server"},
+	{base: setInternalVia, fields: vsKeyFields, data: []field{fieldAddr, fieldPort}, comment: "eTP=Local external virtual servers: in-cluster clients go to the ClusterIP"},
+	{base: setInternalViaKeys, fields: vsKeyFields, comment: "eTP=Local external virtual servers reached via the ClusterIP"},
 	{base: setLBSourceAllowed, fields: vsAddrFields, interval: true, comment: "load balancer virtual server . allowed source range"},
 	{base: setLBSourceRanged, fields: vsKeyFields, comment: "load balancer virtual servers with source ranges"},
 	{base: setMasqueradeAlways, fields: vsKeyFields, comment: "virtual servers always masqueraded"},

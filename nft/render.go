@@ -53,7 +53,7 @@ func Render(cfg Config, plan policy.Plan) string {
 func renderSet(b *strings.Builder, id setID, elems []string) {
 	def, fam := id.def(), id.family()
 	kind := "set"
-	if def.verdictMap {
+	if def.verdictMap || def.data != nil {
 		kind = "map"
 	}
 	types := make([]string, len(def.fields))
@@ -63,6 +63,13 @@ func renderSet(b *strings.Builder, id setID, elems []string) {
 	typ := strings.Join(types, " . ")
 	if def.verdictMap {
 		typ += " : verdict"
+	}
+	if def.data != nil {
+		data := make([]string, len(def.data))
+		for i, f := range def.data {
+			data[i] = f.datatype(fam).Name
+		}
+		typ += " : " + strings.Join(data, " . ")
 	}
 	if id > 0 {
 		b.WriteString("\n")
@@ -80,7 +87,7 @@ func renderSet(b *strings.Builder, id setID, elems []string) {
 
 // formatElement prints an element as nft does: fields joined by " . ",
 // an interval field as a prefix or a range, a map value after " : ".
-func formatElement(id elemID, v verdict) string {
+func formatElement(id elemID, v value) string {
 	def, fam := id.set.def(), id.set.family()
 	n := id.set.keyLen()
 	key := []byte(id.key[:n])
@@ -101,7 +108,16 @@ func formatElement(id elemID, v verdict) string {
 		off += sz
 	}
 	s := strings.Join(parts, " . ")
-	switch v {
+	if v.data != "" {
+		data, off := make([]string, len(def.data)), 0
+		for i, f := range def.data {
+			sz := f.size(fam)
+			data[i] = formatField(f, []byte(v.data[off:off+sz]))
+			off += sz
+		}
+		s += " : " + strings.Join(data, " . ")
+	}
+	switch v.verdict {
 	case rejectGoto:
 		s += " : goto " + chainRejectPacket
 	case dropVerdict:

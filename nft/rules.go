@@ -141,6 +141,22 @@ func (b *ruleBuilder) vmap(srcs []source, base string) *ruleBuilder {
 	return b
 }
 
+// dnatVia rewrites the destination to the address and port the data map
+// base holds for the packet's virtual server: "dnat ip to ip daddr .
+// meta l4proto . th dport map @m". The lookup writes the address from
+// reg 1 and the port in the 32-bit word after it, as nft does.
+func (b *ruleBuilder) dnatVia(base string) *ruleBuilder {
+	name := base + b.fam.suffix
+	keys := b.loads(vsKeySrcs)
+	port := reg32(b.fam.addrLen / 4)
+	b.text = append(b.text, fmt.Sprintf("dnat %s to %s map @%s", b.fam.keyword, keys, name))
+	b.exprs = append(b.exprs,
+		&expr.Lookup{SourceRegister: unix.NFT_REG_1, SetName: name, IsDestRegSet: true, DestRegister: unix.NFT_REG_1},
+		&expr.NAT{Type: expr.NATTypeDestNAT, Family: uint32(b.fam.nfproto), Specified: true,
+			RegAddrMin: unix.NFT_REG_1, RegAddrMax: unix.NFT_REG_1, RegProtoMin: port, RegProtoMax: port})
+	return b
+}
+
 // ctState matches packets whose conntrack state has one of the bits.
 func (b *ruleBuilder) ctState(text string, bits uint32) *ruleBuilder {
 	b.text = append(b.text, "ct state "+text)
@@ -278,6 +294,19 @@ func ruleSpecs(mark uint32) []ruleSpec {
 				inSet(vsKeySrcs, setMasqueradeOff, false).markSet(mark, false).in(chain)
 		})
 	}
+	// eTP=Local external virtual servers: clients in the cluster (pods,
+	// and the node itself, masqueraded like its ClusterIP traffic) go to
+	// the service's ClusterIP, so to its internal policy's destinations;
+	// only external clients are held to this node's endpoints.
+	perFamily(func(f *family) ruleSpec {
+		return newRule(f).inSet([]source{srcSaddr}, setClusterCIDRs, false).dnatVia(setInternalVia).in(chainNATPrerouting)
+	})
+	perFamily(func(f *family) ruleSpec {
+		return newRule(f).inSet(vsKeySrcs, setInternalViaKeys, false).markSet(mark, false).in(chainNATOutput)
+	})
+	perFamily(func(f *family) ruleSpec {
+		return newRule(f).dnatVia(setInternalVia).in(chainNATOutput)
+	})
 	rs = append(rs, newRule(nil).markTest(mark).markSet(mark, true).
 		then("masquerade fully-random", &expr.Masq{FullyRandom: true}).in(chainNATPostrouting))
 	perFamily(func(f *family) ruleSpec {
@@ -296,8 +325,13 @@ func ruleSpecs(mark uint32) []ruleSpec {
 			inSet([]source{srcDaddr}, setServiceIPs, false).inSet(vsKeySrcs, setServicePorts, true).
 			then("reject", rejectPortUnreachable()).in(chainFilterInput)
 	})
+	// The node's own traffic to an eTP=Local external virtual server is
+	// not dropped for want of a local endpoint: nat-output sends it to the
+	// ClusterIP. NAT chains run at the NAT core's priority (dstnat), after
+	// this chain, whatever their own.
 	perFamily(func(f *family) ruleSpec {
-		return newRule(f).ctState("{ new, untracked }", ctNewUntracked).vmap(vsKeySrcs, setEmptyServices).in(chainFilterOutput)
+		return newRule(f).ctState("{ new, untracked }", ctNewUntracked).inSet(vsKeySrcs, setInternalViaKeys, true).
+			vmap(vsKeySrcs, setEmptyServices).in(chainFilterOutput)
 	})
 	rs = append(rs,
 		newRule(nil).l4proto("tcp", unix.IPPROTO_TCP).

@@ -224,6 +224,13 @@ func newSets(table *nftables.Table) []*nftables.Set {
 		if def.verdictMap {
 			s.IsMap, s.DataType = true, nftables.TypeVerdict
 		}
+		if def.data != nil {
+			types := make([]nftables.SetDatatype, len(def.data))
+			for j, f := range def.data {
+				types[j] = f.datatype(fam)
+			}
+			s.IsMap, s.DataType = true, nftables.MustConcatSetType(types...)
+		}
 		out[i] = s
 	}
 	return out
@@ -341,7 +348,10 @@ func toSetElement(e element, del bool) nftables.SetElement {
 	if del {
 		return se
 	}
-	switch e.v {
+	if e.v.data != "" {
+		se.Val = []byte(e.v.data)
+	}
+	switch e.v.verdict {
 	case rejectGoto:
 		se.VerdictData = &expr.Verdict{Kind: expr.VerdictGoto, Chain: chainRejectPacket}
 	case dropVerdict:

@@ -180,8 +180,8 @@ func TestRuleCountIsConstant(t *testing.T) {
 		return countPrefix(f.LastBatch(), "add rule ")
 	}
 	one, many := rules(manyServices(1)), rules(manyServices(1000))
-	if one != many || one != 29 {
-		t.Errorf("rules: %d for 1 service, %d for 1000, want 29 for both", one, many)
+	if one != many || one != 35 {
+		t.Errorf("rules: %d for 1 service, %d for 1000, want 35 for both", one, many)
 	}
 	// Elements of a large resync are split into messages that fit a
 	// netlink attribute.
@@ -324,6 +324,48 @@ func TestConfig(t *testing.T) {
 				}
 			} else if err := New(tc.cfg, NewFake()).Resync(policy.Plan{}); err == nil {
 				t.Errorf("Resync accepted an invalid config")
+			}
+		})
+	}
+}
+
+// TestCheckNoticesADeletedTable: once someone deletes our table, Check
+// and Apply notice it with one read, change nothing, and ask for a
+// Resync, which restores it; Check is silent while a Resync is due.
+func TestCheckNoticesADeletedTable(t *testing.T) {
+	f := NewFake()
+	w := New(Config{}, f)
+	if err := w.Check(); err != nil {
+		t.Fatalf("Check before the first Resync: %v", err)
+	}
+	plan := fullPlan()
+	if err := w.Resync(plan); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Check(); err != nil {
+		t.Fatalf("Check with the table in place: %v", err)
+	}
+	for _, via := range []string{"Check", "Apply"} {
+		t.Run(via, func(t *testing.T) {
+			f.DelTable(&nftables.Table{Family: nftables.TableFamilyINet, Name: TableName})
+			if err := f.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			flushes := f.Flushes()
+			var err error
+			if via == "Check" {
+				err = w.Check()
+			} else {
+				err = w.Apply([]policy.ServicePlan{servicePlan(plan, "default/web")})
+			}
+			if !errors.Is(err, ErrNeedsResync) || !w.NeedsResync() || f.Flushes() != flushes {
+				t.Fatalf("%s: %v, NeedsResync %v, %d flushes; want ErrNeedsResync, true, none", via, err, w.NeedsResync(), f.Flushes()-flushes)
+			}
+			if err := w.Check(); err != nil {
+				t.Errorf("Check while a Resync is due: %v, want nil", err)
+			}
+			if err := w.Resync(plan); err != nil || w.Check() != nil {
+				t.Errorf("Resync: %v; Check after it: %v", err, w.Check())
 			}
 		})
 	}

@@ -23,7 +23,7 @@ func (e *Engine) virtualServers(entry *serviceEntry) ([]VirtualServer, int) {
 					localReady = append(localReady, cands[i].Address)
 				}
 			}
-			b := vsBuilder{svc: svc, st: st, port: sp, v4: v4, anyUsable: anyUsable(cands),
+			b := vsBuilder{svc: svc, st: st, port: sp, v4: v4, clusterIP: cip, anyUsable: anyUsable(cands),
 				clusterMasquerade: e.clusterMasquerade(v4)}
 
 			var internal selection
@@ -118,7 +118,8 @@ type vsBuilder struct {
 	svc                            *Service
 	st                             settings
 	port                           ServicePort
-	v4                             bool // the family being built
+	v4                             bool       // the family being built
+	clusterIP                      netip.Addr // the service's ClusterIP of that family
 	internalPolicy, externalPolicy TrafficPolicy
 	anyUsable                      bool       // the port has a usable endpoint somewhere
 	clusterMasquerade              Masquerade // for the ClusterIP kind
@@ -148,6 +149,11 @@ func (b *vsBuilder) add(out []VirtualServer, fe frontend, sel selection) []Virtu
 		ranges = b.sourceRanges()
 	}
 	reason := sel.reason + note
+	var via netip.AddrPort
+	if k.External() && policy == PolicyLocal && len(ranges) == 0 {
+		via = netip.AddrPortFrom(b.clusterIP, b.port.Port)
+		reason += "; in-cluster clients via " + via.String()
+	}
 	for _, a := range fe.addrs {
 		out = append(out, VirtualServer{
 			Service: b.svc.Key.String(), PortName: b.port.Name, Kind: k,
@@ -155,7 +161,7 @@ func (b *vsBuilder) add(out []VirtualServer, fe frontend, sel selection) []Virtu
 			Scheduler: sched, SchedulerFlags: b.st.flags,
 			PersistenceTimeoutSeconds: b.svc.PersistenceTimeoutSeconds,
 			TrafficPolicy:             policy, NoTrack: b.st.noTrack,
-			Masquerade: masq, WhenEmpty: whenEmpty, SourceRanges: ranges,
+			Masquerade: masq, WhenEmpty: whenEmpty, InternalVia: via, SourceRanges: ranges,
 			Destinations: nonNil(sel.dests), Reason: reason,
 		})
 	}

@@ -232,7 +232,7 @@ func (e *Engine) SetLocalAddresses(addrs []netip.Addr) bool {
 	}
 	e.local, e.haveLocal = addrs, true
 	e.nodeIPs = e.nodePortIPs()
-	e.reclaimAll()
+	e.reclaimAll() // NodePort keys moved
 	return true
 }
 
@@ -259,15 +259,11 @@ func (e *Engine) setNodeAddresses(name string, addrs []netip.Addr) bool {
 	return true
 }
 
-// isNodeAddress reports whether a is an address of a known Node or of
-// this host.
-func (e *Engine) isNodeAddress(a netip.Addr) bool {
-	if e.addrNodes[a] > 0 {
-		return true
-	}
-	_, found := slices.BinarySearchFunc(e.local, a, netip.Addr.Compare)
-	return found
-}
+// isNodeAddress reports whether a is an InternalIP or ExternalIP of a
+// Node the engine knows. The host's other interface addresses are not
+// node addresses here: one may be a load-balancer VIP that another agent
+// (kube-vip, say) put on an interface, and its Service must be served.
+func (e *Engine) isNodeAddress(a netip.Addr) bool { return e.addrNodes[a] > 0 }
 
 // nodePortIPs picks this node's NodePort addresses: the host's local
 // addresses when known, else the Node's InternalIP and ExternalIP

@@ -10,7 +10,10 @@ import (
 )
 
 // equateAddr lets cmp compare plans: netip.Addr is comparable with ==.
-var equateAddr = cmp.Comparer(func(a, b netip.Addr) bool { return a == b })
+var equateAddr = cmp.Options{
+	cmp.Comparer(func(a, b netip.Addr) bool { return a == b }),
+	cmp.Comparer(func(a, b netip.AddrPort) bool { return a == b }),
+}
 
 const (
 	thisNode = "node-a"

@@ -179,9 +179,10 @@ func TestReleaseBeforeClaimInOneBatch(t *testing.T) {
 }
 
 // TestExternalAddressesThatAreNodeAddressesAreNotServed: an external or
-// load-balancer IP that is this node's address (from its Node, or its
-// interfaces), or another Node's, gets no virtual server and a warning;
-// the service's other addresses are served.
+// load-balancer IP that is this node's address or another Node's (their
+// InternalIP and ExternalIP) gets no virtual server and a warning; the
+// service's other addresses are served, including a host interface
+// address no Node lists (a VIP another agent put there).
 func TestExternalAddressesThatAreNodeAddressesAreNotServed(t *testing.T) {
 	s := svc("web", externalIPs("192.168.0.1", "203.0.113.7", "192.168.0.2"), lbIPs("192.168.0.9", "198.51.100.1"))
 	e, _ := newEngine(t, world{
@@ -190,13 +191,12 @@ func TestExternalAddressesThatAreNodeAddressesAreNotServed(t *testing.T) {
 	})
 	e.SetLocalAddresses([]netip.Addr{ip("192.168.0.1"), ip("192.168.0.9")})
 	plan, ws := e.Compute()
-	want := []string{"ClusterIP 10.96.0.1:80/TCP -> ", "LoadBalancer 198.51.100.1:80/TCP -> ", "ExternalIP 203.0.113.7:80/TCP -> "}
+	want := []string{"ClusterIP 10.96.0.1:80/TCP -> ", "LoadBalancer 192.168.0.9:80/TCP -> ", "LoadBalancer 198.51.100.1:80/TCP -> ", "ExternalIP 203.0.113.7:80/TCP -> "}
 	if diff := cmp.Diff(want, planLines(plan)); diff != "" {
 		t.Errorf("plan (-want +got):\n%s", diff)
 	}
 	wantW := "Service default/web: spec.externalIPs: 192.168.0.1 is a node's address; not served, so that the node keeps it\n" +
-		"Service default/web: spec.externalIPs: 192.168.0.2 is a node's address; not served, so that the node keeps it\n" +
-		"Service default/web: status.loadBalancer.ingress.ip: 192.168.0.9 is a node's address; not served, so that the node keeps it"
+		"Service default/web: spec.externalIPs: 192.168.0.2 is a node's address; not served, so that the node keeps it"
 	if got := warningsText(ws); got != wantW {
 		t.Errorf("warnings:\n got %s\nwant %s", got, wantW)
 	}
@@ -272,5 +272,44 @@ func TestLocalReadyEndpointsCountsUniqueAddresses(t *testing.T) {
 	sp, _ := e.ComputeService(s.Key)
 	if sp.LocalReadyEndpoints != 2 {
 		t.Errorf("LocalReadyEndpoints = %d, want 2 (two local pods, two ports each)", sp.LocalReadyEndpoints)
+	}
+}
+
+// TestExternalLocalInternalClientsGoViaTheClusterIP: an eTP=Local
+// external virtual server sends in-cluster clients to the service's
+// ClusterIP of its family (its internal traffic policy's destinations),
+// except a load balancer with source ranges, whose every client is
+// checked against them; eTP=Cluster has no such route.
+func TestExternalLocalInternalClientsGoViaTheClusterIP(t *testing.T) {
+	s := svc("web", nodePort(30080), externalIPs("203.0.113.7"), lbIPs("198.51.100.1"), func(s *Service) {
+		s.ClusterIPs = append(s.ClusterIPs, ip("fd00:96::1"))
+		s.ExternalLocal = true
+	})
+	ranged := svc("ranged", clusterIP("10.96.0.2"), lbIPs("198.51.100.2"), func(s *Service) {
+		s.ExternalLocal = true
+		s.LoadBalancerSourceRanges = []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}
+	})
+	cluster := svc("cluster", clusterIP("10.96.0.3"), lbIPs("198.51.100.3"))
+	e, _ := newEngine(t, world{nodes: []*Node{node(thisNode, thisZone, "192.168.0.1", "fd00::1")},
+		svcs: []*Service{s, ranged, cluster}})
+	plan, _ := e.Compute()
+	got := map[string]string{}
+	for _, vs := range plan.VirtualServers {
+		got[string(vs.Kind)+" "+vs.Key().String()] = vs.InternalVia.String()
+	}
+	want := map[string]string{
+		"ClusterIP 10.96.0.1:80/TCP":       "invalid AddrPort",
+		"ClusterIP 10.96.0.2:80/TCP":       "invalid AddrPort",
+		"ClusterIP 10.96.0.3:80/TCP":       "invalid AddrPort",
+		"ClusterIP [fd00:96::1]:80/TCP":    "invalid AddrPort",
+		"NodePort 192.168.0.1:30080/TCP":   "10.96.0.1:80",
+		"NodePort [fd00::1]:30080/TCP":     "[fd00:96::1]:80",
+		"ExternalIP 203.0.113.7:80/TCP":    "10.96.0.1:80",
+		"LoadBalancer 198.51.100.1:80/TCP": "10.96.0.1:80",
+		"LoadBalancer 198.51.100.2:80/TCP": "invalid AddrPort",
+		"LoadBalancer 198.51.100.3:80/TCP": "invalid AddrPort",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("InternalVia by virtual server (-want +got):\n%s", diff)
 	}
 }

@@ -104,6 +104,14 @@ type VirtualServer struct {
 	Masquerade                Masquerade    `json:"masquerade"`
 	// WhenEmpty is set only when Destinations is empty.
 	WhenEmpty EmptyAction `json:"whenEmpty,omitempty"`
+	// InternalVia, on an eTP=Local external virtual server, is the
+	// service's ClusterIP and port of this family: traffic to it from pods
+	// (sources in --cluster-cidr) and from the node itself goes there, to
+	// the internal traffic policy's destinations, as in kube-proxy's
+	// iptables and nftables modes; only external clients are held to this
+	// node's endpoints, with their address kept. Unset for a load balancer
+	// with source ranges, whose clients are all checked against them.
+	InternalVia netip.AddrPort `json:"internalVia,omitzero"`
 	// SourceRanges restricts a LoadBalancer virtual server's clients
 	// (loadBalancerSourceRanges of its family); empty means any.
 	SourceRanges []netip.Prefix `json:"sourceRanges,omitempty"`

@@ -27,6 +27,9 @@ func (p Plan) WriteText(w io.Writer) error {
 		if vs.NoTrack {
 			b.WriteString(", notrack")
 		}
+		if vs.InternalVia.IsValid() {
+			fmt.Fprintf(&b, ", in-cluster clients via %s", vs.InternalVia)
+		}
 		b.WriteString("\n")
 		if len(vs.Destinations) == 0 {
 			b.WriteString("  (no destinations)\n")

@@ -187,7 +187,7 @@ func TestExternalTrafficPolicy(t *testing.T) {
 		{
 			name: "eTP=Local: external traffic uses local endpoints only; ClusterIP unaffected", externalLocal: true,
 			wantPolicy: PolicyLocal, wantCluster: "10.0.0.1:8080", wantNodePort: "10.0.0.2:8080",
-			wantReason: "eTP=Local; 1 of 2 ready endpoints local",
+			wantReason: "eTP=Local; 1 of 2 ready endpoints local; in-cluster clients via 10.96.0.1:80",
 		},
 	}
 	for _, tc := range tests {

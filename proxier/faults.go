@@ -26,7 +26,7 @@ const ReasonSyncFailed = "FailedToProgram"
 
 // DefaultProbeInterval is how often, while idle, the loop checks that
 // our kernel objects still exist.
-const DefaultProbeInterval = time.Second
+const DefaultProbeInterval = 500 * time.Millisecond
 
 // retryInitial is the first retry delay after a failed sync; it doubles
 // up to the sync period.
@@ -37,10 +37,14 @@ const retryInitial = time.Second
 // data plane asks for a full one), or when a failed service's retry is
 // due.
 func (p *Proxier) syncOnce(periodic bool) (time.Time, error) {
+	before, due := p.Stats(), p.retryDue()
 	err := p.sync(periodic)
-	p.reportServiceFailures()
+	after := p.Stats()
+	// Only a sync that called the data plane has new failures to report:
+	// a full one, an Apply of changes, or an Apply for due retries.
+	p.reportServiceFailures(due || after.Applies > before.Applies || after.FullSyncs > before.FullSyncs)
 	now := p.clock.Now()
-	if err != nil && !p.Stats().LastFull && p.cfg.DataPlane.NeedsResync() {
+	if err != nil && !after.LastFull && p.cfg.DataPlane.NeedsResync() {
 		return now, err
 	}
 	if p.faults == nil {
@@ -79,12 +83,17 @@ func (p *Proxier) probe() bool {
 }
 
 // reportServiceFailures counts, logs and emits Events for the per-service
-// failures of the last sync, and notes the services that recovered.
-func (p *Proxier) reportServiceFailures() {
+// failures of the last data plane call, if the sync made one (called),
+// and notes the services that recovered.
+func (p *Proxier) reportServiceFailures(called bool) {
 	if p.faults == nil {
 		return
 	}
-	for _, f := range p.faults.ServiceFailures() {
+	var failures []ServiceFailure
+	if called {
+		failures = p.faults.ServiceFailures()
+	}
+	for _, f := range failures {
 		p.obs.ServiceFailure(f.Reason)
 		msg := f.Err.Error()
 		if p.failing[f.Service] == msg {

@@ -146,3 +146,22 @@ func TestProbeResyncsWhenKernelObjectsVanish(t *testing.T) {
 		t.Errorf("after the failed check: %s, want Resync[1]", got)
 	}
 }
+
+// TestServiceFailureCountedOncePerCall: a sync that calls no data plane
+// (a change that alters no virtual server) reports no failure again.
+func TestServiceFailureCountedOncePerCall(t *testing.T) {
+	tp := newTestProxier(t, nil)
+	baseline(tp)
+	tp.dp.setFaults(webFailure(), time.Now().Add(time.Hour), nil)
+	_, _ = tp.syncOnce(false)
+	s := slice("db-1", "db", ep{"10.244.2.5", "node-b"})
+	s.Annotations = map[string]string{"example.com/note": "x"} // changes no virtual server
+	tp.slice(s)
+	_, _ = tp.syncOnce(false)
+	if got := len(tp.dp.snapshot()); got != 1 {
+		t.Fatalf("%d data plane calls, want the first only", got)
+	}
+	if got := tp.seams.get("ServiceFailure/KernelError"); got != 1 {
+		t.Errorf("ServiceFailure(KernelError) %d times, want 1", got)
+	}
+}

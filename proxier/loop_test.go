@@ -249,7 +249,14 @@ func TestRunUnreachableAPIServer(t *testing.T) {
 	}
 }
 
+// TestRunHealthSeams: the loop drives Health, ServiceHealth and SyncNode
+// while syncs succeed, and while they fail.
 func TestRunHealthSeams(t *testing.T) {
+	t.Run("syncing", runHealthSeamsSyncing)
+	t.Run("failing syncs", runHealthSeamsFailingSyncs)
+}
+
+func runHealthSeamsSyncing(t *testing.T) {
 	lb := service("lb", "10.96.0.40", localLB(32000, "203.0.113.1"))
 	tp := newTestProxier(t, nil, node(testNode, "192.168.0.10", nil), lb, slice("lb-1", "lb", ep{"10.244.1.9", testNode}))
 	tp.start(t)
@@ -269,11 +276,11 @@ func TestRunHealthSeams(t *testing.T) {
 	}
 }
 
-// TestRunHealthSeamsFailingSyncs: while every sync fails, Health is told
-// the first sync is pending (at start) and never that one applied, so it
+// runHealthSeamsFailingSyncs: while every sync fails, Health is told the
+// first sync is pending (at start) and never that one applied, so it
 // turns unhealthy after its timeout; the failing sync is retried with
 // backoff, without any change, and the first success reports Updated.
-func TestRunHealthSeamsFailingSyncs(t *testing.T) {
+func runHealthSeamsFailingSyncs(t *testing.T) {
 	tp := newTestProxier(t, nil, node(testNode, "192.168.0.10", nil), service("web", "10.96.0.10"))
 	tp.dp.set(errBoom, true)
 	tp.start(t)

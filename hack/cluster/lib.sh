@@ -70,12 +70,27 @@ start_daemon() {
 	echo $! >"$RUN/pids/$name"
 }
 
-# wait_for <seconds> <what> <command...>: polls the command once a second.
+# check_daemons: dies naming the first daemon started by start_daemon that
+# has exited, with the end of its log.
+check_daemons() {
+	local f name
+	for f in "$RUN"/pids/*; do
+		[[ -e $f ]] || continue
+		kill -0 "$(cat "$f")" 2>/dev/null && continue
+		name=$(basename "$f")
+		tail -n 5 "$RUN/logs/$name.log" >&2 || true
+		die "$name exited (log: $RUN/logs/$name.log)"
+	done
+}
+
+# wait_for <seconds> <what> <command...>: polls the command once a second;
+# fails early when a daemon has died.
 wait_for() {
 	local limit=$1 what=$2 i
 	shift 2
 	for ((i = 0; i < limit; i++)); do
 		"$@" >/dev/null 2>&1 && return 0
+		((i % 5 == 0)) && check_daemons
 		sleep 1
 	done
 	die "timed out after ${limit}s waiting for $what"

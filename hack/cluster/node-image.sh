@@ -83,7 +83,7 @@ nice -n 10 mmdebstrap --mode=root --variant=minbase --include="$include" \
 # Our files: systemd units and scripts that read the config disk at boot.
 cp -a "$HERE/node/." "$root/"
 chmod 0755 "$root"/usr/local/sbin/kip-*
-chroot "$root" systemctl enable kip-setup.service kip-images.service kip-cni.service kubelet.service >&2
+chroot "$root" systemctl enable kip-setup.service kip-images.service kip-images-late.service kip-cni.service kubelet.service >&2
 # Nothing here needs them, and under TCG every unit costs seconds.
 chroot "$root" systemctl mask apt-daily.timer apt-daily-upgrade.timer e2scrub_all.timer \
 	fstrim.timer systemd-timesyncd.service getty@tty1.service >&2 || true

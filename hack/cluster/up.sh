@@ -86,6 +86,12 @@ start_daemon kube-apiserver "$API_BIN/kube-apiserver" \
 	--cert-dir="$RUN/apiserver-certs" --profiling=false --v=1
 wait_for 120 "kube-apiserver /readyz" kc get --raw /readyz
 
+# A /24 or /64 per node; the per-family flags are refused on single-stack.
+case $FAMILY in
+ipv4) CIDR_MASKS=(--node-cidr-mask-size=24) ;;
+ipv6) CIDR_MASKS=(--node-cidr-mask-size=64) ;;
+dual) CIDR_MASKS=(--node-cidr-mask-size-ipv4=24 --node-cidr-mask-size-ipv6=64) ;;
+esac
 step "kube-controller-manager (--allocate-node-cidrs $POD_CIDR) and kube-scheduler"
 start_daemon kube-controller-manager "$K8S_BIN/kube-controller-manager" \
 	--kubeconfig="$RUN/controller-manager.kubeconfig" \
@@ -93,7 +99,7 @@ start_daemon kube-controller-manager "$K8S_BIN/kube-controller-manager" \
 	--authorization-kubeconfig="$RUN/controller-manager.kubeconfig" \
 	--bind-address=127.0.0.1 --leader-elect=false --use-service-account-credentials=true \
 	--allocate-node-cidrs=true --cluster-cidr="$POD_CIDR" \
-	--node-cidr-mask-size-ipv4=24 --node-cidr-mask-size-ipv6=64 \
+	"${CIDR_MASKS[@]}" \
 	--service-cluster-ip-range="$SVC_CIDR" \
 	--root-ca-file="$P/ca.crt" --service-account-private-key-file="$P/sa.key" \
 	--cluster-signing-cert-file="$P/ca.crt" --cluster-signing-key-file="$P/ca.key" \
@@ -112,7 +118,7 @@ config_disk() {
 	local i=$1 name dir addrs gws ips
 	name=$(node_name "$i")
 	dir=$RUN/nodes/$name
-	mkdir -p "$dir/root/pki" "$dir/root/bin" "$dir/root/images"
+	mkdir -p "$dir/root/pki" "$dir/root/bin" "$dir/root/images/early" "$dir/root/images/late"
 	addrs="$(node_ip4 "$i")/24 $(node_ip6 "$i")/64"
 	gws="$GW4 $GW6"
 	ips=$(family_values "$(node_ip4 "$i")" "$(node_ip6 "$i")")
@@ -170,7 +176,14 @@ imageGCLowThresholdPercent: 99
 serializeImagePulls: false
 CFG
 	cp "$K8S_BIN/kubelet" "$dir/root/bin/kubelet"
-	cp "$IMAGES"/*.tar "$dir/root/images/"
+	# Early: imported before the kubelet starts; late: while it registers.
+	local img
+	for img in "$IMAGES"/*.tar; do
+		case $(basename "$img") in
+		pause.tar | kube-ipvs-proxy.tar | coredns.tar) cp "$img" "$dir/root/images/early/" ;;
+		*) cp "$img" "$dir/root/images/late/" ;;
+		esac
+	done
 	local mb
 	mb=$(($(du -sm "$dir/root" | cut -f1) + 64))
 	truncate -s "${mb}M" "$dir/config.img"
@@ -219,19 +232,14 @@ kc get nodes -o wide >&2
 
 # --- add-ons ----------------------------------------------------------------
 
-step "CoreDNS"
-dns_ip=$(family_values "$DNS4" "$DNS6")
-dns_families=$(family_values IPv4 IPv6)
-sed -e "s/__DNS_IP__/${dns_ip%%,*}/" -e "s/__DNS_IPS__/${dns_ip//,/, }/" \
-	-e "s/__DNS_FAMILIES__/${dns_families//,/, }/" \
-	-e "s/__DNS_POLICY__/$([[ $FAMILY == dual ]] && echo RequireDualStack || echo SingleStack)/" \
-	"$CLUSTER_DIR/manifests/coredns.yaml" | kc apply -f - >&2
+"$CLUSTER_DIR/addons.sh"
 
-if [[ -z ${KIP_NO_PROXY:-} ]]; then
-	step "kube-ipvs-proxy: kubectl apply -k hack/cluster/overlay"
-	kc apply -k "$CLUSTER_DIR/overlay" >&2
-	kc -n kube-system rollout status ds/kube-ipvs-proxy --timeout=10m >&2
-fi
-kc -n kube-system rollout status deploy/coredns --timeout=10m >&2
-kc get pods -A -o wide >&2
+# The test images are imported after the kubelet starts (kip-images-late);
+# the kubelet lists them in the node's status once they are there.
+has_test_images() {
+	kc get node "$1" -o jsonpath='{.status.images[*].names}' | grep -q 'e2e-test-images/agnhost:2.63.0'
+}
+for ((i = 1; i <= NODES; i++)); do
+	wait_for 900 "$(node_name "$i")'s test images (kip-images-late)" has_test_images "$(node_name "$i")"
+done
 step "cluster up: hack/cluster/kubectl.sh get nodes; hack/cluster/down.sh to stop it"

@@ -5,9 +5,7 @@ package e2e
 import (
 	"context"
 	"io"
-	"net"
 	"net/http"
-	"net/netip"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -173,9 +171,7 @@ func TestOwnershipThroughTheAPI(t *testing.T) {
 	})
 
 	t.Run("an external IP that is a node's address is not served", func(t *testing.T) {
-		// This node's address from its Node status, and one of the host's
-		// interfaces (the real mode reads them).
-		for _, ip := range []string{"192.0.2.1", hostAddress(t)} {
+		for _, ip := range []string{"192.0.2.1"} { // this node's InternalIP
 			name := "on-node-" + strings.ReplaceAll(ip, ".", "-")
 			s := tcpService("aaa", name, "", 22, func(s *corev1.Service) { s.Spec.ExternalIPs = []string{ip, "203.0.113.9"} })
 			if _, err := svcs("aaa")(s); err != nil {
@@ -189,6 +185,33 @@ func TestOwnershipThroughTheAPI(t *testing.T) {
 			if err := admin.CoreV1().Services("aaa").Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
 				t.Fatal(err)
 			}
+		}
+	})
+
+	t.Run("an eTP=Local NodePort sends in-cluster clients via the ClusterIP", func(t *testing.T) {
+		s := tcpService("aaa", "local-np", "10.96.0.77", 8080, func(s *corev1.Service) {
+			s.Spec.Type = corev1.ServiceTypeNodePort
+			s.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+			s.Spec.Ports[0].NodePort = 30777
+		})
+		if _, err := svcs("aaa")(s); err != nil {
+			t.Fatal(err)
+		}
+		var via string
+		waitFor(t, "aaa/local-np's NodePort with its internal route", func() bool {
+			for _, c := range dp.snapshot() {
+				for _, sp := range c.changes {
+					for _, vs := range sp.VirtualServers {
+						if vs.Kind == policy.KindNodePort && vs.Port == 30777 && vs.Address.Is4() { // on the host's addresses
+							via = vs.InternalVia.String()
+						}
+					}
+				}
+			}
+			return via != ""
+		})
+		if via != "10.96.0.77:8080" {
+			t.Errorf("NodePort :30777 routes in-cluster clients via %s, want 10.96.0.77:8080", via)
 		}
 	})
 
@@ -224,22 +247,6 @@ func TestOwnershipThroughTheAPI(t *testing.T) {
 			}
 		}
 	})
-}
-
-// hostAddress is one of this host's non-loopback IPv4 addresses.
-func hostAddress(t *testing.T) string {
-	t.Helper()
-	addrs, err := net.InterfaceAddrs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, a := range addrs {
-		if p, err := netip.ParsePrefix(a.String()); err == nil && p.Addr().Is4() && !p.Addr().IsLoopback() && p.Addr() != netip.MustParseAddr("192.0.2.1") {
-			return p.Addr().String()
-		}
-	}
-	t.Skip("the host has no non-loopback IPv4 address")
-	return ""
 }
 
 // TestPlanWarningsThroughTheAPI: the warnings a tenant's Service earns

@@ -50,9 +50,9 @@ func fullPlan() policy.Plan {
 		{Service: "default/empty", Kind: policy.KindClusterIP, Address: a("fd00:96::50"), Port: 80, Protocol: policy.ProtocolTCP,
 			Masquerade: policy.MasqueradeOffCluster, WhenEmpty: policy.EmptyReject},
 		{Service: "default/local", Kind: policy.KindNodePort, Address: a("192.168.1.10"), Port: 30080, Protocol: policy.ProtocolTCP,
-			Masquerade: policy.MasqueradeNever, WhenEmpty: policy.EmptyDrop},
+			Masquerade: policy.MasqueradeNever, WhenEmpty: policy.EmptyDrop, InternalVia: netip.MustParseAddrPort("10.96.0.60:80")},
 		{Service: "default/local", Kind: policy.KindNodePort, Address: a("fd00:1::10"), Port: 30080, Protocol: policy.ProtocolTCP,
-			Masquerade: policy.MasqueradeNever, WhenEmpty: policy.EmptyDrop},
+			Masquerade: policy.MasqueradeNever, WhenEmpty: policy.EmptyDrop, InternalVia: netip.MustParseAddrPort("[fd00:96::60]:80")},
 		{Service: "default/lb", Kind: policy.KindLoadBalancer, Address: a("192.0.2.1"), Port: 443, Protocol: policy.ProtocolTCP,
 			Masquerade:   policy.MasqueradeAlways,
 			SourceRanges: []netip.Prefix{p("198.51.100.0/24"), p("203.0.113.7/32"), p("198.51.100.128/25")},
@@ -90,8 +90,12 @@ var wantElements = map[string][]string{
 	"empty-services-v4": {"10.96.0.50 . tcp . 80 : goto reject-packet", "192.168.1.10 . tcp . 30080 : drop"},
 	"empty-services-v6": {"fd00:1::10 . tcp . 30080 : drop", "fd00:96::50 . tcp . 80 : goto reject-packet"},
 	// Local destinations only: 10.244.2.7 and 10.244.3.x run on other nodes.
-	"hairpin-v4": {"10.244.1.5 . tcp . 8080 . 10.244.1.5", "10.244.1.5 . tcp . 8443 . 10.244.1.5", "10.244.1.6 . udp . 5353 . 10.244.1.6"},
-	"hairpin-v6": {"fd00:244:1::5 . tcp . 8080 . fd00:244:1::5", "fd00:244:1::5 . tcp . 8443 . fd00:244:1::5", "fd00:244:1::6 . udp . 5353 . fd00:244:1::6"},
+	"hairpin-v4":           {"10.244.1.5 . tcp . 8080 . 10.244.1.5", "10.244.1.5 . tcp . 8443 . 10.244.1.5", "10.244.1.6 . udp . 5353 . 10.244.1.6"},
+	"hairpin-v6":           {"fd00:244:1::5 . tcp . 8080 . fd00:244:1::5", "fd00:244:1::5 . tcp . 8443 . fd00:244:1::5", "fd00:244:1::6 . udp . 5353 . fd00:244:1::6"},
+	"internal-via-v4":      {"192.168.1.10 . tcp . 30080 : 10.96.0.60 . 80"},
+	"internal-via-v6":      {"fd00:1::10 . tcp . 30080 : fd00:96::60 . 80"},
+	"internal-via-keys-v4": {"192.168.1.10 . tcp . 30080"},
+	"internal-via-keys-v6": {"fd00:1::10 . tcp . 30080"},
 	"lb-source-allowed-v4": {"192.0.2.1 . tcp . 443 . 198.51.100.0 - 192.0.2.1 . tcp . 443 . 198.51.100.255",
 		"192.0.2.1 . tcp . 443 . 203.0.113.7 - 192.0.2.1 . tcp . 443 . 203.0.113.7"},
 	"lb-source-allowed-v6":      {"2001:db8::1 . tcp . 443 . 2001:db8:100:: - 2001:db8::1 . tcp . 443 . 2001:db8:100:ffff:ffff:ffff:ffff:ffff"},
@@ -118,7 +122,7 @@ var wantElements = map[string][]string{
 
 // wantRules is the rule count of every chain, for any plan.
 var wantRules = map[string]int{
-	"raw-prerouting": 6, "raw-output": 2, "nat-prerouting": 4, "nat-output": 4,
+	"raw-prerouting": 6, "raw-output": 2, "nat-prerouting": 6, "nat-output": 8,
 	"nat-postrouting": 3, "filter-input": 6, "filter-output": 2, "reject-packet": 2,
 }
 

@@ -131,8 +131,8 @@ func TestResyncReadBack(t *testing.T) {
 			t.Errorf("set %s: GetSetElements returned %d elements, want %d", s.Name, len(elems), len(wantElements[s.Name]))
 		}
 	}
-	if named != 26 || anonymous != 2 {
-		t.Errorf("GetSets: %d named and %d anonymous sets, want 26 and 2", named, anonymous)
+	if named != 30 || anonymous != 2 {
+		t.Errorf("GetSets: %d named and %d anonymous sets, want 30 and 2", named, anonymous)
 	}
 	got := kernelDump(t, c)
 	if diff := cmp.Diff(wantElements, parseDump(got)); diff != "" {
@@ -340,7 +340,7 @@ collect:
 		len(gens[0].Changes), counts[nftables.MonitorEventTypeDelTable], counts[nftables.MonitorEventTypeNewTable],
 		counts[nftables.MonitorEventTypeNewSet], counts[nftables.MonitorEventTypeNewSetElem], counts[nftables.MonitorEventTypeNewRule])
 	if counts[nftables.MonitorEventTypeDelTable] != 1 || counts[nftables.MonitorEventTypeNewTable] < 1 ||
-		counts[nftables.MonitorEventTypeNewRule] != 29 || counts[nftables.MonitorEventTypeNewSetElem] == 0 {
+		counts[nftables.MonitorEventTypeNewRule] != 35 || counts[nftables.MonitorEventTypeNewSetElem] == 0 {
 		t.Errorf("the generation does not hold the whole replacement: %v", counts)
 	}
 	if got := kernelDump(t, c); got != first {

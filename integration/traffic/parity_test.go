@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -222,4 +223,73 @@ func drain(c chan struct{}) {
 			return
 		}
 	}
+}
+
+// TestExternalLocalServesInClusterClientsFromAllEndpoints: an eTP=Local
+// NodePort, external IP and load balancer hold external clients to this
+// node's endpoints with their address kept, while pods and the node
+// itself reach every endpoint through the service's ClusterIP, as in
+// kube-proxy's iptables and nftables modes; without a local endpoint,
+// external clients are dropped and in-cluster ones still served.
+func TestExternalLocalServesInClusterClientsFromAllEndpoints(t *testing.T) {
+	l := newLab(t)
+	lbIP, extIP := netip.MustParseAddr("198.51.100.31"), netip.MustParseAddr("203.0.113.31")
+	withLocal := service("etp-local", []string{"10.96.15.1", "fd00:96::15:1"}, nodePorts(30093, 30063), externalLocal,
+		func(s *policy.Service) {
+			s.LoadBalancerIPs = []netip.Addr{lbIP}
+			s.ExternalIPs = []netip.Addr{extIP}
+		})
+	l.setService(withLocal, l.ep("pod-a1"), l.ep("pod-b1"), l.ep("pod-c1"), l.ep6("pod-a1"), l.ep6("pod-b1"), l.ep6("pod-c1"))
+	remoteOnly := service("etp-local-remote", []string{"10.96.15.2"}, nodePorts(30094, 30064), externalLocal)
+	l.setService(remoteOnly, l.ep("pod-b1"), l.ep("pod-c1"))
+	l.resync()
+	node4, node6, pod := l.root.v4, l.root.v6, l.pod("pod-a2")
+	all := []string{"pod-a1", "pod-b1", "pod-c1"}
+
+	t.Run("external clients reach only the local endpoint and keep their address", func(t *testing.T) {
+		for _, tc := range []struct {
+			proto Proto
+			addr  string
+		}{
+			{TCP, hostPort(node4, 30093)}, {UDP, hostPort(node4, 30063)}, {TCP, hostPort(node6, 30093)},
+			{TCP, hostPort(lbIP, 80)}, {UDP, hostPort(lbIP, 53)}, // the client has no route to 203.0.113.0/24
+		} {
+			l.expectOnly(t, l.client, tc.addr, tc.proto, 12, "pod-a1")
+			want := l.client.v4.String()
+			if strings.HasPrefix(tc.addr, "[") {
+				want = l.client.v6.String()
+			}
+			checkPeersProto(t, l.harness, l.client, tc.proto, tc.addr, want)
+		}
+	})
+	t.Run("pods reach every endpoint, unmasqueraded", func(t *testing.T) {
+		for _, tc := range []struct {
+			proto Proto
+			addr  string
+		}{
+			{TCP, hostPort(node4, 30093)}, {UDP, hostPort(node4, 30063)}, {TCP, hostPort(node6, 30093)},
+			{TCP, hostPort(lbIP, 80)}, {UDP, hostPort(lbIP, 53)}, {TCP, hostPort(extIP, 80)},
+		} {
+			l.expectOnly(t, pod, tc.addr, tc.proto, nConns, all...)
+			want := pod.v4.String()
+			if strings.HasPrefix(tc.addr, "[") {
+				want = pod.v6.String()
+			}
+			checkPeersProto(t, l.harness, pod, tc.proto, tc.addr, want)
+		}
+	})
+	t.Run("the node itself reaches every endpoint", func(t *testing.T) {
+		for _, tc := range []struct {
+			proto Proto
+			addr  string
+		}{{TCP, hostPort(node4, 30093)}, {TCP, hostPort(lbIP, 80)}, {UDP, hostPort(lbIP, 53)}, {TCP, hostPort(extIP, 80)}} {
+			l.expectOnly(t, l.root, tc.addr, tc.proto, nConns, all...)
+		}
+	})
+	t.Run("without a local endpoint: external clients dropped, in-cluster ones served", func(t *testing.T) {
+		l.expectDrop(t, l.client, TCP, hostPort(node4, 30094))
+		l.expectOnly(t, pod, hostPort(node4, 30094), TCP, 12, "pod-b1", "pod-c1")
+		l.expectOnly(t, pod, hostPort(node4, 30064), UDP, 12, "pod-b1", "pod-c1")
+		l.expectOnly(t, l.root, hostPort(node4, 30094), TCP, 12, "pod-b1", "pod-c1")
+	})
 }

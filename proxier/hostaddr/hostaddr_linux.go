@@ -17,22 +17,26 @@ type Netlink struct {
 	Exclude string
 }
 
-// List returns the host's usable addresses (see Select).
+// List returns the host's usable addresses (see Select): two netlink
+// dumps (links, then every address), whatever the number of links, since
+// it runs on every address event and pods come and go.
 func (n Netlink) List() ([]netip.Addr, error) {
 	links, err := netlink.LinkList()
 	if err != nil {
 		return nil, fmt.Errorf("list links: %w", err)
 	}
-	var all []Addr
+	names := make(map[int]string, len(links))
 	for _, l := range links {
-		addrs, err := netlink.AddrList(l, netlink.FAMILY_ALL)
-		if err != nil {
-			continue // the link went away meanwhile
-		}
-		for _, a := range addrs {
-			if ip, ok := netip.AddrFromSlice(a.IP); ok {
-				all = append(all, Addr{Link: l.Attrs().Name, IP: ip})
-			}
+		names[l.Attrs().Index] = l.Attrs().Name
+	}
+	addrs, err := netlink.AddrList(nil, netlink.FAMILY_ALL)
+	if err != nil {
+		return nil, fmt.Errorf("list addresses: %w", err)
+	}
+	all := make([]Addr, 0, len(addrs))
+	for _, a := range addrs {
+		if ip, ok := netip.AddrFromSlice(a.IP); ok {
+			all = append(all, Addr{Link: names[a.LinkIndex], IP: ip})
 		}
 	}
 	return Select(all, n.Exclude), nil
