@@ -303,7 +303,7 @@ func (t *tracker) nodesStarted() int {
 	return t.nodeGen
 }
 
-// nodesSynced records that generation gen listed every node; services
+// nodesSyncedGen records that generation gen listed every node; services
 // with topology keys, held back until then, are marked.
 func (t *tracker) nodesSyncedGen(gen int) change {
 	t.mu.Lock()
@@ -330,7 +330,7 @@ func (t *tracker) nodesStopped() change {
 	return t.markTopologyLocked()
 }
 
-// held reports whether a dirty service waits for the metadata informer.
+// heldLocked reports whether a dirty service waits for the metadata informer.
 func (t *tracker) heldLocked(k policy.ServiceKey) bool {
 	_, topo := t.topo[k]
 	return topo && t.nodesRunning && !t.nodesSynced

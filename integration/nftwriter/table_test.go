@@ -158,7 +158,9 @@ func TestApplyOneService(t *testing.T) {
 	rulesBefore := ruleCounts(t, c, ourTable)
 
 	web := servicePlan(plan, "default/web")
-	web.VirtualServers[0].Destinations = []policy.Destination{dest("10.244.1.5", 8080), dest("10.244.4.4", 8080)}
+	// A local destination replaces another: their hairpin elements swap
+	// (the remote 10.244.2.7 has none).
+	web.VirtualServers[0].Destinations = []policy.Destination{dest("10.244.1.44", 8080), dest("10.244.2.7", 8080)}
 	if err := w.Apply([]policy.ServicePlan{web}); err != nil {
 		t.Fatalf("Apply: %v", err)
 	}
@@ -167,8 +169,8 @@ func TestApplyOneService(t *testing.T) {
 		t.Errorf("rules per chain changed (-before +after):\n%s", cmp.Diff(rulesBefore, got))
 	}
 	added, removed := lineDiff(before, after)
-	wantAdded := []string{"\t\t10.244.4.4 . tcp . 8080 . 10.244.4.4"}
-	wantRemoved := []string{"\t\t10.244.2.7 . tcp . 8080 . 10.244.2.7"}
+	wantAdded := []string{"\t\t10.244.1.44 . tcp . 8080 . 10.244.1.44"}
+	wantRemoved := []string{"\t\t10.244.1.5 . tcp . 8080 . 10.244.1.5"}
 	if !slices.Equal(added, wantAdded) || !slices.Equal(removed, wantRemoved) {
 		t.Errorf("Apply changed lines: added %q removed %q; want added %q removed %q", added, removed, wantAdded, wantRemoved)
 	}
