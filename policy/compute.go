@@ -14,7 +14,8 @@ func (e *Engine) virtualServers(entry *serviceEntry) ([]VirtualServer, int) {
 	var out []VirtualServer
 	var localReady []netip.Addr
 	zone := e.selfLabel(LabelTopologyZone)
-	for _, cip := range svc.ClusterIPs {
+	var buf [4]frontend
+	for ci, cip := range svc.ClusterIPs {
 		v4 := cip.Is4()
 		for _, sp := range svc.Ports {
 			cands := candidates(e.slices[svc.Key], sp, v4, e.cfg.NodeName)
@@ -37,7 +38,7 @@ func (e *Engine) virtualServers(entry *serviceEntry) ([]VirtualServer, int) {
 			}
 			var external selection
 			externalDone := false
-			for _, fe := range e.frontends(svc, sp, cip) {
+			for _, fe := range e.frontends(buf[:0], svc, sp, ci) {
 				if !fe.kind.External() {
 					out = b.add(out, fe, internal)
 					continue

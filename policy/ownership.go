@@ -121,9 +121,10 @@ func (e *Engine) claim(entry *serviceEntry) {
 	svc := entry.svc
 	var keys []VirtualServerKey
 	var claims []claimant
-	for _, cip := range svc.ClusterIPs {
+	var buf [4]frontend
+	for i := range svc.ClusterIPs {
 		for _, sp := range svc.Ports {
-			for _, fe := range e.frontends(svc, sp, cip) {
+			for _, fe := range e.frontends(buf[:0], svc, sp, i) {
 				for _, a := range fe.addrs {
 					keys = append(keys, VirtualServerKey{Address: a, Protocol: sp.Protocol, Port: fe.port})
 					claims = append(claims, claimant{svc: svc.Key, cluster: fe.kind == KindClusterIP,
@@ -193,13 +194,14 @@ type frontend struct {
 	port  uint16
 }
 
-// frontends lists the addresses a service port is served on in cip's
-// family: its ClusterIP, this node's NodePort addresses, and its external
-// and load-balancer IPs that are not node addresses (binding a node's
-// address on the dummy interface would cut the node off).
-func (e *Engine) frontends(svc *Service, sp ServicePort, cip netip.Addr) []frontend {
-	v4 := cip.Is4()
-	out := []frontend{{kind: KindClusterIP, addrs: []netip.Addr{cip}, port: sp.Port}}
+// frontends appends to out the addresses a service port is served on in
+// the family of its i-th ClusterIP: that ClusterIP, this node's NodePort
+// addresses, and its external and load-balancer IPs that are not node
+// addresses (binding a node's address on the dummy interface would cut
+// the node off).
+func (e *Engine) frontends(out []frontend, svc *Service, sp ServicePort, i int) []frontend {
+	v4 := svc.ClusterIPs[i].Is4()
+	out = append(out, frontend{kind: KindClusterIP, addrs: svc.ClusterIPs[i : i+1], port: sp.Port})
 	if sp.NodePort != 0 {
 		if a := ofFamily(e.nodeIPs, v4); len(a) > 0 {
 			out = append(out, frontend{kind: KindNodePort, addrs: a, port: sp.NodePort})
