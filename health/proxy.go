@@ -3,15 +3,14 @@ package health
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
-	"net"
 	"net/http"
 	"slices"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/httpserve"
 )
 
 // ToBeDeletedTaint is the taint the Cluster Autoscaler puts on a node it is
@@ -225,36 +224,5 @@ func (h *ProxyHealth) write(w http.ResponseWriter, st Status, healthy bool) int 
 // and serves Handler until ctx is done, then shuts the server down. It
 // returns the listen error, a serving error, or nil after ctx is done.
 func (h *ProxyHealth) Serve(ctx context.Context, addr string) error {
-	return serve(ctx, addr, h.Handler())
-}
-
-// shutdownGrace bounds how long a server waits for in-flight requests once
-// its context is done.
-const shutdownGrace = 5 * time.Second
-
-// readHeaderTimeout bounds slow clients on every server of this package.
-const readHeaderTimeout = 5 * time.Second
-
-func serve(ctx context.Context, addr string, handler http.Handler) error {
-	l, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
-	if err != nil {
-		return fmt.Errorf("listen for health checks on %s: %w", addr, err)
-	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: readHeaderTimeout}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(l) }()
-	select {
-	case err := <-done:
-		return fmt.Errorf("serve health checks on %s: %w", addr, err)
-	case <-ctx.Done():
-	}
-	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		return fmt.Errorf("shut down health checks on %s: %w", addr, err)
-	}
-	if err := <-done; err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("serve health checks on %s: %w", addr, err)
-	}
-	return nil
+	return httpserve.Serve(ctx, "health checks", addr, h.Handler())
 }

@@ -3,7 +3,6 @@ package health
 import (
 	"context"
 	"errors"
-	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +13,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/httpserve/httpservetest"
 )
 
 const period = 30 * time.Second
@@ -194,49 +195,12 @@ func TestProxyHealthCountsProbes(t *testing.T) {
 	}
 }
 
-// freeAddr returns a loopback address with a port free a moment ago.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
-}
-
 func TestProxyHealthServe(t *testing.T) {
-	t.Run("serves until the context is done", func(t *testing.T) {
+	t.Run("serves /livez until the context is done", func(t *testing.T) {
 		h := NewProxyHealth(period, nil)
-		addr := freeAddr(t)
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- h.Serve(ctx, addr) }()
-		var resp *http.Response
-		var err error
-		for range 100 {
-			if resp, err = http.Get("http://" + addr + "/livez"); err == nil {
-				break
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		if err != nil {
-			t.Fatalf("GET /livez: %v", err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != 200 || !strings.Contains(string(body), `"healthy":true`) {
-			t.Errorf("GET /livez = %d %s", resp.StatusCode, body)
-		}
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Serve = %v, want nil after cancel", err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatal("Serve did not return after cancel")
+		got := httpservetest.ServeAndGet(t, h.Serve, "/livez")
+		if got.Code != 200 || !strings.Contains(got.Body, `"healthy":true`) {
+			t.Errorf("GET /livez = %d %s", got.Code, got.Body)
 		}
 	})
 	t.Run("listen failure is returned", func(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 
 	"k8s.io/klog/v2"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/httpserve"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 )
 
@@ -162,7 +163,7 @@ func (s *ServiceHealth) open(key policy.ServiceKey, port uint16) (*checkServer, 
 			_ = cs.close() // nothing to report beyond the listen error
 			return nil, fmt.Errorf("listen on %s: %w", addr, err)
 		}
-		srv := &http.Server{Handler: cs, ReadHeaderTimeout: readHeaderTimeout}
+		srv := &http.Server{Handler: cs, ReadHeaderTimeout: httpserve.ReadHeaderTimeout}
 		cs.servers = append(cs.servers, srv)
 		go func() {
 			// Serve returns ErrServerClosed after close; anything else

@@ -17,6 +17,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/httpserve/httpservetest"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 )
 
@@ -317,7 +318,7 @@ func TestServiceHealthRealListener(t *testing.T) {
 	}
 	defer busy.Close()
 	busyPort := uint16(busy.Addr().(*net.TCPAddr).Port)
-	_, freePort, _ := net.SplitHostPort(freeAddr(t))
+	_, freePort, _ := net.SplitHostPort(httpservetest.FreeAddr(t))
 	var free uint16
 	fmt.Sscan(freePort, &free)
 

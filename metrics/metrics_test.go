@@ -3,8 +3,6 @@ package metrics
 import (
 	"bytes"
 	"errors"
-	"flag"
-	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -17,10 +15,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/health"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/golden"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 )
-
-var update = flag.Bool("update", false, "rewrite testdata/*.golden")
 
 // observer is proxier.Observer's method set, copied so that this package
 // need not import proxier.
@@ -191,16 +188,7 @@ func TestExposition(t *testing.T) {
 			if tc.name != "fresh" {
 				touchAll(m)
 			}
-			golden := filepath.Join("testdata", tc.name+".golden")
-			if *update {
-				if err := os.WriteFile(golden, gatherText(t, reg), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatal(err)
-			}
+			want := golden.Load(t, filepath.Join("testdata", tc.name+".golden"), gatherText(t, reg))
 			if err := testutil.GatherAndCompare(reg, bytes.NewReader(want)); err != nil {
 				t.Error(err)
 			}

@@ -2,15 +2,14 @@ package metrics
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net"
 	"net/http"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/httpserve"
 )
 
 // DefaultBindAddress is kube-proxy's default --metrics-bind-address.
@@ -55,33 +54,9 @@ func plain(w http.ResponseWriter, body string) {
 	_, _ = fmt.Fprint(w, body)
 }
 
-// shutdownGrace bounds how long the server waits for in-flight scrapes once
-// its context is done.
-const shutdownGrace = 5 * time.Second
-
 // Serve listens on addr (host:port, kube-proxy's --metrics-bind-address)
 // and serves Mux(g) until ctx is done, then shuts the server down. It
 // returns the listen error, a serving error, or nil after ctx is done.
 func Serve(ctx context.Context, addr string, g prometheus.Gatherer) error {
-	l, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
-	if err != nil {
-		return fmt.Errorf("listen for metrics on %s: %w", addr, err)
-	}
-	srv := &http.Server{Handler: Mux(g), ReadHeaderTimeout: 5 * time.Second}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(l) }()
-	select {
-	case err := <-done:
-		return fmt.Errorf("serve metrics on %s: %w", addr, err)
-	case <-ctx.Done():
-	}
-	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		return fmt.Errorf("shut down metrics on %s: %w", addr, err)
-	}
-	if err := <-done; err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("serve metrics on %s: %w", addr, err)
-	}
-	return nil
+	return httpserve.Serve(ctx, "metrics", addr, Mux(g))
 }

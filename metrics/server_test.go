@@ -2,15 +2,15 @@ package metrics
 
 import (
 	"context"
-	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/httpserve/httpservetest"
 )
 
 func TestMux(t *testing.T) {
@@ -72,40 +72,11 @@ func TestNewRegistryHasRuntimeCollectors(t *testing.T) {
 }
 
 func TestServe(t *testing.T) {
-	t.Run("serves until the context is done", func(t *testing.T) {
+	t.Run("serves /proxyMode until the context is done", func(t *testing.T) {
 		_, reg := newTest(corev1.IPv4Protocol)
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := l.Addr().String()
-		l.Close()
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- Serve(ctx, addr, reg) }()
-		var resp *http.Response
-		for range 100 {
-			if resp, err = http.Get("http://" + addr + "/proxyMode"); err == nil {
-				break
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		if err != nil {
-			t.Fatalf("GET /proxyMode: %v", err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if string(body) != "ipvs" {
-			t.Errorf("GET /proxyMode = %q", body)
-		}
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Serve = %v, want nil after cancel", err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatal("Serve did not return after cancel")
+		got := httpservetest.ServeAndGet(t, func(ctx context.Context, addr string) error { return Serve(ctx, addr, reg) }, "/proxyMode")
+		if got.Body != "ipvs" {
+			t.Errorf("GET /proxyMode = %q", got.Body)
 		}
 	})
 	t.Run("listen failure is returned", func(t *testing.T) {

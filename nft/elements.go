@@ -5,7 +5,6 @@ import (
 	"slices"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
-	"golang.org/x/sys/unix"
 )
 
 // verdict is the value of an empty-services element.
@@ -35,19 +34,6 @@ type value struct {
 type contribution struct {
 	id elemID
 	v  value
-}
-
-// protoNumber maps a plan protocol to its IP protocol number.
-func protoNumber(p policy.Protocol) (byte, bool) {
-	switch p {
-	case policy.ProtocolTCP:
-		return unix.IPPROTO_TCP, true
-	case policy.ProtocolUDP:
-		return unix.IPPROTO_UDP, true
-	case policy.ProtocolSCTP:
-		return unix.IPPROTO_SCTP, true
-	}
-	return 0, false
 }
 
 func familyOf(a netip.Addr) *family {
@@ -91,7 +77,7 @@ func contributions(vss []policy.VirtualServer) []contribution {
 // virtualServerElements calls add for every element of one virtual server.
 func virtualServerElements(vs *policy.VirtualServer, add func(setID, keyBuf, value)) {
 	fam := familyOf(vs.Address)
-	proto, ok := protoNumber(vs.Protocol)
+	proto, ok := vs.Protocol.Number()
 	if fam == nil || !ok {
 		return
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/nftables/expr"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
+	"golang.org/x/sys/unix"
 )
 
 // elementTexts renders a service's contributions as "set: element".
@@ -199,5 +200,32 @@ func TestEverySetIsUsed(t *testing.T) {
 		if chains[c.name] == 0 {
 			t.Errorf("chain %s has no rules", c.name)
 		}
+	}
+}
+
+// TestProtocolNumbersMatchTheKernel: policy's protocol numbers, which both
+// writers program, are the kernel's IPPROTO_* and print as nft names.
+func TestProtocolNumbersMatchTheKernel(t *testing.T) {
+	tests := []struct {
+		proto  policy.Protocol
+		kernel byte
+		name   string
+	}{
+		{policy.ProtocolTCP, unix.IPPROTO_TCP, "tcp"},
+		{policy.ProtocolUDP, unix.IPPROTO_UDP, "udp"},
+		{policy.ProtocolSCTP, unix.IPPROTO_SCTP, "sctp"},
+	}
+	for _, tc := range tests {
+		t.Run(string(tc.proto), func(t *testing.T) {
+			if n, ok := tc.proto.Number(); !ok || n != tc.kernel {
+				t.Errorf("%s.Number() = %d, %v; want IPPROTO %d", tc.proto, n, ok, tc.kernel)
+			}
+			if got := protoName(tc.kernel); got != tc.name {
+				t.Errorf("protoName(%d) = %q, want %q", tc.kernel, got, tc.name)
+			}
+		})
+	}
+	if got := protoName(1); got != "1" {
+		t.Errorf("protoName(1) = %q, want the number", got)
 	}
 }

@@ -57,19 +57,9 @@ func decodeVSKey(b []byte, fam *family) (policy.VirtualServerKey, error) {
 		return policy.VirtualServerKey{}, fmt.Errorf("%d bytes, want %d", len(b), n+8)
 	}
 	a, _ := netip.AddrFromSlice(b[:n])
-	proto, ok := protocolOf(b[n])
+	proto, ok := policy.ProtocolOfNumber(b[n])
 	if !ok {
 		return policy.VirtualServerKey{}, fmt.Errorf("protocol %d is not tcp, udp or sctp", b[n])
 	}
 	return policy.VirtualServerKey{Address: a, Protocol: proto, Port: uint16(b[n+4])<<8 | uint16(b[n+5])}, nil
-}
-
-// protocolOf is the inverse of protoNumber.
-func protocolOf(p byte) (policy.Protocol, bool) {
-	for _, proto := range []policy.Protocol{policy.ProtocolTCP, policy.ProtocolUDP, policy.ProtocolSCTP} {
-		if n, _ := protoNumber(proto); n == p {
-			return proto, true
-		}
-	}
-	return "", false
 }

@@ -141,14 +141,11 @@ func formatField(f field, b []byte) string {
 	return a.String()
 }
 
+// protoName is nft's name of an IP protocol number: tcp, udp, sctp, or
+// the number.
 func protoName(p byte) string {
-	switch p {
-	case unix.IPPROTO_TCP:
-		return "tcp"
-	case unix.IPPROTO_UDP:
-		return "udp"
-	case unix.IPPROTO_SCTP:
-		return "sctp"
+	if proto, ok := policy.ProtocolOfNumber(p); ok {
+		return strings.ToLower(string(proto))
 	}
 	return strconv.Itoa(int(p))
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/golden"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 )
 
@@ -20,7 +21,7 @@ func TestRenderGolden(t *testing.T) {
 			VirtualServers: []policy.VirtualServer{vs("default/web", "10.96.0.10", 80, dest("10.244.1.5", 8080)), vs("default/empty", "10.96.0.50", 80)}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			golden(t, "render-"+tc.name+".golden", Render(tc.cfg, tc.plan))
+			golden.Check(t, "testdata/render-"+tc.name+".golden", Render(tc.cfg, tc.plan))
 		})
 	}
 }

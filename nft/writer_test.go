@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/golden"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 	"golang.org/x/sys/unix"
 )
@@ -24,7 +25,7 @@ func resynced(t *testing.T, plan policy.Plan) (*Writer, *Fake) {
 
 func TestResyncGolden(t *testing.T) {
 	_, f := resynced(t, fullPlan())
-	golden(t, "resync-full.golden", f.Dump())
+	golden.Check(t, "testdata/resync-full.golden", f.Dump())
 }
 
 // A second Resync is one batch that adds, deletes and re-creates the
@@ -94,7 +95,7 @@ func TestApplySequenceGolden(t *testing.T) {
 	}
 	b.WriteString("## final state\n")
 	b.WriteString(f.Dump())
-	golden(t, "apply-sequence.golden", b.String())
+	golden.Check(t, "testdata/apply-sequence.golden", b.String())
 }
 
 // After the same changes, incremental Applies and a fresh Resync of the

@@ -31,6 +31,37 @@ const (
 	ProtocolSCTP Protocol = "SCTP"
 )
 
+// protocolNumbers are the IP protocol numbers (IANA's, the kernel's
+// IPPROTO_TCP, IPPROTO_UDP and IPPROTO_SCTP) that the IPVS and nftables
+// writers program. They are written here once, as plain numbers, so that
+// policy imports no golang.org/x/sys.
+var protocolNumbers = [...]struct {
+	p Protocol
+	n uint8
+}{{ProtocolTCP, 6}, {ProtocolUDP, 17}, {ProtocolSCTP, 132}}
+
+// Number returns p's IP protocol number, or false for any protocol
+// other than TCP, UDP and SCTP.
+func (p Protocol) Number() (uint8, bool) {
+	for _, e := range protocolNumbers {
+		if e.p == p {
+			return e.n, true
+		}
+	}
+	return 0, false
+}
+
+// ProtocolOfNumber is the inverse of Protocol.Number: the protocol with IP
+// protocol number n, or false when it is not TCP, UDP or SCTP.
+func ProtocolOfNumber(n uint8) (Protocol, bool) {
+	for _, e := range protocolNumbers {
+		if e.n == n {
+			return e.p, true
+		}
+	}
+	return "", false
+}
+
 // TrafficPolicy names the selection a virtual server's destinations came from.
 type TrafficPolicy string
 

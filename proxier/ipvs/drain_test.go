@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/golden"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 )
 
@@ -137,7 +138,7 @@ func TestUDPDeletedAtOnceWithConntrack(t *testing.T) {
 		e.ct.Add(c)
 	}
 	e.mustApply(udp("10.244.1.5:53"))
-	golden(t, "udp-removal", e.dump()+"changes:\n  "+strings.Join(e.trace, "\n  ")+"\n")
+	golden.Check(t, "testdata/udp-removal.golden", e.dump()+"changes:\n  "+strings.Join(e.trace, "\n  ")+"\n")
 	if e.w.Draining() != 1 { // the TCP one
 		t.Errorf("Draining() = %d, want 1", e.w.Draining())
 	}

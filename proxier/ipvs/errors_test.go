@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/golden"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 )
 
@@ -46,7 +47,7 @@ func TestErrorIsolation(t *testing.T) {
 			if got, want := e.w.NextRetry(), e.now.Add(time.Second); !got.Equal(want) {
 				t.Errorf("NextRetry %v, want %v", got, want)
 			}
-			golden(t, "isolation-"+strings.ReplaceAll(tc.name, " ", "-"), e.dump())
+			golden.Check(t, "testdata/isolation-"+strings.ReplaceAll(tc.name, " ", "-")+".golden", e.dump())
 			// Once the fault is gone, the next Apply after the backoff
 			// completes the failed service and touches nothing else.
 			e.fault("", "", nil)
@@ -131,7 +132,7 @@ func TestConflict(t *testing.T) {
 	if err == nil || err.Error() != want {
 		t.Fatalf("Apply error %q, want %q", err, want)
 	}
-	golden(t, "conflict", e.dump())
+	golden.Check(t, "testdata/conflict.golden", e.dump())
 	// When a lets go, b gets it on its retry.
 	e.mustApply(svc("a"))
 	e.advance(time.Second)
@@ -161,7 +162,7 @@ func TestSysctlsAndTimeouts(t *testing.T) {
 	must(t, e.sys.Set("net/ipv4/ip_forward", "1"))
 	e.mustApply()
 	got := e.sys.Dump() + e.k.Dump() + "ops " + opsString(e.w.Ops()) + "\n"
-	golden(t, "sysctls", got)
+	golden.Check(t, "testdata/sysctls.golden", got)
 	e.restart()
 	if d := e.opsDelta(func() { e.mustApply() }); len(d) != 0 {
 		t.Errorf("restart changed %v", d)

@@ -1,22 +1,16 @@
 package ipvs
 
 import (
-	"flag"
 	"fmt"
 	"maps"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy/plantest"
-
-	"github.com/google/go-cmp/cmp"
-
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy/plantest"
 )
 
 // Plan builders shared with the other writer tests.
@@ -25,8 +19,6 @@ var (
 	vs   = plantest.VirtualServer
 	plan = plantest.Plan
 )
-
-var update = flag.Bool("update", false, "rewrite testdata/*.golden")
 
 // env is a Writer over fakes with a settable clock.
 type env struct {
@@ -124,25 +116,6 @@ func (e *env) opsDelta(fn func()) map[string]int {
 
 func (e *env) dump() string {
 	return e.k.Dump() + e.l.Dump() + e.ct.Dump()
-}
-
-// golden compares got with testdata/<name>.golden (-update rewrites it).
-func golden(t *testing.T, name, got string) {
-	t.Helper()
-	path := filepath.Join("testdata", name+".golden")
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if diff := cmp.Diff(string(want), got); diff != "" {
-		t.Errorf("%s mismatch (-want +got):\n%s", path, diff)
-	}
 }
 
 func opsString(m map[string]int) string {

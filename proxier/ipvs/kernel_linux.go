@@ -2,6 +2,7 @@ package ipvs
 
 import (
 	"fmt"
+	"math"
 	"net"
 	"net/netip"
 
@@ -16,19 +17,13 @@ type mobyKernel struct{ h *mobyipvs.Handle }
 
 var _ Kernel = (*mobyKernel)(nil)
 
-var protoNumbers = map[policy.Protocol]uint16{
-	policy.ProtocolTCP:  unix.IPPROTO_TCP,
-	policy.ProtocolUDP:  unix.IPPROTO_UDP,
-	policy.ProtocolSCTP: unix.IPPROTO_SCTP,
-}
-
-func protoName(n uint16) (policy.Protocol, bool) {
-	for p, x := range protoNumbers {
-		if x == n {
-			return p, true
-		}
+// protocolOf is the protocol of an IPVS service's protocol number; false
+// for one that is not TCP, UDP or SCTP.
+func protocolOf(n uint16) (policy.Protocol, bool) {
+	if n > math.MaxUint8 {
+		return "", false
 	}
-	return "", false
+	return policy.ProtocolOfNumber(uint8(n))
 }
 
 func family(a netip.Addr) uint16 {
@@ -41,9 +36,10 @@ func family(a netip.Addr) uint16 {
 // mobyService is the moby form of a key or virtual server. The netmask is
 // kube-proxy's: /32 or /128 (only used by persistence).
 func mobyService(vs VirtualServer) *mobyipvs.Service {
+	proto, _ := vs.Protocol.Number() // 0, which the kernel refuses, for another protocol
 	s := &mobyipvs.Service{
 		Address:       net.IP(vs.Addr.AsSlice()),
-		Protocol:      protoNumbers[vs.Protocol],
+		Protocol:      uint16(proto),
 		Port:          vs.Port,
 		SchedName:     vs.Scheduler,
 		Flags:         vs.Flags,
@@ -78,7 +74,7 @@ func (m *mobyKernel) VirtualServers() ([]VirtualServer, error) {
 			continue // firewall-mark services are never ours
 		}
 		addr, ok := netip.AddrFromSlice(s.Address)
-		proto, known := protoName(s.Protocol)
+		proto, known := protocolOf(s.Protocol)
 		if !ok || !known {
 			continue
 		}

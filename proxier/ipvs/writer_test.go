@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/golden"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 )
 
@@ -37,7 +38,7 @@ func TestFirstSync(t *testing.T) {
 			if err := tc.run(e); err != nil {
 				t.Fatal(err)
 			}
-			golden(t, "first-sync", e.dump()+e.sys.Dump()+"ops "+opsString(e.w.Ops())+"\n")
+			golden.Check(t, "testdata/first-sync.golden", e.dump()+e.sys.Dump()+"ops "+opsString(e.w.Ops())+"\n")
 		})
 	}
 }
@@ -70,7 +71,7 @@ func TestOrder(t *testing.T) {
 	if diff := cmp.Diff(want, e.trace); diff != "" {
 		t.Errorf("kernel changes (-want +got):\n%s", diff)
 	}
-	golden(t, "order", e.dump())
+	golden.Check(t, "testdata/order.golden", e.dump())
 }
 
 func TestRestartMakesNoChanges(t *testing.T) {
@@ -192,7 +193,7 @@ func TestDummyAddressRefcount(t *testing.T) {
 		t.Errorf("203.0.113.10 removed while b still uses it:\n%s", e.l.Dump())
 	}
 	e.mustApply(svc("b"))
-	golden(t, "address-refcount", e.dump())
+	golden.Check(t, "testdata/address-refcount.golden", e.dump())
 	if got := e.w.Ops()["delete-address"]; got != 2 {
 		t.Errorf("delete-address ops = %d, want 2", got)
 	}
@@ -218,7 +219,7 @@ func TestResyncRepairsDrift(t *testing.T) {
 	}
 	// ...Resync does.
 	e.mustResync(p)
-	golden(t, "resync-drift", e.dump()+"changes:\n  "+strings.Join(e.trace, "\n  ")+"\n")
+	golden.Check(t, "testdata/resync-drift.golden", e.dump()+"changes:\n  "+strings.Join(e.trace, "\n  ")+"\n")
 	e.restart()
 	if d := e.opsDelta(func() { e.mustResync(p) }); len(d) != 0 {
 		t.Errorf("second Resync made changes: %v", d)
@@ -248,7 +249,7 @@ func TestCleanup(t *testing.T) {
 				// stays.
 				name = "cleanup-fresh"
 			}
-			golden(t, name, e.dump())
+			golden.Check(t, "testdata/"+name+".golden", e.dump())
 		})
 	}
 }

@@ -2,6 +2,7 @@ package app
 
 import (
 	"bytes"
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -94,6 +95,12 @@ func TestTunedJSONConfig(t *testing.T) {
 // TestLoadConfig: unknown fields warn with their path; wrong types,
 // kinds and syntax are errors naming the file.
 func TestLoadConfig(t *testing.T) {
+	// More unknown fields than one UnmarshalStrict call reports.
+	manyUnknown, manyWarnings := typeMeta+"ipvs:\n", []string(nil)
+	for i := range maxStrictErrors + 20 {
+		manyUnknown += fmt.Sprintf("  u%03d: 1\n", i)
+		manyWarnings = append(manyWarnings, fmt.Sprintf("c.yaml: ipvs.u%03d: unknown field; ignored", i))
+	}
 	tests := []struct {
 		name         string
 		data         string
@@ -129,6 +136,15 @@ func TestLoadConfig(t *testing.T) {
 		{"an out of range number is a type error", typeMeta + "clientConnection: {burst: 3000000000}\n", nil,
 			[]string{"c.yaml: clientConnection.burst: want int32, got number 3000000000"}},
 		{"null means unset", typeMeta + "ipvs: null\nconntrack:\n  min: null\nclusterCIDR: null\n", nil, nil},
+		{"a null duration means unset", typeMeta + "ipvs: {syncPeriod: null}\nconfigSyncPeriod: null\n", nil, nil},
+		{"unknown fields are reported beside type errors", typeMeta + "ipvs: {syncPeriod: 30, foo: 1}\nbar: 2\n",
+			[]string{"c.yaml: bar: unknown field; ignored", "c.yaml: ipvs.foo: unknown field; ignored"},
+			[]string{`c.yaml: ipvs.syncPeriod: want a duration such as "30s", got a number`}},
+		{"every bad list element is named", typeMeta + "nodePortAddresses: [10.0.0.0/8, 5, {x: 1}]\n", nil,
+			[]string{"c.yaml: nodePortAddresses[1]: want string, got number", "c.yaml: nodePortAddresses[2]: want string, got object"}},
+		{"more unknown fields than the decoder reports at once are all reported", manyUnknown, manyWarnings, nil},
+		{"an unknown field keeps its list index beside a type error", typeMeta + "logging:\n  vmodule:\n  - filePattern: x\n  - filePattern: y\n    level: 2\nmode: 5\n",
+			[]string{"c.yaml: logging.vmodule[1].level: unknown field; ignored"}, []string{"c.yaml: mode: want string, got number"}},
 		{"flushFrequency takes nanoseconds or a string", typeMeta + "logging: {flushFrequency: 1000000000}\n", nil, nil},
 	}
 	for _, tc := range tests {

@@ -12,7 +12,7 @@ import (
 	"strconv"
 	"strings"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 )
 
@@ -29,36 +29,36 @@ func LoadConfigFile(path string) (KubeProxyConfiguration, []string, error) {
 // LoadConfig decodes a KubeProxyConfiguration document and applies
 // kube-proxy's defaults. name is the file name used in messages.
 //
-// As kube-proxy's lenient decoding, unknown fields are not an error: each
-// is returned as a warning "name: path: unknown field; ignored". A syntax
-// error ("name: line: what"), an apiVersion or kind other than
-// kubeproxy.config.k8s.io/v1alpha1 KubeProxyConfiguration, or a value of
-// the wrong type ("name: path: what", every one of them) is an error.
-// Field names are case-sensitive, as in kube-proxy.
+// Fields are decoded by sigs.k8s.io/json's UnmarshalStrict, the decoder
+// of kube-proxy's codec, so field names are case-sensitive as in
+// kube-proxy. As kube-proxy's lenient decoding, unknown fields are not an
+// error: each is returned as a warning "name: path: unknown field;
+// ignored". A syntax error ("name: line: what"), an apiVersion or kind
+// other than kubeproxy.config.k8s.io/v1alpha1 KubeProxyConfiguration, or
+// a value of the wrong type ("name: path: what", every one of them) is an
+// error. JSON null means unset, also for durations.
 func LoadConfig(name string, data []byte) (KubeProxyConfiguration, []string, error) {
-	var cfg KubeProxyConfiguration
 	doc, err := parseDocument(data)
 	if err != nil {
-		return cfg, nil, fmt.Errorf("%s: %w", name, err)
+		return KubeProxyConfiguration{}, nil, fmt.Errorf("%s: %w", name, err)
 	}
 	obj, ok := doc.(map[string]any)
 	if !ok {
-		return cfg, nil, fmt.Errorf("%s: want a %s object, got %s", name, ConfigKind, jsonKind(doc))
+		return KubeProxyConfiguration{}, nil, fmt.Errorf("%s: want a %s object, got %s", name, ConfigKind, jsonKind(doc))
 	}
 	if err := checkTypeMeta(obj); err != nil {
-		return cfg, nil, fmt.Errorf("%s: %w", name, err)
+		return KubeProxyConfiguration{}, nil, fmt.Errorf("%s: %w", name, err)
 	}
-	d := &decoder{}
-	d.decode(obj, reflect.ValueOf(&cfg).Elem(), "")
+	cfg, unknown, errs := decodeStrict(obj)
 	var warnings []string
-	for _, path := range d.unknown {
+	for _, path := range unknown {
 		warnings = append(warnings, fmt.Sprintf("%s: %s: unknown field; ignored", name, path))
 	}
-	if len(d.errs) > 0 {
-		for i, e := range d.errs {
-			d.errs[i] = fmt.Errorf("%s: %w", name, e)
+	if len(errs) > 0 {
+		for i, e := range errs {
+			errs[i] = fmt.Errorf("%s: %w", name, e)
 		}
-		return KubeProxyConfiguration{}, warnings, errors.Join(d.errs...)
+		return KubeProxyConfiguration{}, warnings, errors.Join(errs...)
 	}
 	cfg.setDefaults()
 	return cfg, warnings, nil
@@ -119,119 +119,199 @@ func checkTypeMeta(obj map[string]any) error {
 		apiVersion, kind, ConfigAPIVersion, ConfigKind)
 }
 
-// decoder decodes a generic JSON tree into a struct by its json tags,
-// recording unknown fields and every type error with its path.
-type decoder struct {
+// maxStrictErrors is how many unknown fields one sigs.k8s.io/json
+// UnmarshalStrict call reports at most (its internal limit).
+const maxStrictErrors = 100
+
+// decodeStrict decodes obj with sigs.k8s.io/json's UnmarshalStrict, as
+// kube-proxy's codec does (case-sensitive), and returns the unknown
+// fields' paths and every bad field. The decoder alone stops at the first
+// error a field's own UnmarshalJSON returns, reports one type error,
+// reports unknown fields only when there is no error, and at most
+// maxStrictErrors of them; in those cases locate decodes obj subtree by
+// subtree to find them all.
+func decodeStrict(obj map[string]any) (KubeProxyConfiguration, []string, []error) {
+	var cfg KubeProxyConfiguration
+	unknown, err := decodeAt(nil, obj, &cfg)
+	if err == nil && len(unknown) < maxStrictErrors {
+		return cfg, unknown, nil
+	}
+	var l locator
+	l.check(nil, obj, nil)
+	if len(l.errs) > 0 {
+		return KubeProxyConfiguration{}, l.unknown, l.errs
+	}
+	// check unset the nulls the decoder refuses; decode what is left.
+	cfg = KubeProxyConfiguration{}
+	if _, err := decodeAt(nil, obj, &cfg); err != nil {
+		return KubeProxyConfiguration{}, l.unknown, []error{err}
+	}
+	return cfg, l.unknown, nil
+}
+
+// step is one step of a path: a string key or an int index.
+type step any
+
+// decodeAt decodes a document holding only v at path into dst (a new
+// KubeProxyConfiguration when nil) and returns the unknown fields' paths.
+// A list on the path holds v alone, as its element 0 (all elements of a
+// list decode alike), so that checking every element of a long list costs
+// linear time; unknown fields' paths are given back their real indexes.
+func decodeAt(path []step, v any, dst *KubeProxyConfiguration) ([]string, error) {
+	decoded := make([]step, len(path)) // path as the decoder sees it
+	for i := len(path) - 1; i >= 0; i-- {
+		switch s := path[i].(type) {
+		case string:
+			v, decoded[i] = map[string]any{s: v}, s
+		case int:
+			v, decoded[i] = []any{v}, 0
+		}
+	}
+	data, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("re-encode %s: %w", pathString(path), err)
+	}
+	if dst == nil {
+		dst = &KubeProxyConfiguration{}
+	}
+	strict, err := sigsjson.UnmarshalStrict(data, dst, sigsjson.DisallowUnknownFields)
+	from, to := pathString(decoded), pathString(path)
+	var unknown []string
+	for _, e := range strict {
+		var fe sigsjson.FieldError
+		if errors.As(e, &fe) {
+			p := fe.FieldPath()
+			if rest, ok := strings.CutPrefix(p, from); ok {
+				p = to + rest
+			}
+			unknown = append(unknown, p)
+		}
+	}
+	return unknown, err
+}
+
+// locator finds every bad field and unknown field of a document the
+// decoder refuses, by decoding its subtrees one at a time.
+type locator struct {
 	unknown []string
 	errs    []error
 }
 
-var (
-	unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
-	durationType    = reflect.TypeFor[metav1.Duration]()
-)
-
-// isRecord reports whether t is decoded field by field (a struct without
-// its own UnmarshalJSON).
-func isRecord(t reflect.Type) bool {
-	return t.Kind() == reflect.Struct && !reflect.PointerTo(t).Implements(unmarshalerType)
-}
-
-// decode stores v in dst. JSON null leaves dst as it is (unset), so that
-// defaulting fills it, as kube-proxy does for the fields kubeadm writes
-// as null.
-func (d *decoder) decode(v any, dst reflect.Value, path string) {
-	if v == nil {
+// check decodes v at path. If it fails, a null is unset (as JSON null
+// means unset elsewhere, also for a metav1.Duration, whose UnmarshalJSON
+// refuses null), a container of the wrong type and a bad leaf are
+// errors, and a container of the right type is checked member by member.
+// unset removes v from its parent; nil for the root and list elements.
+func (l *locator) check(path []step, v any, unset func()) {
+	unknown, err := decodeAt(path, v, nil)
+	if err == nil && len(unknown) < maxStrictErrors {
+		l.unknown = append(l.unknown, unknown...)
 		return
 	}
-	t := dst.Type()
-	switch {
-	case isRecord(t):
-		obj, ok := v.(map[string]any)
-		if !ok {
-			d.fail(path, "want an object, got "+jsonKind(v))
-			return
-		}
-		fields := jsonFields(t)
-		for _, k := range sortedKeys(obj) {
-			i, known := fields[k]
-			if !known {
-				d.unknown = append(d.unknown, joinPath(path, k))
-				continue
-			}
-			d.decode(obj[k], dst.Field(i), joinPath(path, k))
-		}
-	case t.Kind() == reflect.Slice && isRecord(t.Elem()):
-		arr, ok := v.([]any)
-		if !ok {
-			d.fail(path, "want a list, got "+jsonKind(v))
-			return
-		}
-		s := reflect.MakeSlice(t, len(arr), len(arr))
-		for i, e := range arr {
-			d.decode(e, s.Index(i), path+"["+strconv.Itoa(i)+"]")
-		}
-		dst.Set(s)
-	case t.Kind() == reflect.Map && t.Key().Kind() == reflect.String:
-		obj, ok := v.(map[string]any)
-		if !ok {
-			d.fail(path, "want an object, got "+jsonKind(v))
-			return
-		}
-		m := reflect.MakeMapWithSize(t, len(obj))
-		for _, k := range sortedKeys(obj) {
-			ev := reflect.New(t.Elem()).Elem()
-			d.decode(obj[k], ev, joinPath(path, k))
-			m.SetMapIndex(reflect.ValueOf(k).Convert(t.Key()), ev)
-		}
-		dst.Set(m)
+	if err != nil && v == nil && unset != nil {
+		unset()
+		return
+	}
+	var empty any
+	switch v.(type) {
+	case map[string]any:
+		empty = map[string]any{}
+	case []any:
+		empty = []any{}
 	default:
-		d.leaf(v, dst, path)
+		l.fail(path, v, err)
+		return
+	}
+	if err != nil {
+		if _, shapeErr := decodeAt(path, empty, nil); shapeErr != nil {
+			l.fail(path, v, err) // the field takes no such container
+			return
+		}
+	}
+	n := len(l.errs)
+	switch c := v.(type) {
+	case map[string]any:
+		for _, k := range sortedKeys(c) {
+			l.check(append(slices.Clip(path), k), c[k], func() { delete(c, k) })
+		}
+	case []any:
+		for i, e := range c {
+			l.check(append(slices.Clip(path), i), e, nil)
+		}
+	}
+	if err != nil && len(l.errs) == n {
+		if _, err := decodeAt(path, v, nil); err != nil {
+			l.fail(path, v, err)
+		}
 	}
 }
 
-func (d *decoder) leaf(v any, dst reflect.Value, path string) {
-	t := dst.Type()
-	if t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	if _, isString := v.(string); t == durationType && !isString {
-		d.fail(path, fmt.Sprintf("want a duration such as \"30s\", got %s", jsonKind(v)))
-		return
-	}
-	raw, err := json.Marshal(v)
-	if err == nil {
-		err = json.Unmarshal(raw, dst.Addr().Interface())
-	}
-	if err == nil {
-		return
-	}
+// fail records err for the field at path holding v, as "path: what".
+func (l *locator) fail(path []step, v any, err error) {
+	fe := &fieldError{path: pathString(path), err: err}
 	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) {
-		if te.Field != "" {
-			path = joinPath(path, te.Field)
-		}
-		d.fail(path, fmt.Sprintf("want %s, got %s", te.Type, te.Value))
-		return
+	if errors.As(err, &te) && te.Type != nil {
+		fe.msg = typeMessage(path, v, te)
 	}
-	d.fail(path, strings.TrimPrefix(err.Error(), "json: "))
+	l.errs = append(l.errs, fe)
 }
 
-func (d *decoder) fail(path, msg string) {
-	d.errs = append(d.errs, fmt.Errorf("%s: %s", path, msg))
+// typeMessage is "want T, got V", with objects and lists of records
+// named as such, and a duration named when a field that takes "30s" but
+// not "x" gets a non-string.
+func typeMessage(path []step, v any, te *json.UnmarshalTypeError) string {
+	t := te.Type
+	switch {
+	case t.Kind() == reflect.Struct || t.Kind() == reflect.Map:
+		return "want an object, got " + jsonKind(v)
+	case t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Struct:
+		return "want a list, got " + jsonKind(v)
+	case t.Kind() == reflect.String && isDuration(path):
+		return "want a duration such as \"30s\", got " + jsonKind(v)
+	}
+	return fmt.Sprintf("want %s, got %s", t, te.Value)
 }
 
-// jsonFields maps a struct's JSON names to field indexes.
-func jsonFields(t reflect.Type) map[string]int {
-	fields := make(map[string]int, t.NumField())
-	for i := range t.NumField() {
-		f := t.Field(i)
-		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if f.IsExported() && name != "" && name != "-" {
-			fields[name] = i
+// isDuration reports whether the field at path reads a duration string:
+// it takes "30s" and refuses "x".
+func isDuration(path []step) bool {
+	_, okErr := decodeAt(path, "30s", nil)
+	_, badErr := decodeAt(path, "x", nil)
+	return okErr == nil && badErr != nil
+}
+
+// fieldError is a bad field: "path: what".
+type fieldError struct {
+	path string
+	msg  string // replaces err's text when set
+	err  error
+}
+
+func (e *fieldError) Error() string {
+	msg := e.msg
+	if msg == "" {
+		msg = strings.TrimPrefix(e.err.Error(), "json: ")
+	}
+	return e.path + ": " + msg
+}
+
+func (e *fieldError) Unwrap() error { return e.err }
+
+// pathString writes path as "a.b[0].c".
+func pathString(path []step) string {
+	var b strings.Builder
+	for _, s := range path {
+		switch s := s.(type) {
+		case string:
+			if b.Len() > 0 {
+				b.WriteByte('.')
+			}
+			b.WriteString(s)
+		case int:
+			b.WriteString("[" + strconv.Itoa(s) + "]")
 		}
 	}
-	return fields
+	return b.String()
 }
 
 func sortedKeys(obj map[string]any) []string {
@@ -241,13 +321,6 @@ func sortedKeys(obj map[string]any) []string {
 	}
 	slices.Sort(keys)
 	return keys
-}
-
-func joinPath(path, key string) string {
-	if path == "" {
-		return key
-	}
-	return path + "." + key
 }
 
 func jsonKind(v any) string {

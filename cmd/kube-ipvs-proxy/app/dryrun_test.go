@@ -3,17 +3,16 @@ package app
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/golden"
 )
 
 // exampleClusterCIDR is the pod network of examples/.
 const exampleClusterCIDR = "10.244.0.0/16,fd00:244::/32"
-
-var update = flag.Bool("update", false, "rewrite the golden plans in examples/plans")
 
 // run executes the command line the way main does and returns the exit
 // code, stdout and stderr.
@@ -49,19 +48,7 @@ func TestExamplesGolden(t *testing.T) {
 			if code != ExitOK || errOut != "" {
 				t.Fatalf("exit %d, stderr:\n%s", code, errOut)
 			}
-			path := filepath.Join(examples, "plans", tc.golden)
-			if *update {
-				if err := os.WriteFile(path, []byte(out), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run go test ./cmd/... -update to create it)", err)
-			}
-			if out != string(want) {
-				t.Errorf("plan differs from %s (rerun with -update and review the diff):\n%s", path, out)
-			}
+			golden.Check(t, filepath.Join(examples, "plans", tc.golden), out)
 		})
 	}
 }
