@@ -41,7 +41,7 @@ func benchCluster(tb testing.TB) (*Engine, []ServiceKey) {
 		hints := i%2 == 0
 		switch i % 10 {
 		case 1:
-			s.Ports[0].NodePort = uint16(30000 + i%2000)
+			s.Ports[0].NodePort = uint16(30000 + i/10) // unique, as the apiserver allocates them
 		case 3:
 			s.Annotations = map[string]string{AnnotationTrafficPolicy: "PreferLocal"}
 		case 5:

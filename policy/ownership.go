@@ -53,6 +53,9 @@ type claimIndex struct {
 	// reassigned: services whose ownership of some key changed since the
 	// last Reassigned call, other than through their own update.
 	reassigned map[ServiceKey]struct{}
+	// contested counts the keys with more than one claimant: without any,
+	// every service owns all it claims (the usual cluster).
+	contested int
 }
 
 func newClaimIndex() claimIndex {
@@ -108,6 +111,13 @@ func (ci *claimIndex) set(svc ServiceKey, claims []claimant, keys []VirtualServe
 }
 
 func (ci *claimIndex) edit(k VirtualServerKey, list []claimant) {
+	was, is := len(ci.byKey[k]) > 1, len(list) > 1
+	switch {
+	case is && !was:
+		ci.contested++
+	case was && !is:
+		ci.contested--
+	}
 	if len(list) == 0 {
 		delete(ci.byKey, k)
 	} else {
@@ -163,6 +173,9 @@ func (e *Engine) Reassigned() []ServiceKey {
 // owned drops from vss the virtual servers another service owns, and
 // returns a Warning for each.
 func (e *Engine) owned(key ServiceKey, vss []VirtualServer) ([]VirtualServer, []Warning) {
+	if e.claims.contested == 0 {
+		return vss, nil
+	}
 	var ws []Warning
 	kept := vss[:0]
 	for _, vs := range vss {

@@ -154,10 +154,11 @@ type VirtualServer struct {
 type Destination struct {
 	Address netip.Addr `json:"address"`
 	Port    uint16     `json:"port"`
-	Weight  int32      `json:"weight"`
 	// Local says the endpoint runs on this node: only such a destination
-	// can be its own client through the virtual server (hairpin).
-	Local bool `json:"local,omitempty"`
+	// can be its own client through the virtual server (hairpin). It sits
+	// beside Port so that a Destination stays 32 bytes.
+	Local  bool  `json:"local,omitempty"`
+	Weight int32 `json:"weight"`
 }
 
 // VirtualServerKey identifies a virtual server in the kernel.

@@ -180,9 +180,9 @@ func TestInitialResyncPlan(t *testing.T) {
 		got = append(got, fmt.Sprintf("%s %s %s:%d -> %v", vs.Service, vs.Kind, vs.Address, vs.Port, vs.Destinations))
 	}
 	want := []string{
-		"default/web ClusterIP 10.96.0.10:80 -> [{10.244.1.5 8080 1 true}]",
-		"default/db ClusterIP 10.96.0.20:80 -> [{10.244.2.5 8080 1 false}]",
-		"default/web NodePort 192.168.0.10:30080 -> [{10.244.1.5 8080 1 true}]",
+		"default/web ClusterIP 10.96.0.10:80 -> [{10.244.1.5 8080 true 1}]",
+		"default/db ClusterIP 10.96.0.20:80 -> [{10.244.2.5 8080 false 1}]",
+		"default/web NodePort 192.168.0.10:30080 -> [{10.244.1.5 8080 true 1}]",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("initial plan (-want +got):\n%s", diff)
