@@ -93,8 +93,10 @@ cluster-down:
 # The proxy's image as the Dockerfile describes it, built without Docker
 # (go-containerregistry) into .cache/cluster/images/kube-ipvs-proxy.tar:
 # ctr -n k8s.io images import it, or docker load it.
+# IMAGE names it; PUSH=REGISTRY/kube-ipvs-proxy:TAG also pushes it.
+IMAGE ?= localhost/kube-ipvs-proxy:lab
 image:
-	hack/cluster/images.sh proxy
+	KIP_PROXY_IMAGE='$(IMAGE)' KIP_PROXY_PUSH='$(PUSH)' hack/cluster/images.sh proxy
 
 # Upstream's e2e.test against the cluster; FOCUS defaults to \[sig-network\],
 # conformance/skips.txt lists the skips with their reasons.

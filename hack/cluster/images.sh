@@ -17,7 +17,9 @@
 # Output: <repo>/.cache/cluster/images/*.tar. Each archive is rebuilt when
 # the sha256 of its inputs (binaries, base tarball, this script) changes.
 # The Debian base is made with mmdebstrap and cached keyed on its package
-# versions. `proxy` builds only the proxy's image (`make image`).
+# versions. `proxy` builds only the proxy's image (`make image`);
+# KIP_PROXY_IMAGE names it (default localhost/kube-ipvs-proxy:lab) and
+# KIP_PROXY_PUSH=REF also pushes it to a registry (docker's credentials).
 set -euo pipefail
 shopt -s inherit_errexit
 # shellcheck source=hack/cluster/lib.sh
@@ -107,6 +109,14 @@ proxy_image() {
 		-file "$tmp/passwd:/etc/passwd:0644" -file "$tmp/group:/etc/group:0644" \
 		-file /etc/ssl/certs/ca-certificates.crt:/etc/ssl/certs/ca-certificates.crt:0644 \
 		-dir /tmp:1777 -entrypoint /usr/local/bin/kube-ipvs-proxy -user 0
+	if [[ -n ${KIP_PROXY_PUSH:-} ]]; then
+		log "pushing $KIP_PROXY_PUSH"
+		"$K8S_BIN/kimg" -push "$KIP_PROXY_PUSH" -tag "$PROXY_TAG" \
+			-file "$tmp/kube-ipvs-proxy:/usr/local/bin/kube-ipvs-proxy:0755" \
+			-file "$tmp/passwd:/etc/passwd:0644" -file "$tmp/group:/etc/group:0644" \
+			-file /etc/ssl/certs/ca-certificates.crt:/etc/ssl/certs/ca-certificates.crt:0644 \
+			-dir /tmp:1777 -entrypoint /usr/local/bin/kube-ipvs-proxy -user 0 >&2
+	fi
 }
 
 all_images() {

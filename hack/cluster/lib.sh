@@ -1,4 +1,5 @@
 # shellcheck shell=bash
+# shellcheck disable=SC2034 # the settings are used by the scripts that source this
 # Shared settings and helpers of hack/cluster's scripts (sourced, not run).
 #
 # Knobs (environment):

@@ -237,7 +237,11 @@ kc get nodes -o wide >&2
 # The test images are imported after the kubelet starts (kip-images-late);
 # the kubelet lists them in the node's status once they are there.
 has_test_images() {
-	kc get node "$1" -o jsonpath='{.status.images[*].names}' | grep -q 'e2e-test-images/agnhost:2.63.0'
+	local names t
+	names=$(kc get node "$1" -o jsonpath='{.status.images[*].names}')
+	for t in agnhost:2.63.0 busybox:1.37.0-1 glibc-dns-testing:2.0.0; do
+		[[ $names == *"e2e-test-images/$t"* ]] || return 1
+	done
 }
 for ((i = 1; i <= NODES; i++)); do
 	wait_for 900 "$(node_name "$i")'s test images (kip-images-late)" has_test_images "$(node_name "$i")"
