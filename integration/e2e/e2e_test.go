@@ -4,8 +4,6 @@ package e2e
 
 import (
 	"context"
-	"io"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -15,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/cmd/kube-ipvs-proxy/app"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/integration/apiserver"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 )
@@ -36,28 +33,14 @@ func TestProxyAgainstARealAPIServer(t *testing.T) {
 	c := apiserver.Start(t, apiserver.Options{})
 	ctx := context.Background()
 	admin := kubernetes.NewForConfigOrDie(c.AdminConfig())
-	base := filepath.Join("..", "..", "deploy", "base")
-	c.Apply(t, filepath.Join(base, "serviceaccount.yaml"), filepath.Join(base, "clusterrole.yaml"),
-		filepath.Join(base, "clusterrolebinding.yaml"))
-	token, err := c.ServiceAccountToken("kube-system", "kube-ipvs-proxy")
-	if err != nil {
-		t.Fatalf("service account token: %v", err)
-	}
+	token := proxyToken(t, c)
 	proxyClient := kubernetes.NewForConfigOrDie(c.TokenConfig(token))
 	if _, err := proxyClient.CoreV1().Services("default").Create(ctx, webService(), metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
 		t.Fatalf("the proxy's ServiceAccount creating a Service: %v, want Forbidden", err)
 	}
 
-	for _, n := range []struct{ name, zone, ip string }{{nodeName, "zone-a", "192.0.2.1"}, {"node-b", "zone-b", "192.0.2.2"}} {
-		created, err := admin.CoreV1().Nodes().Create(ctx, node(n.name, n.zone, n.ip), metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		created.Status = node(n.name, n.zone, n.ip).Status
-		if _, err := admin.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	createNode(t, admin, nodeName, "zone-a", "192.0.2.1")
+	createNode(t, admin, "node-b", "zone-b", "192.0.2.2")
 	if _, err := admin.CoreV1().Services("default").Create(ctx, webService(), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -68,25 +51,8 @@ func TestProxyAgainstARealAPIServer(t *testing.T) {
 
 	// The proxy, with its token and the DaemonSet's command line.
 	metricsAddr, healthzAddr := freeAddr(t), freeAddr(t)
-	opts, err := app.ParseFlags([]string{"--kubeconfig", c.KubeconfigForToken(token), "--hostname-override", nodeName,
-		"--cluster-cidr", "10.244.0.0/16", "--ipvs-min-sync-period", "0s", "--ipvs-sync-period", syncPeriod.String(),
-		"--metrics-bind-address", metricsAddr, "--healthz-bind-address", healthzAddr}, io.Discard)
-	if err == nil {
-		err = opts.Validate()
-	}
-	if err != nil {
-		t.Fatalf("flags: %v", err)
-	}
-	dp := &recorder{}
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- app.Watch(runCtx, opts, dp.open, io.Discard) }()
-	t.Cleanup(func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("Watch: %v", err)
-		}
-	})
+	dp := runProxy(t, c, token, "--ipvs-min-sync-period", "0s", "--ipvs-sync-period", syncPeriod.String(),
+		"--metrics-bind-address", metricsAddr, "--healthz-bind-address", healthzAddr)
 
 	converged := waitFor(t, "the first sync", func() bool { return len(dp.snapshot()) > 0 })
 	first := dp.snapshot()[0]

@@ -56,10 +56,9 @@ func (r *recorder) programmed() map[string]string {
 	return owner
 }
 
-// startProxy runs the proxy's watch loop against c as the DaemonSet
-// would (deploy/base's ServiceAccount and RBAC), with a recording data
-// plane.
-func startProxy(t *testing.T, c *apiserver.Cluster, extra ...string) *recorder {
+// proxyToken applies deploy/base's ServiceAccount and RBAC and returns
+// the proxy's token.
+func proxyToken(t *testing.T, c *apiserver.Cluster) string {
 	t.Helper()
 	base := filepath.Join("..", "..", "deploy", "base")
 	c.Apply(t, filepath.Join(base, "serviceaccount.yaml"), filepath.Join(base, "clusterrole.yaml"),
@@ -68,6 +67,21 @@ func startProxy(t *testing.T, c *apiserver.Cluster, extra ...string) *recorder {
 	if err != nil {
 		t.Fatalf("service account token: %v", err)
 	}
+	return token
+}
+
+// startProxy runs the proxy's watch loop against c as the DaemonSet
+// would (deploy/base's ServiceAccount and RBAC), with a recording data
+// plane.
+func startProxy(t *testing.T, c *apiserver.Cluster, extra ...string) *recorder {
+	t.Helper()
+	return runProxy(t, c, proxyToken(t, c), extra...)
+}
+
+// runProxy runs the watch loop with the token; flags in extra follow the
+// defaults and win over them.
+func runProxy(t *testing.T, c *apiserver.Cluster, token string, extra ...string) *recorder {
+	t.Helper()
 	args := append([]string{"--kubeconfig", c.KubeconfigForToken(token), "--hostname-override", nodeName,
 		"--cluster-cidr", "10.244.0.0/16", "--ipvs-sync-period", "1h",
 		"--metrics-bind-address", freeAddr(t), "--healthz-bind-address", freeAddr(t)}, extra...)
