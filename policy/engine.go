@@ -187,32 +187,32 @@ func (e *Engine) DeleteEndpointSlice(namespace, name string) []ServiceKey {
 // addresses, which external and load-balancer IPs may not take.
 func (e *Engine) UpsertNode(n *Node) bool {
 	e.nodeLabels[n.Name] = n.Labels
-	addrsChanged := e.setNodeAddresses(n.Name, slices.Concat(n.InternalIPs, n.ExternalIPs))
-	if n.Name != e.cfg.NodeName {
-		if addrsChanged {
-			e.reclaimAll()
-		}
-		return false
-	}
-	e.self = n
-	e.nodeIPs = e.nodePortIPs()
-	e.reclaimAll()
-	return true
+	return e.nodeChanged(n.Name, n, slices.Concat(n.InternalIPs, n.ExternalIPs))
 }
 
 // DeleteNode forgets a node. It reports whether it was this node.
 func (e *Engine) DeleteNode(name string) bool {
 	delete(e.nodeLabels, name)
-	addrsChanged := e.setNodeAddresses(name, nil)
+	return e.nodeChanged(name, nil, nil)
+}
+
+// nodeChanged records a node's addresses and, for this node, the Node
+// itself (nil when deleted). Claims are recomputed only when node
+// addresses or this node's NodePort addresses moved, not for a label.
+func (e *Engine) nodeChanged(name string, n *Node, addrs []netip.Addr) bool {
+	addrsChanged := e.setNodeAddresses(name, addrs)
 	if name != e.cfg.NodeName {
 		if addrsChanged {
 			e.reclaimAll()
 		}
 		return false
 	}
-	e.self = nil
+	e.self = n
+	old := e.nodeIPs
 	e.nodeIPs = e.nodePortIPs()
-	e.reclaimAll()
+	if addrsChanged || !slices.Equal(old, e.nodeIPs) {
+		e.reclaimAll()
+	}
 	return true
 }
 
