@@ -128,7 +128,8 @@ func TestUDPRemoval(t *testing.T) {
 	a, b := setupPod(t, "pod-a", 1), setupPod(t, "pod-b", 2)
 	w := newWriter(t, ipvs.Config{})
 	pa, pb := fmt.Sprintf("%s:5353", a.IP), fmt.Sprintf("%s:5353", b.IP)
-	if err := w.Apply(cluster1("ClusterIP 10.96.0.53:53/UDP", pa, pb)); err != nil {
+	both := cluster1("ClusterIP 10.96.0.53:53/UDP", pa, pb)
+	if err := w.Apply(both); err != nil {
 		t.Fatalf("Apply: %v", err)
 	}
 	seen := map[string]int{}
@@ -145,6 +146,28 @@ func TestUDPRemoval(t *testing.T) {
 		t.Fatalf("no conntrack entries replying from both pods: %v", before)
 	}
 
+	// Control, first: without expire_nodest_conn, IPVS leaves conntrack
+	// entries behind when a destination is deleted, so only the Writer's
+	// flush can be what removes them below. (With it, which the Writer
+	// sets, the kernel also flushes them, but later, from delayed work
+	// that expires every connection whose destination is gone, whatever
+	// the sysctl says by then. The control therefore runs before any
+	// deletion with the sysctl on: run after one, that work once expired
+	// the hand-deleted destination's entries too, in CI.)
+	svc := mobyService("10.96.0.53", 53, unix.IPPROTO_UDP)
+	labnet.SetSysctl(t, nil, "net/ipv4/vs/expire_nodest_conn", "0") // restored when the test ends
+	if err := h.DelDestination(svc, destinations(t, h, svc)[pb]); err != nil {
+		t.Fatalf("DelDestination by hand: %v", err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if n := conntrackFrom(t)[pb]; n != before[pb] {
+		t.Fatalf("deleting %s by hand left %d conntrack entries, want %d (untouched)", pb, n, before[pb])
+	}
+	labnet.SetSysctl(t, nil, "net/ipv4/vs/expire_nodest_conn", "1")
+	if err := w.Resync(plan(both...)); err != nil {
+		t.Fatalf("Resync: %v", err)
+	}
+
 	ops := w.Ops()
 	if err := w.Apply(cluster1("ClusterIP 10.96.0.53:53/UDP", pa)); err != nil {
 		t.Fatalf("Apply (pod-b removed): %v", err)
@@ -155,7 +178,7 @@ func TestUDPRemoval(t *testing.T) {
 			t.Errorf("%s ops: %d, want 1", k, after[k]-ops[k])
 		}
 	}
-	ds := destinations(t, h, mobyService("10.96.0.53", 53, unix.IPPROTO_UDP))
+	ds := destinations(t, h, svc)
 	if ds[pb] != nil || ds[pa] == nil || len(ds) != 1 {
 		t.Errorf("destinations after removal: %v, want only %s", keys(ds), pa)
 	}
@@ -169,22 +192,6 @@ func TestUDPRemoval(t *testing.T) {
 	}
 	if got[pa] != before[pa] {
 		t.Errorf("entries of the kept endpoint: %d, were %d", got[pa], before[pa])
-	}
-	// Control: without expire_nodest_conn, IPVS leaves conntrack entries
-	// behind when a destination is deleted, so only the Writer's flush
-	// removed pod-b's. (With it, which the Writer sets, the kernel also
-	// flushes them, but later, from delayed work: the Writer's flush makes
-	// the removal immediate and independent of that sysctl.)
-	labnet.SetSysctl(t, nil, "net/ipv4/vs/expire_nodest_conn", "0") // restored when the test ends
-	if err := h.DelDestination(mobyService("10.96.0.53", 53, unix.IPPROTO_UDP), ds[pa]); err != nil {
-		t.Fatalf("DelDestination by hand: %v", err)
-	}
-	time.Sleep(500 * time.Millisecond)
-	if n := conntrackFrom(t)[pa]; n != before[pa] {
-		t.Errorf("deleting %s by hand left %d conntrack entries, want %d (untouched)", pa, n, before[pa])
-	}
-	if err := w.Resync(plan(cluster1("ClusterIP 10.96.0.53:53/UDP", pa)...)); err != nil {
-		t.Fatalf("Resync: %v", err)
 	}
 	// New flows all go to pod-a.
 	for range 2 {
