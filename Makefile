@@ -18,7 +18,7 @@ plan: build
 # Every test: lint, unit tests (fuzz seed corpora and the golden dry-run
 # plans included), the end-to-end tests against a real kube-apiserver
 # (built first), and the real-kernel tests in the VM lab.
-test: lint apiserver unit integration vm-e2e
+test: lint apiserver unit integration vm-e2e cluster-conformance
 
 unit:
 	$(GO) test -count=1 $(PKGS)
@@ -76,8 +76,8 @@ clean:
 	rm -rf bin
 
 # --- A real cluster in the lab, and upstream's e2e suite against it ---------
-# (hack/cluster/README.md, conformance/README.md). Not in make test yet.
-.PHONY: cluster cluster-down image e2e-upstream
+# (hack/cluster/README.md, conformance/README.md).
+.PHONY: cluster cluster-down image e2e-upstream cluster-conformance
 NODES ?= 1
 FAMILY ?= ipv4
 
@@ -102,3 +102,8 @@ image:
 # conformance/skips.txt lists the skips with their reasons.
 e2e-upstream:
 	FOCUS='$(FOCUS)' conformance/run.sh
+
+# make test's step: a one-node IPv4 cluster of its own (netns kipci), the
+# \[sig-network\] Services.*\[Conformance\] specs, the cluster down again.
+cluster-conformance:
+	conformance/ci.sh

@@ -6,6 +6,9 @@
 #   NODES            number of node VMs (default 1)
 #   FAMILY           ipv4 (default), ipv6 or dual
 #   KIP_CLUSTER_CACHE  cache and state root (default <repo>/.cache/cluster)
+#   KIP_CLUSTER_RUN  the running cluster's state (default $KIP_CLUSTER_CACHE/run)
+#   KIP_NETNS        the lab's network namespace (default kiplab); another
+#                    name and run dir give a second cluster beside the first
 #   KIP_NODE_MEM     MiB per node VM (default 3072)
 #   KIP_NODE_SMP     vCPUs per node VM (default 2)
 #   KIP_KUBELET_V    kubelet log verbosity (default 1)
@@ -13,7 +16,7 @@
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 CLUSTER_DIR=$REPO/hack/cluster
 CACHE=${KIP_CLUSTER_CACHE:-$REPO/.cache/cluster}
-RUN=$CACHE/run           # the running cluster's state: pki, logs, pids, disks
+RUN=${KIP_CLUSTER_RUN:-$CACHE/run} # the running cluster's state: pki, logs, pids, disks
 K8S_BIN=${KIP_K8S_BIN_DIR:-$REPO/.cache/k8s/bin}
 API_BIN=${KIP_APISERVER_BIN_DIR:-$REPO/.cache/apiserver/bin}
 NODES=${NODES:-1}
@@ -25,7 +28,7 @@ export PATH=$PATH:/usr/local/go/bin
 
 # The lab network: one network namespace holding the control plane, a
 # bridge and a tap per node VM; it routes between the nodes' pod CIDRs.
-NETNS=kiplab
+NETNS=${KIP_NETNS:-kiplab}
 BRIDGE=kipbr0
 GW4=10.88.0.1
 GW6=fd00:88::1
@@ -40,6 +43,23 @@ DNS6=fd00:10:96::a
 
 log() { echo "cluster: $*" >&2; }
 die() { log "error: $*"; exit 1; }
+
+# ensure_host_packages: installs with apt what the lab needs on the host
+# (qemu, mmdebstrap, mkfs.ext4, openssl, flock), and fetches apt's lists
+# when they are empty (node-image.sh resolves package versions from them).
+ensure_host_packages() {
+	local p missing=()
+	for p in qemu-system-x86 mmdebstrap e2fsprogs openssl iproute2 util-linux; do
+		[[ $(dpkg-query -W -f='${Status}' "$p" 2>/dev/null) == "install ok installed" ]] || missing+=("$p")
+	done
+	if [[ ${#missing[@]} -gt 0 ]] || ! compgen -G '/var/lib/apt/lists/*_Packages' >/dev/null; then
+		log "apt-get update"
+		apt-get update -qq >&2
+	fi
+	[[ ${#missing[@]} -eq 0 ]] && return 0
+	log "apt-get install ${missing[*]}"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
 
 node_name() { echo "node-$1"; }
 node_ip4() { echo "10.88.0.$((10 + $1))"; }

@@ -32,7 +32,8 @@ step() { log "$* (+$(($(date +%s) - t0))s)"; }
 
 # --- inputs -----------------------------------------------------------------
 
-step "building binaries and images (cached)"
+step "host packages, binaries and images (cached)"
+ensure_host_packages
 "$REPO/hack/apiserver/build.sh" >/dev/null
 "$REPO/hack/k8s/build.sh" kubelet kube-controller-manager kube-scheduler kubectl >/dev/null
 NODE_IMG=$("$CLUSTER_DIR/node-image.sh")
