@@ -4,7 +4,7 @@ export PATH := $(PATH):/usr/local/go/bin
 BIN := bin/kube-ipvs-proxy
 PKGS := ./...
 
-.PHONY: all build plan test unit lint apiserver e2e vm-e2e demo integration bench bench-vm fuzz clean
+.PHONY: all build plan test unit lint apiserver e2e vm-e2e demo integration bench bench-vm bench-scale fuzz clean
 
 all: build
 
@@ -65,6 +65,19 @@ bench-vm:
 	hack/vmlab/stage-tools.sh .cache/vmlab/tools ipvsadm nftables -- /sbin/ipvsadm /usr/sbin/nft
 	VMLAB_EXTRA_TREE=.cache/vmlab/tools VMLAB_MEM=2048 VMLAB_TIMEOUT=3000 \
 		hack/vmlab/run.sh ./integration/bench/ -- -test.run '^$$' -test.bench . -test.benchtime 1x -test.v
+
+# The proxy at scale (issue 11): the working tree's binary in the VM
+# against an apiserver holding SERVICES services × 10 endpoints; cold
+# start, idle, endpoint and service churn, memory, restart, --cleanup.
+# BASE=<git rev or binary> measures that proxy too, in the same boot;
+# ROUNDS=2 interleaves them twice. Results: .cache/bench-scale/.
+# Not part of make test; integration/benchscale/doc.go has the knobs.
+SERVICES ?= 1000 10000
+ROUNDS ?= 1
+bench-scale: apiserver
+	KIP_APISERVER_BUILD=1 KIP_BENCH_SCALE=1 KIP_BENCH_SCALE_SERVICES='$(SERVICES)' \
+		KIP_BENCH_SCALE_BASE='$(BASE)' KIP_BENCH_SCALE_ROUNDS='$(ROUNDS)' \
+		$(GO) test -count=1 -v -timeout 0 -run '^TestScale$$' ./integration/benchscale/
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzLoad -fuzztime 30s ./manifest/

@@ -19,7 +19,8 @@ import (
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/integration/apiserver"
 )
 
-// VMTimeout bounds one VM run (build, boot, test).
+// VMTimeout bounds one VM run (build, boot, test) unless Host.VMTimeout
+// says otherwise.
 const VMTimeout = 15 * time.Minute
 
 // Host is the host half: a running apiserver the guest can reach, with
@@ -28,6 +29,9 @@ type Host struct {
 	Cluster                  *apiserver.Cluster
 	Repo                     string // the repository root
 	ProxyKubeconfig, AdminKC string // host paths, server https://10.0.2.2:<port>
+	// VMTimeout, if set, bounds RunVM instead of the VMTimeout constant
+	// (hack/vmlab/run.sh's own VMLAB_TIMEOUT is the caller's to raise).
+	VMTimeout time.Duration
 }
 
 // StartHost starts the apiserver (opts gets the 10.0.2.2 serving SAN),
@@ -59,7 +63,11 @@ func StartHost(t *testing.T, repo string, opts apiserver.Options) *Host {
 // streams the console and returns it; a failed run fails the test.
 func (h *Host) RunVM(t *testing.T, pkg string, extraFiles, env []string, testArgs ...string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), VMTimeout)
+	timeout := VMTimeout
+	if h.VMTimeout > 0 {
+		timeout = h.VMTimeout
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	files := append([]string{h.ProxyKubeconfig + ":" + vmProxyKubeconfig, h.AdminKC + ":" + vmAdminKubeconfig}, extraFiles...)
 	env = append([]string{EnvProxyKubeconfig + "=" + vmProxyKubeconfig, EnvAdminKubeconfig + "=" + vmAdminKubeconfig}, env...)

@@ -1,0 +1,49 @@
+// Package benchscale is `make bench-scale` (issue 11): the proxy binary
+// built from the working tree, in its real mode inside the VM lab, against
+// a real kube-apiserver on the host that holds thousands of Services, and
+// what it costs at that scale: time to converge, CPU, memory, IPVS
+// operations, and the latency of changes from the API write to the
+// kernel. It changes no proxy code and reads the proxy only from outside
+// (its process in /proc, its /metrics, the kernel), so that any two
+// commits can be measured alike: KIP_BENCH_SCALE_BASE=<rev> builds a
+// second binary from that revision and measures both in the same VM boot,
+// interleaved.
+//
+// Two halves, as in package vme2e, whose Host they use:
+//   - host_test.go (no integration tag; skips unless KIP_BENCH_SCALE=1)
+//     builds the binaries, and per scale starts an apiserver, loads the
+//     workload (workload.go) through the API and boots the VM; it collects
+//     the runs the VM prints (result.go) and writes one table per scale to
+//     stdout and .cache/bench-scale/<time>.{md,json}.
+//   - vm_test.go and phases_test.go (integration tag, in the VM) run each
+//     binary as its own process with the DaemonSet's command line and
+//     deploy/base's config file (minSyncPeriod 0s, syncPeriod 30s as
+//     written there today), and measure, in order: a cold start (clean
+//     kernel) until kube_ipvs_proxy_virtual_servers adds up to the
+//     workload after a sync, then the kernel is checked (every virtual
+//     server and destination, the addresses on kube-ipvs0); an idle
+//     window (periodic resyncs only); sequential endpoint changes, each
+//     waited for in IPVS; a burst of changes written at once; services
+//     created and deleted one at a time; memory; a restart (SIGTERM, a
+//     new process against the programmed kernel); --cleanup, which must
+//     leave nothing.
+//
+// The workload: N Services (default 1,000 and 10,000) in 10 namespaces,
+// each with port 80/TCP and 10 ready endpoints in one EndpointSlice; one
+// in ten also 53/UDP, one in ten a NodePort, one in a hundred with an
+// endpoint on this node. The apiserver's own kubernetes Service is
+// programmed too.
+//
+// Knobs (environment; the Makefile passes SERVICES, BASE and ROUNDS):
+// KIP_BENCH_SCALE_SERVICES ("1000 10000"), KIP_BENCH_SCALE_BASE (a git
+// revision or a binary), KIP_BENCH_SCALE_ROUNDS (1),
+// KIP_BENCH_SCALE_IDLE (seconds, 65), KIP_BENCH_SCALE_CHANGES (100),
+// KIP_BENCH_SCALE_BURST (500), KIP_BENCH_SCALE_NEW_SERVICES (50); and
+// hack/vmlab/run.sh's VMLAB_MEM (4096 here), VMLAB_SMP, VMLAB_TIMEOUT
+// and VMLAB_LOG (default .cache/bench-scale/<time>-<N>.console.log).
+//
+// Under TCG absolute times mean little; compare runs of the same boot
+// (ROUNDS=2 BASE=<rev>), and read the host's load average the report
+// prints. This package's own code must not import the proxy's packages:
+// it measures a binary.
+package benchscale

@@ -1,0 +1,84 @@
+package benchscale
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+)
+
+// The knobs, as environment variables. The host half reads them (make
+// bench-scale passes them through) and hands them to the VM half in
+// VMLAB_ENV.
+const (
+	// EnvServices is the list of scales, e.g. "1000 10000" (host only;
+	// each scale is its own apiserver and VM boot).
+	EnvServices = "KIP_BENCH_SCALE_SERVICES"
+	// EnvBase is a second proxy to measure against the tree's: a git
+	// revision (built from `git archive`) or a binary's path.
+	EnvBase = "KIP_BENCH_SCALE_BASE"
+
+	// envVMServices is the one scale of a VM boot.
+	envVMServices = "KIP_BENCH_SCALE_VM_SERVICES"
+	// envVMProxies lists the binaries in the VM: label=/path,label=/path.
+	envVMProxies = "KIP_BENCH_SCALE_VM_PROXIES"
+)
+
+// Phases sizes the measurement; the zero value of a field takes its
+// default (DefaultPhases).
+type Phases struct {
+	Rounds      int           // measurements of each proxy, interleaved (KIP_BENCH_SCALE_ROUNDS)
+	Idle        time.Duration // the idle window, ≥ 2 periodic resyncs (KIP_BENCH_SCALE_IDLE, seconds)
+	Changes     int           // sequential endpoint changes (KIP_BENCH_SCALE_CHANGES)
+	Burst       int           // endpoint changes written at once (KIP_BENCH_SCALE_BURST)
+	NewServices int           // services created and deleted (KIP_BENCH_SCALE_NEW_SERVICES)
+}
+
+// DefaultPhases are the sizes `make bench-scale` uses.
+var DefaultPhases = Phases{Rounds: 1, Idle: 65 * time.Second, Changes: 100, Burst: 500, NewServices: 50}
+
+var phaseEnv = []struct {
+	name string
+	get  func(*Phases) *int
+}{
+	{"KIP_BENCH_SCALE_ROUNDS", func(p *Phases) *int { return &p.Rounds }},
+	{"KIP_BENCH_SCALE_CHANGES", func(p *Phases) *int { return &p.Changes }},
+	{"KIP_BENCH_SCALE_BURST", func(p *Phases) *int { return &p.Burst }},
+	{"KIP_BENCH_SCALE_NEW_SERVICES", func(p *Phases) *int { return &p.NewServices }},
+}
+
+const envIdle = "KIP_BENCH_SCALE_IDLE"
+
+// PhasesFromEnv reads the knobs that are set over DefaultPhases.
+func PhasesFromEnv() (Phases, error) {
+	p := DefaultPhases
+	for _, e := range phaseEnv {
+		if v := os.Getenv(e.name); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 {
+				return p, fmt.Errorf("%s=%q: want a count", e.name, v)
+			}
+			*e.get(&p) = n
+		}
+	}
+	if v := os.Getenv(envIdle); v != "" {
+		s, err := strconv.Atoi(v)
+		if err != nil || s < 0 {
+			return p, fmt.Errorf("%s=%q: want seconds", envIdle, v)
+		}
+		p.Idle = time.Duration(s) * time.Second
+	}
+	if p.Rounds < 1 || p.NewServices > MaxNewServices {
+		return p, fmt.Errorf("rounds %d (want ≥ 1), new services %d (want ≤ %d)", p.Rounds, p.NewServices, MaxNewServices)
+	}
+	return p, nil
+}
+
+// Env renders the phases for VMLAB_ENV.
+func (p Phases) Env() []string {
+	var out []string
+	for _, e := range phaseEnv {
+		out = append(out, fmt.Sprintf("%s=%d", e.name, *e.get(&p)))
+	}
+	return append(out, fmt.Sprintf("%s=%d", envIdle, int(p.Idle/time.Second)))
+}

@@ -1,0 +1,209 @@
+//go:build !integration
+
+package benchscale
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/integration/apiserver"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/integration/vme2e"
+)
+
+// defaultScales are the service counts measured unless EnvServices says.
+const defaultScales = "1000 10000"
+
+// TestScale is make bench-scale: for each scale, an apiserver on the
+// host loaded with the workload and a VM boot in which TestScaleInVM
+// measures the proxy binaries. It prints one table per scale and writes
+// them, with the raw runs as JSON, to .cache/bench-scale/.
+func TestScale(t *testing.T) {
+	if os.Getenv("KIP_BENCH_SCALE") != "1" {
+		t.Skip("boots a VM for minutes: set KIP_BENCH_SCALE=1 (make bench-scale)")
+	}
+	repo, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	phases, err := PhasesFromEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var scales []int
+	for _, f := range strings.Fields(envOr(EnvServices, defaultScales)) {
+		n, err := strconv.Atoi(f)
+		if err == nil {
+			err = Workload{Services: n}.Validate()
+		}
+		if err != nil {
+			t.Fatalf("%s: %q: %v", EnvServices, f, err)
+		}
+		scales = append(scales, n)
+	}
+	if os.Getenv("VMLAB_MEM") == "" {
+		t.Setenv("VMLAB_MEM", "4096")
+	}
+	out := filepath.Join(repo, ".cache", "bench-scale")
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	stamp := time.Now().UTC().Format("20060102-150405")
+	bins, about := buildProxies(t, repo)
+	rep := report{Header: header(repo, phases, about)}
+	for _, n := range scales {
+		t.Run(strconv.Itoa(n), func(t *testing.T) {
+			runs := measureScale(t, repo, filepath.Join(out, fmt.Sprintf("%s-%d.console.log", stamp, n)), Workload{Services: n}, phases, bins)
+			rep.Scales = append(rep.Scales, scaleRuns{Services: n, LoadAfter: loadAverage(), Runs: runs})
+		})
+	}
+	md := rep.markdown()
+	fmt.Println(md)
+	js, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := filepath.Join(out, stamp)
+	if err := os.WriteFile(base+".md", []byte(md), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(base+".json", js, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("results: %s.md and %s.json", base, base)
+}
+
+// measureScale starts an apiserver, loads the workload and measures
+// every binary in one VM boot; it returns the runs the VM reported.
+func measureScale(t *testing.T, repo, consoleLog string, w Workload, phases Phases, bins []hostBin) []Run {
+	runs := phases.Rounds * len(bins)
+	// A generous bound; a run at 10,000 services takes about 10 minutes.
+	perRun := 10*time.Minute + time.Duration(w.Services)*100*time.Millisecond + phases.Idle
+	inVM := 5*time.Minute + time.Duration(runs)*perRun
+	if os.Getenv("VMLAB_TIMEOUT") == "" {
+		t.Setenv("VMLAB_TIMEOUT", strconv.Itoa(int(inVM/time.Second)))
+	}
+	if os.Getenv("VMLAB_LOG") == "" {
+		t.Setenv("VMLAB_LOG", consoleLog)
+	}
+	h := vme2e.StartHost(t, repo, apiserver.Options{})
+	h.VMTimeout = inVM + 10*time.Minute // building the test binary, booting
+	load(t, h.Cluster, w)
+	files := []string{daemonSetConfig(t, repo) + ":" + ConfigPath, h.ProxyKubeconfig + ":" + KubeconfigPath}
+	var specs []string
+	for _, b := range bins {
+		dst := "/bin/kip-proxy-" + b.label
+		files = append(files, b.path+":"+dst)
+		specs = append(specs, b.label+"="+dst)
+	}
+	env := append(phases.Env(), envVMServices+"="+strconv.Itoa(w.Services), envVMProxies+"="+strings.Join(specs, ","))
+	console := h.RunVM(t, "./integration/benchscale/", files, env,
+		"-test.v", "-test.run", "^TestScaleInVM$", "-test.timeout", inVM.String())
+	got, err := ParseRuns(console)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != runs {
+		t.Fatalf("the VM reported %d runs, want %d", len(got), runs)
+	}
+	return got
+}
+
+// load creates the workload through the API, as the controllers would:
+// the namespaces, this node with its address, every Service and its
+// EndpointSlice.
+func load(t *testing.T, c *apiserver.Cluster, w Workload) {
+	t.Helper()
+	cfg := c.AdminConfig()
+	cfg.QPS, cfg.Burst = 5000, 5000
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	ctx := context.Background()
+	start := time.Now()
+	for i := range Namespaces {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace(i)}}
+		if _, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	node, err := cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: NodeName,
+		Labels: map[string]string{"kubernetes.io/hostname": NodeName}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	node.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: GuestAddr}}
+	if _, err := cs.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	todo := make(chan int)
+	errs := make(chan error, 16)
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			for i := range todo {
+				svc, s := w.Service(i), w.Slice(i, -1)
+				_, err := cs.CoreV1().Services(svc.Namespace).Create(ctx, svc, metav1.CreateOptions{})
+				if err == nil {
+					_, err = cs.DiscoveryV1().EndpointSlices(s.Namespace).Create(ctx, s, metav1.CreateOptions{})
+				}
+				if err != nil {
+					select {
+					case errs <- fmt.Errorf("service %d: %w", i, err):
+					default:
+					}
+				}
+			}
+		})
+	}
+	for i := range w.Services {
+		todo <- i
+	}
+	close(todo)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	t.Logf("loaded %d services and %d endpoints in %v", w.Services, w.Services*PerService, time.Since(start).Round(time.Millisecond))
+}
+
+// daemonSetConfig writes deploy/base's config.conf with the workload's
+// pod CIDR; its kubeconfig path is KubeconfigPath, as in the DaemonSet.
+func daemonSetConfig(t *testing.T, repo string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(repo, "deploy", "base", "configmap.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cm corev1.ConfigMap
+	if err := yaml.Unmarshal(b, &cm); err != nil {
+		t.Fatalf("deploy/base/configmap.yaml: %v", err)
+	}
+	conf := cm.Data["config.conf"]
+	if !strings.Contains(conf, "__POD_CIDR__") || !strings.Contains(conf, KubeconfigPath) {
+		t.Fatalf("deploy/base/configmap.yaml's config.conf lacks __POD_CIDR__ or %s:\n%s", KubeconfigPath, conf)
+	}
+	path := filepath.Join(t.TempDir(), "config.conf")
+	if err := os.WriteFile(path, []byte(strings.ReplaceAll(conf, "__POD_CIDR__", ClusterCIDR)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}

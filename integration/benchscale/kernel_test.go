@@ -1,0 +1,117 @@
+//go:build integration
+
+package benchscale
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/moby/ipvs"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// pollEvery is how often a wait reads the kernel: fine enough for
+// latencies of tens of milliseconds under TCG, coarse enough to leave
+// the vCPUs to the proxy.
+const pollEvery = 5 * time.Millisecond
+
+// kernel reads IPVS as the proxy left it. Not safe for concurrent use.
+type kernel struct{ h *ipvs.Handle }
+
+func newKernel(t *testing.T) *kernel {
+	t.Helper()
+	h, err := ipvs.New("")
+	if err != nil {
+		t.Fatalf("ipvs handle: %v", err)
+	}
+	t.Cleanup(h.Close)
+	return &kernel{h: h}
+}
+
+// virtualServer is the TCP or UDP virtual server addr:port.
+func virtualServer(addr netip.Addr, port uint16, proto uint16) *ipvs.Service {
+	return &ipvs.Service{Address: net.IP(addr.AsSlice()), Port: port, Protocol: proto, AddressFamily: unix.AF_INET}
+}
+
+// destinations returns the virtual server's destination addresses; ok
+// is false when it does not exist.
+func (k *kernel) destinations(vs *ipvs.Service) (addrs []netip.Addr, ok bool) {
+	if _, err := k.h.GetService(vs); err != nil {
+		return nil, false
+	}
+	ds, err := k.h.GetDestinations(vs)
+	if err != nil {
+		return nil, true
+	}
+	for _, d := range ds {
+		if a, ok := netip.AddrFromSlice(d.Address); ok {
+			addrs = append(addrs, a.Unmap())
+		}
+	}
+	return addrs, true
+}
+
+// waitFor polls the virtual server until cond holds for its
+// destinations (ok: it exists); it returns when cond first held, or
+// fails after limit.
+func (k *kernel) waitFor(t *testing.T, vs *ipvs.Service, limit time.Duration, what string,
+	cond func(addrs []netip.Addr, ok bool) bool) time.Time {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		addrs, ok := k.destinations(vs)
+		now := time.Now()
+		if cond(addrs, ok) {
+			return now
+		}
+		if now.After(deadline) {
+			t.Fatalf("%s:%d: %s not seen within %v (exists %v, destinations %v)", vs.Address, vs.Port, what, limit, ok, addrs)
+		}
+		time.Sleep(pollEvery)
+	}
+}
+
+// count reads the whole of IPVS and the addresses bound on kube-ipvs0.
+func (k *kernel) count() (Expected, error) {
+	var got Expected
+	svcs, err := k.h.GetServices()
+	if err != nil {
+		return got, fmt.Errorf("ipvs services: %w", err)
+	}
+	got.VirtualServers = len(svcs)
+	for _, s := range svcs {
+		ds, err := k.h.GetDestinations(s)
+		if err != nil {
+			return got, fmt.Errorf("ipvs destinations of %s:%d: %w", s.Address, s.Port, err)
+		}
+		got.Destinations += len(ds)
+	}
+	if link, err := netlink.LinkByName("kube-ipvs0"); err == nil {
+		addrs, err := netlink.AddrList(link, netlink.FAMILY_V4)
+		if err != nil {
+			return got, fmt.Errorf("kube-ipvs0 addresses: %w", err)
+		}
+		got.BoundAddresses = len(addrs)
+	}
+	return got, nil
+}
+
+// waitCount waits until the kernel holds want, for at most limit.
+func (k *kernel) waitCount(t *testing.T, want Expected, limit time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		got, err := k.count()
+		if err == nil && got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the kernel holds %+v (err %v), want %+v", got, err, want)
+		}
+		time.Sleep(time.Second)
+	}
+}

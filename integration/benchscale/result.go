@@ -1,0 +1,185 @@
+package benchscale
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+)
+
+// ResultPrefix starts the console line on which the VM half reports one
+// measured run as JSON; the host half collects these lines.
+const ResultPrefix = "BENCH-SCALE-RESULT "
+
+// Run is one proxy binary measured once at one scale.
+type Run struct {
+	Proxy        string        `json:"proxy"` // its label: tree, base
+	Round        int           `json:"round"`
+	Services     int           `json:"services"`
+	Endpoints    int           `json:"endpoints"`
+	Measurements []Measurement `json:"measurements"`
+}
+
+// Measurement is one number of a run.
+type Measurement struct {
+	Name  string  `json:"name"`
+	Value float64 `json:"value"`
+	Unit  string  `json:"unit"`
+}
+
+// Add appends a measurement.
+func (r *Run) Add(name string, value float64, unit string) {
+	r.Measurements = append(r.Measurements, Measurement{Name: name, Value: value, Unit: unit})
+}
+
+// Line is the run as a ResultPrefix console line.
+func (r Run) Line() string {
+	b, err := json.Marshal(r)
+	if err != nil {
+		panic(err) // plain data
+	}
+	return ResultPrefix + string(b)
+}
+
+// ParseRuns reads the ResultPrefix lines of a console log.
+func ParseRuns(console string) ([]Run, error) {
+	var runs []Run
+	for _, l := range strings.Split(console, "\n") {
+		_, js, ok := strings.Cut(l, ResultPrefix)
+		if !ok {
+			continue
+		}
+		var r Run
+		if err := json.Unmarshal([]byte(strings.TrimSpace(js)), &r); err != nil {
+			return nil, fmt.Errorf("result line %q: %w", l, err)
+		}
+		runs = append(runs, r)
+	}
+	return runs, nil
+}
+
+// Table renders runs of one scale side by side: one row per measurement
+// (in the order the first run reported them), one column per run, and
+// with exactly two proxies a last column with the second's median over
+// the first's.
+func Table(runs []Run) string {
+	var b strings.Builder
+	b.WriteString("| measurement |")
+	for _, r := range runs {
+		fmt.Fprintf(&b, " %s #%d |", r.Proxy, r.Round+1)
+	}
+	labels := proxies(runs)
+	if len(labels) == 2 {
+		fmt.Fprintf(&b, " %s/%s |", labels[1], labels[0])
+	}
+	b.WriteString("\n|---|")
+	b.WriteString(strings.Repeat("---|", len(runs)+boolInt(len(labels) == 2)))
+	b.WriteString("\n")
+	for _, m := range rows(runs) {
+		fmt.Fprintf(&b, "| %s (%s) |", m.Name, m.Unit)
+		for _, r := range runs {
+			if v, ok := r.value(m.Name); ok {
+				fmt.Fprintf(&b, " %s |", format(v))
+			} else {
+				b.WriteString(" — |")
+			}
+		}
+		if len(labels) == 2 {
+			b.WriteString(" " + ratio(runs, labels, m.Name) + " |")
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+func (r Run) value(name string) (float64, bool) {
+	for _, m := range r.Measurements {
+		if m.Name == name {
+			return m.Value, true
+		}
+	}
+	return 0, false
+}
+
+// rows is every measurement name, in first-reported order.
+func rows(runs []Run) []Measurement {
+	seen := map[string]bool{}
+	var out []Measurement
+	for _, r := range runs {
+		for _, m := range r.Measurements {
+			if !seen[m.Name] {
+				seen[m.Name] = true
+				out = append(out, m)
+			}
+		}
+	}
+	return out
+}
+
+func proxies(runs []Run) []string {
+	var out []string
+	for _, r := range runs {
+		if !slices.Contains(out, r.Proxy) {
+			out = append(out, r.Proxy)
+		}
+	}
+	return out
+}
+
+// median is the median of a measurement over one proxy's rounds; ok is
+// false when no round has it.
+func median(runs []Run, proxy, name string) (float64, bool) {
+	var vs []float64
+	for _, r := range runs {
+		if v, ok := r.value(name); ok && r.Proxy == proxy {
+			vs = append(vs, v)
+		}
+	}
+	if len(vs) == 0 {
+		return 0, false
+	}
+	return Percentile(vs, 50), true
+}
+
+// ratio is the second proxy's median of a measurement over the
+// first's.
+func ratio(runs []Run, labels []string, name string) string {
+	a, aok := median(runs, labels[0], name)
+	b, bok := median(runs, labels[1], name)
+	if !aok || !bok || a == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.2f", b/a)
+}
+
+// Percentile is the nearest-rank p-th percentile (0 < p ≤ 100) of vs;
+// 0 for none.
+func Percentile(vs []float64, p float64) float64 {
+	if len(vs) == 0 {
+		return 0
+	}
+	s := slices.Sorted(slices.Values(vs))
+	k := int(math.Ceil(p/100*float64(len(s)))) - 1
+	return s[max(0, min(k, len(s)-1))]
+}
+
+func format(v float64) string {
+	switch {
+	case v == float64(int64(v)):
+		return fmt.Sprintf("%d", int64(v))
+	case v >= 100:
+		return fmt.Sprintf("%.0f", v)
+	case v >= 10:
+		return fmt.Sprintf("%.1f", v)
+	default:
+		return fmt.Sprintf("%.3g", v)
+	}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,144 @@
+//go:build integration
+
+package benchscale
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/integration/labmain"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/integration/vme2e"
+)
+
+func TestMain(m *testing.M) { labmain.Run(m) }
+
+// proxyBin is one binary under measurement.
+type proxyBin struct{ label, path string }
+
+// TestScaleInVM measures every proxy binary it is given against the
+// workload the host loaded, Rounds times, interleaved (A B A B …, so
+// that a drift of the host's load hits both alike), and prints one
+// ResultPrefix line per run.
+func TestScaleInVM(t *testing.T) {
+	adminKC := os.Getenv(vme2e.EnvAdminKubeconfig)
+	if adminKC == "" {
+		t.Skip("run by the host half: make bench-scale")
+	}
+	n, err := strconv.Atoi(os.Getenv(envVMServices))
+	if err != nil {
+		t.Fatalf("%s: %v", envVMServices, err)
+	}
+	w := Workload{Services: n}
+	phases, err := PhasesFromEnv()
+	if err == nil {
+		err = w.Validate()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bins []proxyBin
+	for _, spec := range strings.Split(os.Getenv(envVMProxies), ",") {
+		label, path, ok := strings.Cut(spec, "=")
+		if !ok {
+			t.Fatalf("%s: %q is not label=path", envVMProxies, spec)
+		}
+		bins = append(bins, proxyBin{label, path})
+	}
+	if err := vme2e.BringUpNetwork(); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", adminKC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.QPS, cfg.Burst = 1000, 1000
+	admin := kubernetes.NewForConfigOrDie(cfg)
+	last := w.Service(n - 1)
+	if _, err := admin.CoreV1().Services(last.Namespace).Get(context.Background(), last.Name, metav1.GetOptions{}); err != nil {
+		t.Fatalf("the host did not load the workload (%s/%s): %v", last.Namespace, last.Name, err)
+	}
+	b := &bench{admin: admin, w: w, want: w.Expected(), phases: phases, gens: map[int]int{}}
+	t.Logf("%d services, %d endpoints; the kernel must hold %+v", n, n*PerService, b.want)
+	for round := range phases.Rounds {
+		for _, bin := range bins {
+			t.Run(fmt.Sprintf("%s#%d", bin.label, round+1), func(t *testing.T) {
+				run := b.measure(t, bin, round)
+				fmt.Println(run.Line())
+			})
+		}
+	}
+}
+
+// bench is the VM half's state across runs: the apiserver client, the
+// workload, and each service's current last-endpoint generation, which
+// the churn advances.
+type bench struct {
+	admin  kubernetes.Interface
+	w      Workload
+	want   Expected
+	phases Phases
+	gens   map[int]int // service → generation+1 of its last endpoint (0: initial)
+
+	t   *testing.T
+	k   *kernel
+	bin proxyBin
+	p   *proxyProc
+	run *Run
+}
+
+// measure runs every phase against a cold kernel and leaves it clean.
+func (b *bench) measure(t *testing.T, bin proxyBin, round int) Run {
+	run := Run{Proxy: bin.label, Round: round, Services: b.w.Services, Endpoints: b.w.Services * PerService}
+	b.t, b.k, b.bin, b.run = t, newKernel(t), bin, &run
+	if got, err := b.k.count(); err != nil || got != (Expected{}) {
+		t.Fatalf("the kernel is not clean before the run: %+v (err %v)", got, err)
+	}
+	b.coldStart()
+	b.idle()
+	b.endpointChanges()
+	b.burst()
+	b.serviceChurn()
+	rss, hwm := b.p.memory(t)
+	run.Add("memory at the end: RSS", rss, "MiB")
+	run.Add("memory at the end: peak RSS (VmHWM)", hwm, "MiB")
+	b.restart()
+	b.cleanup()
+	return run
+}
+
+// start runs the proxy and waits until it has synced the whole workload
+// (kube_ipvs_proxy_virtual_servers adds up to it after a sync); then
+// checks the kernel, untimed.
+func (b *bench) start() (time.Duration, metrics) {
+	t := b.t
+	t.Helper()
+	logPath := fmt.Sprintf("/tmp/proxy-%s-%d.log", b.bin.label, time.Now().UnixNano())
+	start := time.Now()
+	b.p = startProxy(t, b.bin.path, logPath)
+	limit := 5*time.Minute + time.Duration(b.w.Services)*60*time.Millisecond
+	for {
+		if b.p.exited() {
+			b.p.fatal(t, "the proxy exited before it converged")
+		}
+		m, err := scrape()
+		if err == nil && m.has(mLastSync) && int(m.sum(mVS)) == b.want.VirtualServers {
+			took := time.Since(start)
+			b.k.waitCount(t, b.want, 2*time.Minute)
+			return took, m
+		}
+		if time.Since(start) > limit {
+			b.p.fatal(t, "not converged after %v: scrape error %v, virtual servers %v (want %d), synced %v",
+				limit, err, m.sum(mVS), b.want.VirtualServers, m.has(mLastSync))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

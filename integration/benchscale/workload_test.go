@@ -1,0 +1,84 @@
+package benchscale
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+)
+
+func TestExpected(t *testing.T) {
+	// 20 services: 2 NodePorts (0, 10), 2 with dns (5, 15), the
+	// kubernetes Service.
+	got := Workload{Services: 20}.Expected()
+	want := Expected{VirtualServers: 20 + 2 + 2 + 1, Destinations: (20 + 2 + 2) * PerService, BoundAddresses: 21}
+	if got != want {
+		t.Errorf("Expected() = %+v, want %+v", got, want)
+	}
+}
+
+func TestAddressesAreDistinct(t *testing.T) {
+	w := Workload{Services: MaxServices}
+	if err := w.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[netip.Addr]string{}
+	add := func(a netip.Addr, what string) {
+		t.Helper()
+		if prev, ok := seen[a]; ok {
+			t.Fatalf("%s is both %s and %s", a, prev, what)
+		}
+		seen[a] = what
+	}
+	for i := range w.Services {
+		add(ClusterIP(i), "a cluster IP")
+		for _, e := range w.Slice(i, -1).Endpoints {
+			add(netip.MustParseAddr(e.Addresses[0]), "an endpoint")
+		}
+		for gen := range Generations {
+			add(LastEndpoint(i, gen), "a churn endpoint")
+		}
+	}
+	for c := range MaxNewServices {
+		add(NewClusterIP(c), "a new cluster IP")
+		for _, e := range NewSlice(c).Endpoints {
+			add(netip.MustParseAddr(e.Addresses[0]), "a new endpoint")
+		}
+	}
+	if got := (Workload{Services: 1}).Validate(); got != nil {
+		t.Errorf("1 service: %v", got)
+	}
+	if (Workload{Services: MaxServices + 1}).Validate() == nil {
+		t.Errorf("%d services: no error", MaxServices+1)
+	}
+}
+
+func TestTable(t *testing.T) {
+	run := func(proxy string, round int, v float64) Run {
+		r := Run{Proxy: proxy, Round: round}
+		r.Add("cold start: converged", v, "s")
+		return r
+	}
+	var console strings.Builder
+	for _, r := range []Run{run("base", 0, 2), run("tree", 0, 1), run("base", 1, 4), run("tree", 1, 1.5)} {
+		console.WriteString("\r\nnoise " + r.Line() + "\n")
+	}
+	runs, err := ParseRuns(console.String())
+	if err != nil || len(runs) != 4 {
+		t.Fatalf("ParseRuns: %d runs, %v", len(runs), err)
+	}
+	want := "| measurement | base #1 | tree #1 | base #2 | tree #2 | tree/base |\n" +
+		"|---|---|---|---|---|---|\n" +
+		"| cold start: converged (s) | 2 | 1 | 4 | 1.5 | 0.50 |\n"
+	if got := Table(runs); got != want {
+		t.Errorf("Table:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+func TestPercentile(t *testing.T) {
+	vs := []float64{5, 1, 4, 2, 3}
+	for p, want := range map[float64]float64{50: 3, 90: 5, 100: 5, 1: 1} {
+		if got := Percentile(vs, p); got != want {
+			t.Errorf("Percentile(%v) = %v, want %v", p, got, want)
+		}
+	}
+}
