@@ -123,6 +123,9 @@ func (r report) markdown() string {
 		fmt.Fprintf(&b, "\n### %d services, %d endpoints (host load average after: %s)\n\n%s",
 			s.Services, s.Services*PerService, s.LoadAfter, Table(s.Runs))
 	}
+	if n := len(r.Scales); n >= 2 {
+		fmt.Fprintf(&b, "\n### Scaling\n\n%s", ScalingTable(r.Scales[0].Runs, r.Scales[n-1].Runs, "tree"))
+	}
 	return b.String()
 }
 

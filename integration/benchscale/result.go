@@ -77,7 +77,7 @@ func Table(runs []Run) string {
 	b.WriteString(strings.Repeat("---|", len(runs)+boolInt(len(labels) == 2)))
 	b.WriteString("\n")
 	for _, m := range rows(runs) {
-		fmt.Fprintf(&b, "| %s (%s) |", m.Name, m.Unit)
+		b.WriteString("| " + m.label() + " |")
 		for _, r := range runs {
 			if v, ok := r.value(m.Name); ok {
 				fmt.Fprintf(&b, " %s |", format(v))
@@ -86,11 +86,40 @@ func Table(runs []Run) string {
 			}
 		}
 		if len(labels) == 2 {
-			b.WriteString(" " + ratio(runs, labels, m.Name) + " |")
+			x, xok := median(runs, labels[0], m.Name)
+			y, yok := median(runs, labels[1], m.Name)
+			b.WriteString(" " + ratio(x, xok, y, yok) + " |")
 		}
 		b.WriteString("\n")
 	}
 	return b.String()
+}
+
+// ScalingTable compares a proxy's medians at two scales (small, then
+// large): one row per measurement, the ratio large/small last.
+func ScalingTable(small, large []Run, proxy string) string {
+	if len(small) == 0 || len(large) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "| %s | %d services | %d services | ratio |\n|---|---|---|---|\n", proxy, small[0].Services, large[0].Services)
+	for _, m := range rows(large) {
+		x, xok := median(small, proxy, m.Name)
+		y, yok := median(large, proxy, m.Name)
+		if !xok || !yok {
+			continue
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", m.label(), format(x), format(y), ratio(x, xok, y, yok))
+	}
+	return b.String()
+}
+
+// label is the measurement's name with its unit.
+func (m Measurement) label() string {
+	if m.Unit == "" {
+		return m.Name
+	}
+	return m.Name + " (" + m.Unit + ")"
 }
 
 func (r Run) value(name string) (float64, bool) {
@@ -142,15 +171,12 @@ func median(runs []Run, proxy, name string) (float64, bool) {
 	return Percentile(vs, 50), true
 }
 
-// ratio is the second proxy's median of a measurement over the
-// first's.
-func ratio(runs []Run, labels []string, name string) string {
-	a, aok := median(runs, labels[0], name)
-	b, bok := median(runs, labels[1], name)
-	if !aok || !bok || a == 0 {
+// ratio is y/x, or a dash when either is missing or x is 0.
+func ratio(x float64, xok bool, y float64, yok bool) string {
+	if !xok || !yok || x == 0 {
 		return "—"
 	}
-	return fmt.Sprintf("%.2f", b/a)
+	return fmt.Sprintf("%.2f", y/x)
 }
 
 // Percentile is the nearest-rank p-th percentile (0 < p ≤ 100) of vs;

@@ -72,6 +72,14 @@ func TestTable(t *testing.T) {
 	if got := Table(runs); got != want {
 		t.Errorf("Table:\n%s\nwant:\n%s", got, want)
 	}
+	large := []Run{run("tree", 0, 3)}
+	large[0].Services = 10
+	large[0].Add("idle: syncs", 2, "")
+	want = "| tree | 0 services | 10 services | ratio |\n|---|---|---|---|\n" +
+		"| cold start: converged (s) | 1 | 3 | 3.00 |\n"
+	if got := ScalingTable(runs, large, "tree"); got != want {
+		t.Errorf("ScalingTable:\n%s\nwant:\n%s", got, want)
+	}
 }
 
 func TestPercentile(t *testing.T) {
