@@ -43,7 +43,9 @@
 // and VMLAB_LOG (default .cache/bench-scale/<time>-<N>.console.log).
 //
 // Under TCG absolute times mean little; compare runs of the same boot
-// (ROUNDS=2 BASE=<rev>), and read the host's load average the report
-// prints. This package's own code must not import the proxy's packages:
+// (BASE=<rev> ROUNDS=3: the table's last column is the ratio of the
+// medians), and read the host's load average the report prints. IPVS
+// operation counts are exact; times vary by 2× between identical runs on
+// a busy host (BENCHMARKS.md). This package's own code must not import the proxy's packages:
 // it measures a binary.
 package benchscale

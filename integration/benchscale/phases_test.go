@@ -149,7 +149,6 @@ func (b *bench) burst() {
 	b.run.Add("burst: all written", writes.Seconds(), "s")
 	b.run.Add("burst: all in the kernel", all.Seconds(), "s")
 	b.run.Add("burst: of which after the last write", done.Sub(lastWritten.written).Seconds(), "s")
-	b.run.Add("burst: changes in the kernel per second", float64(n)/all.Seconds(), "/s")
 	b.run.Add("burst: syncs", d.syncs, "")
 	b.run.Add("burst: CPU per change", ms(d.cpu)/float64(n), "ms")
 	b.run.Add("burst: IPVS ops per change", d.ops/float64(n), "")

@@ -168,7 +168,11 @@ func median(runs []Run, proxy, name string) (float64, bool) {
 	if len(vs) == 0 {
 		return 0, false
 	}
-	return Percentile(vs, 50), true
+	slices.Sort(vs)
+	if n := len(vs); n%2 == 0 {
+		return (vs[n/2-1] + vs[n/2]) / 2, true
+	}
+	return vs[len(vs)/2], true
 }
 
 // ratio is y/x, or a dash when either is missing or x is 0.

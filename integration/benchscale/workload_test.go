@@ -68,7 +68,7 @@ func TestTable(t *testing.T) {
 	}
 	want := "| measurement | base #1 | tree #1 | base #2 | tree #2 | tree/base |\n" +
 		"|---|---|---|---|---|---|\n" +
-		"| cold start: converged (s) | 2 | 1 | 4 | 1.5 | 0.50 |\n"
+		"| cold start: converged (s) | 2 | 1 | 4 | 1.5 | 0.42 |\n"
 	if got := Table(runs); got != want {
 		t.Errorf("Table:\n%s\nwant:\n%s", got, want)
 	}
@@ -76,7 +76,7 @@ func TestTable(t *testing.T) {
 	large[0].Services = 10
 	large[0].Add("idle: syncs", 2, "")
 	want = "| tree | 0 services | 10 services | ratio |\n|---|---|---|---|\n" +
-		"| cold start: converged (s) | 1 | 3 | 3.00 |\n"
+		"| cold start: converged (s) | 1.25 | 3 | 2.40 |\n"
 	if got := ScalingTable(runs, large, "tree"); got != want {
 		t.Errorf("ScalingTable:\n%s\nwant:\n%s", got, want)
 	}
