@@ -10,9 +10,14 @@
 // that --cleanup and a restarted proxy can tell them from foreign ones.
 //
 // The rule count is constant: services live only in set and map elements.
-// Resync replaces the whole table in one atomic batch; Apply adds and
-// deletes the elements of changed services only, refcounting elements that
-// several services share, in one batch; Render prints the table for a plan
+// Resync reads the table back and sends only the drift from the plan in
+// one atomic batch, or, the first time, after a failure, or when the table
+// is missing or structurally different, replaces the whole table in one
+// atomic batch (Rebuild); Repair does the same against what was last
+// programmed, without a plan, also set by set (StartRepair, RepairStep) so
+// that Applies run between slices; Apply adds and deletes the elements of
+// changed services only, refcounting elements that several services
+// share, in one batch; Render prints the table for a plan
 // without I/O (--dry-run, golden tests). Fake is a kernel-faithful Conn
 // for tests. See README.md for the hooks, every chain, set and map, and
 // how to inspect the table.

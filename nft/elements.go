@@ -55,14 +55,33 @@ func (k keyBuf) proto(p byte) keyBuf { return append(k, p, 0, 0, 0) }
 
 func (k keyBuf) port(p uint16) keyBuf { return append(k, byte(p>>8), byte(p), 0, 0) }
 
+// linearDedup is the number of elements contributions deduplicates by a
+// linear scan (most services have a handful) before it builds a map.
+const linearDedup = 16
+
 // contributions returns the elements a service's virtual servers need,
 // without duplicates, in a stable order. A virtual server with an address
 // that is not IP or a protocol that is not TCP, UDP or SCTP has none.
 func contributions(vss []policy.VirtualServer) []contribution {
 	var out []contribution
-	seen := map[elemID]bool{}
+	var seen map[elemID]bool // past linearDedup elements; a linear scan before
 	add := func(id setID, key keyBuf, v value) {
 		e := elemID{set: id, key: string(key)}
+		if seen == nil && len(out) < linearDedup {
+			for _, c := range out {
+				if c.id == e {
+					return
+				}
+			}
+			out = append(out, contribution{id: e, v: v})
+			return
+		}
+		if seen == nil {
+			seen = make(map[elemID]bool, 2*len(out))
+			for _, c := range out {
+				seen[c.id] = true
+			}
+		}
 		if !seen[e] {
 			seen[e] = true
 			out = append(out, contribution{id: e, v: v})

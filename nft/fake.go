@@ -402,8 +402,7 @@ func (f *Fake) GetSetElements(s *nftables.Set) ([]nftables.SetElement, error) {
 // committedSet finds a set for a read, failing first if FailNextRead
 // asked for it.
 func (f *Fake) committedSet(t *nftables.Table, name string) (*fakeSet, error) {
-	if err := f.failRead; err != nil {
-		f.failRead = nil
+	if err := f.takeReadFailure(); err != nil {
 		return nil, err
 	}
 	ft, err := lookupTable(f.tables, t)
@@ -417,7 +416,8 @@ func (f *Fake) committedSet(t *nftables.Table, name string) (*fakeSet, error) {
 	return fs, nil
 }
 
-// FailNextRead makes the next GetSetByName or GetSetElements fail with err.
+// FailNextRead makes the next read (GetSets, GetSetByName, GetSetElements,
+// ListChainsOfTableFamily, GetRules) fail with err.
 func (f *Fake) FailNextRead(err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

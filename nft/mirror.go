@@ -15,6 +15,7 @@ import (
 type mirror struct {
 	services map[string][]contribution // by namespace/name
 	refs     map[elemID]*holders
+	perSet   []int // installed elements by setID
 }
 
 // holders are the services holding one element, in arrival order. For a
@@ -27,7 +28,7 @@ type holder struct {
 }
 
 func newMirror() *mirror {
-	return &mirror{services: map[string][]contribution{}, refs: map[elemID]*holders{}}
+	return &mirror{services: map[string][]contribution{}, refs: map[elemID]*holders{}, perSet: make([]int, numSets())}
 }
 
 // mirrorOf builds the mirror of a whole plan; services are taken in name
@@ -60,6 +61,15 @@ type elementState struct {
 // it was before the first such change.
 func (m *mirror) set(service string, next []contribution, before map[elemID]elementState) {
 	old := m.services[service]
+	if len(old) == 0 { // a new service (all of them in mirrorOf): no diff to make
+		for _, c := range next {
+			m.acquire(c.id, service, c.v, before)
+		}
+		if len(next) > 0 {
+			m.services[service] = next
+		}
+		return
+	}
 	nextByID := make(map[elemID]value, len(next))
 	for _, c := range next {
 		nextByID[c.id] = c.v
@@ -108,6 +118,7 @@ func (m *mirror) acquire(id elemID, service string, v value, before map[elemID]e
 	if h == nil {
 		h = &holders{}
 		m.refs[id] = h
+		m.perSet[id.set]++
 	}
 	h.list = append(h.list, holder{service: service, v: v})
 }
@@ -123,6 +134,7 @@ func (m *mirror) release(id elemID, service string, before map[elemID]elementSta
 	}
 	if len(h.list) == 0 {
 		delete(m.refs, id)
+		m.perSet[id.set]--
 	}
 }
 

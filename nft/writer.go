@@ -47,8 +47,8 @@ func (c Config) Validate() error {
 func (c Config) mark() uint32 { return 1 << uint(c.MasqueradeBit) }
 
 // Conn is the part of *nftables.Conn the writer uses. Every method but
-// Flush and the two reads (GetSetByName, GetSetElements) only queues a
-// message; Flush sends the queue as one atomic batch (all or nothing) and
+// Flush and the reads (GetSets, GetSetByName, GetSetElements,
+// ListChainsOfTableFamily, GetRules) only queues a message; Flush sends the queue as one atomic batch (all or nothing) and
 // empties it, also on error. *nftables.Conn implements it; NewFake
 // returns a fake that behaves like the kernel.
 type Conn interface {
@@ -77,6 +77,14 @@ type Conn interface {
 	GetSetByName(t *nftables.Table, name string) (*nftables.Set, error)
 	// GetSetElements reads a set's elements from the kernel at once.
 	GetSetElements(s *nftables.Set) ([]nftables.SetElement, error)
+	// GetSets reads the definitions of a table's sets, anonymous ones
+	// included: ENOENT if the table does not exist.
+	GetSets(t *nftables.Table) ([]*nftables.Set, error)
+	// ListChainsOfTableFamily reads the chains of every table of a
+	// family (each with its Table).
+	ListChainsOfTableFamily(family nftables.TableFamily) ([]*nftables.Chain, error)
+	// GetRules reads a chain's rules: ENOENT if it does not exist.
+	GetRules(t *nftables.Table, c *nftables.Chain) ([]*nftables.Rule, error)
 }
 
 // ErrNeedsResync is returned by Apply when the kernel state is unknown
@@ -92,6 +100,8 @@ type Writer struct {
 	table       *nftables.Table
 	mirror      *mirror
 	needsResync bool
+	last        ResyncStats
+	cursor      *repairCursor // a Repair in slices in progress
 }
 
 // New returns a writer over c. Nothing is sent until Resync.
@@ -108,26 +118,6 @@ func New(cfg Config, c Conn) *Writer {
 // NeedsResync reports whether the next call must be Resync: before the
 // first successful Resync and after any failed call or Cleanup.
 func (w *Writer) NeedsResync() bool { return w.needsResync }
-
-// Resync atomically replaces the table with the one plan needs: one batch
-// that adds, deletes and re-creates the table with its chains, sets,
-// elements and rules. Traffic never sees a half-written table.
-func (w *Writer) Resync(plan policy.Plan) error {
-	w.needsResync = true
-	if err := w.cfg.Validate(); err != nil {
-		return fmt.Errorf("resync table inet %s: %w", TableName, err)
-	}
-	m := mirrorOf(plan)
-	if err := w.queueTable(m); err != nil {
-		return fmt.Errorf("resync table inet %s: %w", TableName, err)
-	}
-	if err := w.conn.Flush(); err != nil {
-		return fmt.Errorf("resync table inet %s: %w", TableName, err)
-	}
-	w.mirror = m
-	w.needsResync = false
-	return nil
-}
 
 // queueTable queues the whole table with m's elements.
 func (w *Writer) queueTable(m *mirror) error {

@@ -28,24 +28,24 @@ func TestResyncGolden(t *testing.T) {
 	golden.Check(t, "testdata/resync-full.golden", f.Dump())
 }
 
-// A second Resync is one batch that adds, deletes and re-creates the
-// table, and leaves the same state.
-func TestResyncReplacesTable(t *testing.T) {
+// Rebuild is one batch that adds, deletes and re-creates the table, and
+// leaves the same state.
+func TestRebuildReplacesTable(t *testing.T) {
 	w, f := resynced(t, fullPlan())
 	first := f.Dump()
-	if err := w.Resync(fullPlan()); err != nil {
-		t.Fatalf("second Resync: %v", err)
+	if err := w.Rebuild(fullPlan()); err != nil {
+		t.Fatalf("Rebuild: %v", err)
 	}
 	if got := f.Dump(); got != first {
-		t.Errorf("second Resync changed the table:\n%s", got)
+		t.Errorf("Rebuild changed the table:\n%s", got)
 	}
 	batch := f.LastBatch()
 	want := []string{"add table inet kube-ipvs-proxy", "delete table inet kube-ipvs-proxy", "add table inet kube-ipvs-proxy"}
 	if len(batch) < 3 || strings.Join(batch[:3], "\n") != strings.Join(want, "\n") {
 		t.Errorf("batch starts %q, want %q", batch[:3], want)
 	}
-	if f.Flushes() != 2 {
-		t.Errorf("%d flushes for two Resyncs, want 2", f.Flushes())
+	if f.Flushes() != 2 || !w.LastResync().Rebuilt {
+		t.Errorf("%d flushes for a Resync and a Rebuild, want 2; LastResync %+v", f.Flushes(), w.LastResync())
 	}
 }
 

@@ -56,7 +56,43 @@ type nftWriter interface {
 	RecordedNodePorts() ([]policy.VirtualServerKey, error)
 	// Check verifies cheaply that the table still exists.
 	Check() error
+	// StartRepair and RepairStep repair drift against what was last
+	// programmed, in slices (nft.Writer).
+	StartRepair() error
+	RepairStep(budget time.Duration) (done bool, err error)
 }
+
+// DataPlaneRepair is optionally implemented by a DataPlaneWriter that can
+// repair drift against what it last programmed (the last Resync's plan
+// with the Applies since) without a plan, in slices between which the
+// caller may Apply changes. *DataPlane implements it. The loop's periodic
+// resync uses it when it can; without it, the periodic resync is a
+// Resync of the whole plan.
+type DataPlaneRepair interface {
+	// StartRepair begins a Repair; it fails, changing nothing, when a
+	// Resync is due (NeedsResync, or no Resync yet).
+	StartRepair() error
+	// RepairStep does the next slice, for about budget, and reports done
+	// after the last one or an error. Its errors are Apply's: failures
+	// confined to one service are in ServiceFailures (accumulated over
+	// the Repair and the Applies between its slices), any other one ends
+	// the Repair and makes NeedsResync true.
+	RepairStep(budget time.Duration) (done bool, err error)
+}
+
+// errResyncDue is StartRepair's answer when only a Resync will do.
+var errResyncDue = errors.New("a full resync is due")
+
+// Phases of a DataPlane Repair: the nftables table first (as Apply), then
+// IPVS.
+type repairPhase int
+
+const (
+	repairIdle repairPhase = iota
+	repairNFT
+	repairIPVSStart
+	repairIPVS
+)
 
 // DataPlane programs plans into IPVS and nftables.
 type DataPlane struct {
@@ -66,8 +102,9 @@ type DataPlane struct {
 	// servers left by an earlier run.
 	adopted bool
 	// failures are the services the last Apply or Resync could not
-	// program.
+	// program, or those of the Repair in progress and its Applies.
 	failures []ServiceFailure
+	repair   repairPhase
 }
 
 // NewDataPlane opens both writers on the running kernel.
@@ -99,13 +136,20 @@ func newDataPlane(n nftWriter, i *ipvs.Writer) *DataPlane { return &DataPlane{nf
 func (d *DataPlane) Apply(changes []policy.ServicePlan) error {
 	nftErr := d.nft.Apply(changes)
 	svcErrs, ipvsErr := ipvs.SplitErrors(d.ipvs.Apply(changes))
-	d.setFailures(svcErrs)
+	if d.repair == repairIdle {
+		d.failures = d.failures[:0]
+	}
+	d.addFailures(svcErrs)
 	return errors.Join(wrap("nftables", nftErr), wrap("ipvs", ipvsErr))
 }
 
 // setFailures records the per-service failures of the last call.
 func (d *DataPlane) setFailures(errs []*ipvs.ServiceError) {
 	d.failures = d.failures[:0]
+	d.addFailures(errs)
+}
+
+func (d *DataPlane) addFailures(errs []*ipvs.ServiceError) {
 	for _, e := range errs {
 		d.failures = append(d.failures, ServiceFailure{Service: e.Service, Reason: e.Reason, Err: fmt.Errorf("ipvs: %w", e.Err)})
 	}
@@ -132,8 +176,11 @@ func (d *DataPlane) Check() error {
 	return errors.Join(wrap("nftables", d.nft.Check()), wrap("ipvs", d.ipvs.Check()))
 }
 
-// Resync programs the whole plan: the nftables table is replaced in one
-// transaction and IPVS is re-read from the kernel and repaired.
+// Resync programs the whole plan: the nftables table is read back and
+// its drift repaired in one transaction (or, when it is missing, not the
+// one we write, or a call failed before, replaced in one transaction),
+// and IPVS is re-read from the kernel and repaired. A Repair in progress
+// is abandoned.
 //
 // The first Resync first reads the table an earlier run left (before it
 // is replaced): the NodePort virtual servers it records are adopted by
@@ -150,10 +197,65 @@ func (d *DataPlane) Resync(plan policy.Plan) error {
 		}
 		d.ipvs.AdoptRecorded(ipvsKeys(recorded))
 	}
+	d.repair = repairIdle
 	nftErr := d.nft.Resync(plan)
 	svcErrs, ipvsErr := ipvs.SplitErrors(d.ipvs.Resync(plan))
 	d.setFailures(svcErrs)
 	return errors.Join(append(errs, wrap("nftables", nftErr), wrap("ipvs", ipvsErr))...)
+}
+
+// StartRepair begins a Repair of both writers against what they last
+// programmed, without a plan (see DataPlaneRepair): the nftables table,
+// set by set, then IPVS: one services dump and the addresses, then the
+// virtual servers' destinations, slice by slice. Before the first Resync,
+// or when one is due, it changes nothing and returns an error.
+func (d *DataPlane) StartRepair() error {
+	d.repair = repairIdle
+	if !d.adopted || d.NeedsResync() {
+		return errResyncDue
+	}
+	if err := d.nft.StartRepair(); err != nil {
+		return wrap("nftables", err)
+	}
+	d.repair, d.failures = repairNFT, d.failures[:0]
+	return nil
+}
+
+// RepairStep does the next slice of the Repair, for about budget. The
+// slices of one writer are its RepairStep's; starting the IPVS half (its
+// services dump and the addresses) is a slice of its own.
+func (d *DataPlane) RepairStep(budget time.Duration) (done bool, err error) {
+	switch d.repair {
+	case repairNFT:
+		done, err := d.nft.RepairStep(budget)
+		if err != nil {
+			d.repair = repairIdle
+			return true, wrap("nftables", err)
+		}
+		if done {
+			d.repair = repairIPVSStart
+		}
+		return false, nil
+	case repairIPVSStart:
+		svcErrs, err := ipvs.SplitErrors(d.ipvs.StartRepair())
+		d.addFailures(svcErrs)
+		if err != nil {
+			d.repair = repairIdle
+			return true, wrap("ipvs", err)
+		}
+		d.repair = repairIPVS
+		return false, nil
+	case repairIPVS:
+		done, err := d.ipvs.RepairStep(budget)
+		svcErrs, err := ipvs.SplitErrors(err)
+		d.addFailures(svcErrs)
+		if done || err != nil {
+			d.repair = repairIdle
+			return true, wrap("ipvs", err)
+		}
+		return false, nil
+	}
+	return true, nil
 }
 
 // NeedsResync reports whether the next sync must be a full Resync

@@ -7,8 +7,10 @@
 // bounded-frequency runner (runner.go) syncs at most once per
 // MinSyncPeriod and at least once per SyncPeriod: a sync recomputes the
 // dirty services and applies those whose virtual servers changed, or
-// resyncs the whole plan periodically, first, after a failure or when the
-// writer asks (sync.go). Faults stay where they happen (faults.go): a
+// resyncs the whole plan first, after a failure or when the writer asks
+// (sync.go). The periodic resync repairs kernel drift against what was
+// last programmed, without recomputing the plan, in slices between which
+// queued changes are applied, so none waits behind it (repair.go). Faults stay where they happen (faults.go): a
 // failure confined to one service is counted, logged, put as an Event on
 // the Service and retried with that service's backoff while the sync
 // succeeds; a failed sync is retried with backoff from 1 s; while idle

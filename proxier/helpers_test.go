@@ -42,8 +42,50 @@ type fakeDataPlane struct {
 
 type dpCall struct {
 	resync  bool
+	repair  string               // "StartRepair" or "RepairStep" (repairingDataPlane)
 	plan    policy.Plan          // Resync
 	changes []policy.ServicePlan // Apply
+}
+
+// repairingDataPlane is a fakeDataPlane that repairs in slices
+// (DataPlaneRepair): a Repair is slices RepairSteps; onStep, if set, runs
+// in each step (to queue a change during the repair).
+type repairingDataPlane struct {
+	*fakeDataPlane
+	slices    int
+	left      int
+	onStep    func(step int)
+	stepErr   error // returned by the next RepairStep
+	startErr  error
+	stepsDone int
+}
+
+func (f *repairingDataPlane) StartRepair() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, dpCall{repair: "StartRepair"})
+	if f.startErr != nil {
+		return f.startErr
+	}
+	f.left = f.slices
+	return nil
+}
+
+func (f *repairingDataPlane) RepairStep(time.Duration) (bool, error) {
+	f.mu.Lock()
+	f.calls = append(f.calls, dpCall{repair: "RepairStep"})
+	f.left--
+	f.stepsDone++
+	step, left, err, hook := f.stepsDone, f.left, f.stepErr, f.onStep
+	f.stepErr = nil
+	if err != nil {
+		f.needsResync = true
+	}
+	f.mu.Unlock()
+	if hook != nil {
+		hook(step)
+	}
+	return left <= 0 || err != nil, err
 }
 
 func (f *fakeDataPlane) Apply(changes []policy.ServicePlan) error {

@@ -43,8 +43,10 @@ type Config struct {
 	// MinSyncPeriod is the minimum interval between syncs
 	// (--ipvs-min-sync-period); 0 syncs on every change.
 	MinSyncPeriod time.Duration
-	// SyncPeriod is the interval of the periodic full Resync
-	// (--ipvs-sync-period); 0 means DefaultSyncPeriod. A failed sync is
+	// SyncPeriod is the interval of the periodic resync
+	// (--ipvs-sync-period); 0 means DefaultSyncPeriod. It is a repair in
+	// slices (repair.go) when the DataPlane implements DataPlaneRepair,
+	// else a full Resync of a freshly computed plan. A failed sync is
 	// retried as a Resync, with backoff from 1 s up to SyncPeriod (at
 	// once when it was incremental), or at the next change; a failure
 	// confined to one service does not fail the sync (faults.go).
@@ -88,10 +90,16 @@ type Config struct {
 // Stats counts what the loop did, for tests and debugging.
 type Stats struct {
 	Syncs     int // syncs run, full and incremental
-	FullSyncs int // of which full (DataPlane.Resync)
-	Applies   int // DataPlane.Apply calls
-	Failures  int // syncs whose data plane call failed
-	LastFull  bool
+	FullSyncs int // of which full (DataPlane.Resync, or a periodic repair)
+	Repairs   int // of which periodic repairs (DataPlaneRepair)
+	// Repairing reports a periodic repair in progress (syncs between
+	// its slices are counted as they end).
+	Repairing bool
+	// LastRepair describes the last periodic repair.
+	LastRepair RepairStats
+	Applies    int // DataPlane.Apply calls
+	Failures   int // syncs whose data plane call failed
+	LastFull   bool
 	// LastChanged lists, sorted, the services the last incremental sync
 	// passed to Apply; nil after a full sync.
 	LastChanged []policy.ServiceKey
@@ -113,6 +121,10 @@ type Proxier struct {
 	svcHealth ServiceHealth
 	dpStats   DataPlaneStats  // nil unless the DataPlane has stats
 	faults    DataPlaneFaults // nil unless the DataPlane confines faults
+	repairer  DataPlaneRepair // nil unless the DataPlane repairs in slices
+	// changed says a change was queued since the last sync began: a
+	// repair syncs it between two slices.
+	changed atomic.Bool
 	// failing maps each failing service to the error last reported
 	// (sync goroutine only).
 	failing  map[policy.ServiceKey]string
@@ -172,6 +184,7 @@ func New(cfg Config) (*Proxier, error) {
 	}
 	p.dpStats, _ = cfg.DataPlane.(DataPlaneStats)
 	p.faults, _ = cfg.DataPlane.(DataPlaneFaults)
+	p.repairer, _ = cfg.DataPlane.(DataPlaneRepair)
 	p.failing = map[policy.ServiceKey]string{}
 	if p.cfg.ProbeInterval == 0 {
 		p.cfg.ProbeInterval = DefaultProbeInterval
@@ -255,6 +268,7 @@ func (p *Proxier) queued(c change) {
 	if !c.dirty {
 		return
 	}
+	p.changed.Store(true)
 	p.obs.Queued()
 	p.health.QueuedUpdate()
 	p.runner.Run()

@@ -26,6 +26,9 @@ type syncState struct {
 	// full says the next sync must be a Resync: none succeeded yet, or
 	// the last one failed.
 	full bool
+	// lastEnd is when the last sync ended, for MinSyncPeriod between a
+	// repair's slices.
+	lastEnd time.Time
 }
 
 func newSyncState() syncState {
@@ -124,14 +127,22 @@ func sameVirtualServers(a, b []policy.VirtualServer) bool {
 	})
 }
 
-// sync is the runner's function: a full Resync when periodic, when none
-// succeeded yet, after a failure or when the data plane asks; otherwise
-// the dirty services are recomputed and only those whose virtual servers
-// changed are applied.
+// sync is the runner's function. A periodic sync repairs the kernel
+// against what was last programmed, in slices with the changes queued
+// meanwhile applied between them (repair, when the data plane can);
+// otherwise it is a full Resync of a freshly computed plan, as it is when
+// none succeeded yet, after a failure or when the data plane asks. Any
+// other sync recomputes the dirty services and applies only those whose
+// virtual servers changed.
 func (p *Proxier) sync(periodic bool) error {
+	full := p.st.full || p.cfg.DataPlane.NeedsResync()
+	if periodic && !full && p.repairer != nil {
+		return p.repair()
+	}
+	full = full || periodic
 	start := p.clock.Now()
 	p.obs.SyncStarted()
-	full := periodic || p.st.full || p.cfg.DataPlane.NeedsResync()
+	p.changed.Store(false) // what is queued from now on asks again
 	w := p.t.checkout(full, p.cfg.OnPlan != nil)
 	p.obs.ServiceChanges(w.svcPending, 0)
 	p.obs.EndpointChanges(w.epPending, 0)
@@ -151,7 +162,8 @@ func (p *Proxier) sync(periodic bool) error {
 		}
 	}
 	p.st.full = err != nil
-	elapsed := p.clock.Since(start)
+	p.st.lastEnd = p.clock.Now()
+	elapsed := p.st.lastEnd.Sub(start)
 	p.after(w, changes, err)
 	p.obs.SyncDone(full, elapsed, err)
 	p.record(full, changes, err)

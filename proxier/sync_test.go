@@ -31,6 +31,9 @@ func (tp *testProxier) syncNow(periodic bool)              { _ = tp.sync(periodi
 // describe renders a data plane call as "Resync[n]" (virtual servers)
 // or "Apply ns/name[n] ..." (virtual servers per service).
 func describe(c dpCall) string {
+	if c.repair != "" {
+		return c.repair
+	}
 	if c.resync {
 		return fmt.Sprintf("Resync[%d]", len(c.plan.VirtualServers))
 	}

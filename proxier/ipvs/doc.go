@@ -8,7 +8,10 @@
 // already matches, so a restart with the same plan changes nothing.
 // Apply then works per changed service, diffing the mirror against the
 // service's new virtual servers and applying the differences in a fixed
-// order: add, update, prune. Resync re-reads the kernel and repairs drift.
+// order: add, update, prune. Resync re-reads the kernel and repairs drift
+// from a plan; with nothing changed it only reads. Repair (StartRepair and
+// RepairStep in slices, with Applies between them) re-reads the kernel
+// and repairs drift from what the Writer last programmed, without a plan.
 //
 // Ownership: the Writer manages only virtual servers on addresses of its
 // dummy interface and on node addresses paired with one of the plan's

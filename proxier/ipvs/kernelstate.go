@@ -105,34 +105,13 @@ func (w *Writer) readKernel() error {
 		}
 		mirror[vs.Key] = a
 	}
-	// The link first: never read (and so never strip) the addresses of
-	// a link that is not a dummy interface.
-	info, err := w.links.Link(w.cfg.Interface)
-	exists := true
-	switch {
-	case errors.Is(err, syscall.ENODEV):
-		exists = false
-	case err != nil:
-		return fmt.Errorf("read link %s: %w", w.cfg.Interface, err)
-	case info.Kind != dummyKind:
-		return notDummy(w.cfg.Interface, info.Kind)
+	exists, index, prefixes, err := w.readAddresses()
+	if err != nil {
+		return err
 	}
-	var prefixes []netip.Prefix
-	if exists {
-		prefixes, err = w.links.Addrs(w.cfg.Interface)
-		switch {
-		case errors.Is(err, syscall.ENODEV):
-			exists = false
-		case err != nil:
-			return fmt.Errorf("list addresses of %s: %w", w.cfg.Interface, err)
-		}
-	}
-	w.mirror, w.linkExists, w.linkIndex = mirror, exists, info.Index
+	w.mirror = mirror
 	w.recorded = nil
-	w.bound = make(map[netip.Addr]netip.Prefix, len(prefixes))
-	for _, p := range prefixes {
-		w.bound[p.Addr().Unmap()] = p
-	}
+	w.setBound(exists, index, prefixes)
 	for k, m := range w.draining {
 		a := mirror[k]
 		for d := range m {
@@ -145,6 +124,38 @@ func (w *Writer) readKernel() error {
 		}
 	}
 	return nil
+}
+
+// readAddresses reads the dummy interface and its addresses. The link
+// comes first: never read (and so never strip) the addresses of a link
+// that is not a dummy interface.
+func (w *Writer) readAddresses() (exists bool, index int, prefixes []netip.Prefix, err error) {
+	info, err := w.links.Link(w.cfg.Interface)
+	switch {
+	case errors.Is(err, syscall.ENODEV):
+		return false, 0, nil, nil
+	case err != nil:
+		return false, 0, nil, fmt.Errorf("read link %s: %w", w.cfg.Interface, err)
+	case info.Kind != dummyKind:
+		return false, 0, nil, notDummy(w.cfg.Interface, info.Kind)
+	}
+	prefixes, err = w.links.Addrs(w.cfg.Interface)
+	switch {
+	case errors.Is(err, syscall.ENODEV):
+		return false, 0, nil, nil
+	case err != nil:
+		return false, 0, nil, fmt.Errorf("list addresses of %s: %w", w.cfg.Interface, err)
+	}
+	return true, info.Index, prefixes, nil
+}
+
+// setBound records the dummy interface and its addresses as read.
+func (w *Writer) setBound(exists bool, index int, prefixes []netip.Prefix) {
+	w.linkExists, w.linkIndex = exists, index
+	w.bound = make(map[netip.Addr]netip.Prefix, len(prefixes))
+	for _, p := range prefixes {
+		w.bound[p.Addr().Unmap()] = p
+	}
 }
 
 func (a *actual) destination(d netip.AddrPort) (Destination, bool) {

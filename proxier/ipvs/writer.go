@@ -74,6 +74,7 @@ type Writer struct {
 	failed   map[policy.ServiceKey]*retry
 	stale    map[Key]policy.ServiceKey // released by a service, deletion failed
 	ops      map[string]int
+	repair   *repairCursor // a Repair in slices in progress
 }
 
 // actual is the mirror of one kernel virtual server.
@@ -178,6 +179,7 @@ func (w *Writer) Apply(changes []policy.ServicePlan) error {
 		return errors.Join(append(errs, b.errs...)...)
 	}
 	b.plan()
+	w.touch(b.vsDone)
 	b.drains()
 	b.run()
 	return errors.Join(append(errs, b.errs...)...)
@@ -186,10 +188,14 @@ func (w *Writer) Apply(changes []policy.ServicePlan) error {
 // Resync makes the kernel match the whole plan: it re-reads the kernel's
 // virtual servers, destinations and dummy addresses, adopts what matches,
 // repairs drift (a virtual server deleted by hand, a changed weight),
-// and removes stale virtual servers and addresses that are ours.
+// and removes stale virtual servers and addresses that are ours. With
+// nothing changed it only reads: one services dump, one destinations
+// dump per virtual server, the dummy interface and its addresses. A
+// Repair in progress is abandoned.
 func (w *Writer) Resync(plan policy.Plan) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.repair = nil
 	var errs []error
 	w.started, w.full = false, false
 	if err := w.start(true); err != nil {
@@ -216,16 +222,7 @@ func (w *Writer) Resync(plan policy.Plan) error {
 	for _, k := range keys {
 		b.virtualServer(k, policy.ServiceKey{}, w.owns(k))
 	}
-	addrs := slices.Collect(maps.Keys(w.bound))
-	for a := range w.addrRefs {
-		if _, ok := w.bound[a]; !ok {
-			addrs = append(addrs, a)
-		}
-	}
-	slices.SortFunc(addrs, netip.Addr.Compare)
-	for _, a := range addrs {
-		b.address(a)
-	}
+	w.planAddresses(b)
 	b.drains()
 	b.run()
 	return errors.Join(append(errs, b.errs...)...)
@@ -288,6 +285,7 @@ func (w *Writer) forget() {
 	w.draining = map[Key]map[netip.AddrPort]time.Time{}
 	w.failed = map[policy.ServiceKey]*retry{}
 	w.stale = map[Key]policy.ServiceKey{}
+	w.repair = nil
 }
 
 // Ops returns the number of kernel changes made so far by kind

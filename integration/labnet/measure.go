@@ -1,0 +1,73 @@
+//go:build integration
+
+package labnet
+
+import (
+	"bytes"
+	"encoding/base64"
+	"fmt"
+	"os"
+	"runtime/pprof"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// ScaleServices is the number of services of the scale tests:
+// KIP_SCALE_SERVICES, default def (kept small so that `make integration`
+// stays quick; the measurements of BENCHMARKS.md use 5000).
+func ScaleServices(t testing.TB, def int) int {
+	t.Helper()
+	s := os.Getenv("KIP_SCALE_SERVICES")
+	if s == "" {
+		return def
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n <= 0 || n > 65000 {
+		t.Fatalf("KIP_SCALE_SERVICES=%q: want a number from 1 to 65000", s)
+	}
+	return n
+}
+
+// Profiled runs fn and, when KIP_PPROF=1, prints its CPU profile to the
+// console, base64 between PPROF-BEGIN and PPROF-END lines (the VM lab
+// brings no files back; decode the lines and read them with go tool pprof).
+func Profiled(t testing.TB, name string, fn func()) time.Duration {
+	t.Helper()
+	if os.Getenv("KIP_PPROF") != "1" {
+		start := time.Now()
+		fn()
+		return time.Since(start)
+	}
+	var buf bytes.Buffer
+	if err := pprof.StartCPUProfile(&buf); err != nil {
+		t.Fatalf("StartCPUProfile: %v", err)
+	}
+	start := time.Now()
+	fn()
+	d := time.Since(start)
+	pprof.StopCPUProfile()
+	enc := base64.StdEncoding.EncodeToString(buf.Bytes())
+	fmt.Printf("PPROF-BEGIN %s\n", name)
+	for len(enc) > 0 {
+		n := min(120, len(enc))
+		fmt.Println(enc[:n])
+		enc = enc[n:]
+	}
+	fmt.Printf("PPROF-END %s\n", name)
+	return d
+}
+
+// Best runs fn k times and returns the shortest time, to take the
+// noise of a TCG VM on a shared host out of ratios.
+func Best(k int, fn func()) time.Duration {
+	var least time.Duration
+	for i := range k {
+		start := time.Now()
+		fn()
+		if d := time.Since(start); i == 0 || d < least {
+			least = d
+		}
+	}
+	return least
+}

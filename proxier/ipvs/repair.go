@@ -1,0 +1,216 @@
+package ipvs
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
+	"time"
+)
+
+// ErrNeedsResync is returned by StartRepair and RepairStep when the
+// Writer's state is unknown (before the first sync, or after a failure
+// that asks for a Resync): the caller must Resync the plan.
+var ErrNeedsResync = errors.New("ipvs writer needs a full resync")
+
+// repairCursor is a Repair in slices in progress.
+type repairCursor struct {
+	kernel  map[Key]VirtualServer // the services dump of StartRepair
+	keys    []Key                 // to check, sorted: dumped, planned or mirrored
+	next    int
+	touched map[Key]bool // changed by an Apply since StartRepair: as fresh as the mirror
+}
+
+// addressesStep is the Repair's last slice, after the virtual servers.
+func (r *repairCursor) addressesStep() bool { return r.next == len(r.keys) }
+
+// StartRepair begins a Repair: a drift check of what the Writer last
+// programmed (the plan of the last Resync with the Applies since)
+// against the kernel, without a plan, made by RepairStep in slices so
+// that Applies can run between them. It checks the dummy interface,
+// retries sysctls that failed, and reads the kernel's virtual servers
+// (one dump). A virtual server an Apply changes before its slice is
+// skipped: the Apply made it as fresh as the mirror. Before the first
+// sync, or when a Resync is due, it returns ErrNeedsResync.
+func (w *Writer) StartRepair() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.repair = nil
+	if !w.started || w.full {
+		return ErrNeedsResync
+	}
+	if err := w.linkChanged(); err != nil {
+		w.full = true
+		return err
+	}
+	vss, err := w.kernel.VirtualServers()
+	if err != nil {
+		w.full = true
+		return fmt.Errorf("list virtual servers: %w", err)
+	}
+	err = w.start(true) // sysctls that failed
+	r := &repairCursor{kernel: make(map[Key]VirtualServer, len(vss)), touched: map[Key]bool{}}
+	for _, vs := range vss {
+		r.kernel[vs.Key] = vs
+	}
+	r.keys = slices.Collect(maps.Keys(r.kernel))
+	for k := range w.want {
+		if _, ok := r.kernel[k]; !ok {
+			r.keys = append(r.keys, k)
+		}
+	}
+	for k := range w.mirror {
+		if _, ok := r.kernel[k]; !ok && w.want[k] == nil {
+			r.keys = append(r.keys, k)
+		}
+	}
+	slices.SortFunc(r.keys, Key.Compare)
+	w.repair = r
+	return err
+}
+
+// planAddresses plans the dummy addresses: every one bound or wanted.
+func (w *Writer) planAddresses(b *batch) {
+	addrs := slices.Collect(maps.Keys(w.bound))
+	for a := range w.addrRefs {
+		if _, ok := w.bound[a]; !ok {
+			addrs = append(addrs, a)
+		}
+	}
+	slices.SortFunc(addrs, netip.Addr.Compare)
+	for _, a := range addrs {
+		b.address(a)
+	}
+}
+
+// RepairStep checks and repairs the next virtual servers of the Repair
+// StartRepair began, for about budget (at least one): it reads each
+// one's destinations (one dump each) and makes it match the plan, as
+// Resync does, in one batch per slice. The last slice reads the dummy
+// interface's addresses (one dump) and repairs them, checks the draining
+// destinations and reports done. Errors are Apply's: a failure
+// confined to one service is a *ServiceError, retried with backoff; one
+// that leaves the data plane unknown ends the Repair and makes
+// NeedsResync true. Without a Repair in progress it reports done.
+func (w *Writer) RepairStep(budget time.Duration) (done bool, err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	r := w.repair
+	switch {
+	case r == nil:
+		return true, nil
+	case w.full:
+		w.repair = nil
+		return true, ErrNeedsResync
+	}
+	start := w.cfg.Now()
+	b := w.newBatch(start)
+	if r.addressesStep() {
+		w.repair = nil
+		exists, index, prefixes, err := w.readAddresses()
+		if err == nil && (!exists || index != w.linkIndex) {
+			err = fmt.Errorf("link %s: %w", w.cfg.Interface, ErrLinkChanged)
+		}
+		if err != nil {
+			w.full = true
+			return true, err
+		}
+		w.setBound(exists, index, prefixes)
+		w.planAddresses(b)
+		b.drains()
+		b.run()
+		return true, errors.Join(b.errs...)
+	}
+	for r.next < len(r.keys) {
+		k := r.keys[r.next]
+		r.next++
+		if !r.touched[k] {
+			if err := w.refresh(k, r.kernel); err != nil {
+				w.full, w.repair = true, nil
+				return true, err
+			}
+			b.virtualServer(k, w.stale[k], w.owns(k)) // a failed deletion is retried with its service
+		}
+		if w.cfg.Now().Sub(start) >= budget {
+			break
+		}
+	}
+	b.run()
+	return false, errors.Join(b.errs...)
+}
+
+// Repair makes a whole Repair at once: StartRepair, then RepairStep until
+// done.
+func (w *Writer) Repair() error {
+	errs := []error{w.StartRepair()}
+	if errs[0] != nil && w.NeedsResync() {
+		return errs[0]
+	}
+	for {
+		done, err := w.RepairStep(time.Hour)
+		errs = append(errs, err)
+		if done {
+			return errors.Join(errs...)
+		}
+	}
+}
+
+// refresh re-reads one virtual server into the mirror: its state from
+// the services dump (absent: gone from the mirror) and its destinations
+// read now. Managed marks and drains of what still exists survive.
+func (w *Writer) refresh(k Key, kernel map[Key]VirtualServer) error {
+	vs, ok := kernel[k]
+	old := w.mirror[k]
+	if !ok {
+		delete(w.mirror, k)
+		delete(w.draining, k)
+		return nil
+	}
+	ds, err := w.kernel.Destinations(k)
+	if err != nil {
+		return fmt.Errorf("list destinations of virtual server %s: %w", k, err)
+	}
+	if old != nil && sameDestinations(old.dests, ds) { // the usual case: no new map
+		old.vs = vs
+		for _, d := range ds {
+			old.dests[d.AddrPort()] = d // connection counts, for drains
+		}
+		return nil
+	}
+	a := &actual{vs: vs, dests: make(map[netip.AddrPort]Destination, len(ds)), managed: old != nil && old.managed}
+	for _, d := range ds {
+		a.dests[d.AddrPort()] = d
+	}
+	w.mirror[k] = a
+	for d := range w.draining[k] {
+		if _, ok := a.dests[d]; !ok {
+			w.forgetDrain(k, d)
+		}
+	}
+	return nil
+}
+
+// sameDestinations reports whether ds holds exactly the addresses of m.
+func sameDestinations(m map[netip.AddrPort]Destination, ds []Destination) bool {
+	if len(m) != len(ds) {
+		return false
+	}
+	for _, d := range ds {
+		if _, ok := m[d.AddrPort()]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// touch tells a Repair in progress that a batch changed these virtual
+// servers.
+func (w *Writer) touch(keys map[Key]bool) {
+	if w.repair == nil {
+		return
+	}
+	for k := range keys {
+		w.repair.touched[k] = true
+	}
+}

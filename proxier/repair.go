@@ -1,0 +1,111 @@
+package proxier
+
+import (
+	"fmt"
+	"time"
+)
+
+// RepairSlice bounds each slice of the periodic repair: a change queued
+// during a repair waits for the slice that is running (about this long,
+// or one nftables set or one virtual server's destinations if longer),
+// then is applied before the next slice.
+const RepairSlice = 100 * time.Millisecond
+
+// RepairStats describes one periodic repair.
+type RepairStats struct {
+	Slices  int           // RepairStep calls
+	Between int           // incremental syncs made between slices
+	Longest time.Duration // the longest slice (StartRepair included)
+	Elapsed time.Duration // the whole repair, syncs between slices included
+}
+
+// The periodic resync, when the DataPlane implements DataPlaneRepair, is
+// a repair: each writer reads the kernel and repairs the drift from what
+// it last programmed (the last Resync's plan with the Applies since),
+// without the engine recomputing the plan, which incremental syncs keep
+// current. It runs in slices of about RepairSlice, and between two slices
+// the changes queued meanwhile (and due retries of failed services) are
+// synced incrementally, so that no change waits behind the whole repair.
+// A failed repair, or a failed incremental sync between its slices, ends
+// it and makes the next sync a full Resync, retried with backoff.
+func (p *Proxier) repair() error {
+	start := p.clock.Now()
+	p.obs.SyncStarted()
+	p.setRepairing(true)
+	var rs RepairStats
+	err := p.repairer.StartRepair()
+	rs.Longest = p.clock.Since(start)
+	for err == nil {
+		var done bool
+		s := p.clock.Now()
+		done, err = p.repairer.RepairStep(RepairSlice)
+		rs.Slices++
+		rs.Longest = max(rs.Longest, p.clock.Since(s))
+		if done || err != nil {
+			break
+		}
+		var synced bool
+		if synced, err = p.syncBetweenSlices(); synced {
+			rs.Between++
+		}
+	}
+	if err != nil {
+		p.st.full = true
+		err = fmt.Errorf("repair after %d slices: %w", rs.Slices, err)
+	}
+	p.st.lastEnd = p.clock.Now()
+	elapsed := p.st.lastEnd.Sub(start)
+	rs.Elapsed = elapsed
+	if err == nil {
+		p.health.Updated()
+	}
+	if p.dpStats != nil {
+		p.obs.IPVSOps(p.dpStats.IPVSOps())
+		p.obs.Draining(p.dpStats.Draining())
+	}
+	p.obs.SyncDone(true, elapsed, err)
+	p.recordRepair(rs, err)
+	if err != nil {
+		p.log.Error(err, "Periodic repair failed; the next sync is a full resync")
+		return err
+	}
+	p.log.V(2).Info("Repaired", "slices", rs.Slices, "syncsBetweenSlices", rs.Between, "longestSlice", rs.Longest, "elapsed", elapsed)
+	return nil
+}
+
+// syncBetweenSlices runs an incremental sync if changes were queued or a
+// failed service's retry is due, and MinSyncPeriod has passed since the
+// last sync.
+func (p *Proxier) syncBetweenSlices() (bool, error) {
+	if !p.changed.Load() && !p.retryDue() {
+		return false, nil
+	}
+	if p.cfg.MinSyncPeriod > 0 && p.clock.Since(p.st.lastEnd) < p.cfg.MinSyncPeriod {
+		return false, nil
+	}
+	if err := p.sync(false); err != nil {
+		return true, fmt.Errorf("incremental sync between slices: %w", err)
+	}
+	return true, nil
+}
+
+func (p *Proxier) setRepairing(on bool) {
+	p.statsMu.Lock()
+	p.stats.Repairing = on
+	p.statsMu.Unlock()
+}
+
+// recordRepair counts a repair, as a full sync.
+func (p *Proxier) recordRepair(rs RepairStats, err error) {
+	p.statsMu.Lock()
+	defer p.statsMu.Unlock()
+	s := &p.stats
+	s.Syncs++
+	s.FullSyncs++
+	s.Repairs++
+	s.Repairing, s.LastRepair = false, rs
+	s.LastFull, s.LastError, s.LastChanged = true, err, nil
+	if err != nil {
+		s.Failures++
+	}
+}

@@ -1,0 +1,170 @@
+package proxier
+
+import (
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/nft"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxier/ipvs"
+)
+
+// repairRules: after the initial Resync, one step and one periodic sync
+// (then, if next, one incremental sync); want is the data plane calls
+// after the initial Resync.
+var repairRules = []struct {
+	name   string
+	minSP  time.Duration
+	step   func(tp *testProxier, dp *repairingDataPlane)
+	next   bool
+	want   []string
+	failed bool // the periodic sync fails
+}{
+	{name: "a periodic sync is a repair in slices, not a Resync of a recomputed plan",
+		want: []string{"StartRepair", "RepairStep", "RepairStep", "RepairStep"}},
+	{name: "a change queued during a repair is applied between two slices",
+		step: func(tp *testProxier, dp *repairingDataPlane) {
+			dp.onStep = func(step int) {
+				if step == 1 {
+					tp.slice(slice("web-1", "web", ep{"10.244.1.5", testNode}, ep{"10.244.1.6", "node-b"}))
+				}
+			}
+		},
+		want: []string{"StartRepair", "RepairStep", "Apply default/web[2]", "RepairStep", "RepairStep"}},
+	{name: "MinSyncPeriod holds a change queued during a repair until after it",
+		minSP: time.Hour,
+		step: func(tp *testProxier, dp *repairingDataPlane) {
+			dp.onStep = func(step int) {
+				if step == 1 {
+					tp.delSlice("db-1")
+				}
+			}
+		},
+		next: true,
+		want: []string{"StartRepair", "RepairStep", "RepairStep", "RepairStep", "Apply default/db[1]"}},
+	{name: "a failed repair makes the next sync a Resync",
+		step:   func(tp *testProxier, dp *repairingDataPlane) { dp.stepErr = errBoom },
+		next:   true,
+		failed: true,
+		want:   []string{"StartRepair", "RepairStep", "Resync[3]"}},
+	{name: "a Resync due is made instead of a repair",
+		step: func(tp *testProxier, dp *repairingDataPlane) { dp.set(nil, true) },
+		want: []string{"Resync[3]"}},
+	{name: "a repair the data plane refuses to start makes the next sync a Resync",
+		step:   func(tp *testProxier, dp *repairingDataPlane) { dp.startErr = errBoom },
+		next:   true,
+		failed: true,
+		want:   []string{"StartRepair", "Resync[3]"}},
+}
+
+func TestRepairRules(t *testing.T) {
+	for _, tc := range repairRules {
+		t.Run(tc.name, func(t *testing.T) {
+			dp := &repairingDataPlane{fakeDataPlane: &fakeDataPlane{}, slices: 3}
+			tp := newTestProxier(t, func(c *Config) { c.DataPlane, c.MinSyncPeriod = dp, tc.minSP })
+			tp.dp = dp.fakeDataPlane
+			baseline(tp)
+			tp.syncNow(false)
+			before := len(dp.snapshot())
+			if tc.step != nil {
+				tc.step(tp, dp)
+			}
+			err := tp.sync(true)
+			if (err != nil) != tc.failed {
+				t.Errorf("periodic sync: %v, want failed %t", err, tc.failed)
+			}
+			dp.onStep = nil
+			if tc.next {
+				tp.syncNow(false)
+			}
+			if got := describeAll(dp.snapshot()[before:]); !cmp.Equal(got, tc.want) {
+				t.Errorf("data plane calls after the initial sync:\n got %v\nwant %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestPeriodicRepairUndoesDriftWithinOnePeriod: with the real DataPlane
+// over fake kernels, one periodic sync restores a virtual server deleted
+// by hand and nftables elements lost behind our back (another writer
+// rewrote the table without db's), and IPVS and the table end as the
+// initial Resync left them; the nftables half is repaired in place.
+func TestPeriodicRepairUndoesDriftWithinOnePeriod(t *testing.T) {
+	f := newFakes(t)
+	tp := newTestProxier(t, func(c *Config) { c.DataPlane = f.dp })
+	baseline(tp)
+	tp.syncNow(false)
+	want := f.kernel.Dump() + f.nft.Dump()
+	if err := f.kernel.DeleteVirtualServer(ipvs.Key{Addr: netip.MustParseAddr("10.96.0.20"), Protocol: policy.ProtocolTCP, Port: 80}); err != nil {
+		t.Fatal(err)
+	}
+	other := nft.New(nft.Config{}, f.nft)
+	if err := other.Rebuild(policy.Plan{VirtualServers: slices.DeleteFunc(tp.planNow().VirtualServers,
+		func(vs policy.VirtualServer) bool { return vs.Service == "default/db" })}); err != nil {
+		t.Fatal(err)
+	}
+	if f.kernel.Dump()+f.nft.Dump() == want {
+		t.Fatal("the drift changed nothing")
+	}
+	if err := tp.sync(true); err != nil {
+		t.Fatalf("periodic sync: %v", err)
+	}
+	if got := f.kernel.Dump() + f.nft.Dump(); got != want {
+		t.Errorf("after the periodic repair:\n%s\nwant:\n%s", got, want)
+	}
+	st := tp.Stats()
+	if st.Repairs != 1 || st.FullSyncs != 2 || !st.LastFull || f.dp.NeedsResync() {
+		t.Errorf("stats %+v, NeedsResync %t; want one repair counted as a full sync, no resync due", st, f.dp.NeedsResync())
+	}
+	if batch := f.nft.LastBatch(); len(batch) == 0 || strings.Contains(strings.Join(batch, "\n"), "delete table") {
+		t.Errorf("the nftables repair was not made in place: %q", batch)
+	}
+}
+
+// planNow computes the whole current plan from the engine.
+func (tp *testProxier) planNow() policy.Plan {
+	tp.t.mu.Lock()
+	defer tp.t.mu.Unlock()
+	plan, _ := tp.t.engine.Compute()
+	return plan
+}
+
+// TestDataPlaneRepairRules: the DataPlane's Repair is refused before the
+// first Resync and when one is due; it runs the nftables half, then the
+// IPVS half, each in its own slices, and with nothing changed it changes
+// nothing.
+func TestDataPlaneRepairRules(t *testing.T) {
+	f := newFakes(t)
+	if err := f.dp.StartRepair(); err == nil {
+		t.Errorf("StartRepair before the first Resync: no error")
+	}
+	plan := policy.Plan{VirtualServers: webPlan("10.244.1.5").VirtualServers}
+	if err := f.dp.Resync(plan); err != nil {
+		t.Fatal(err)
+	}
+	want := f.kernel.Dump() + f.nft.Dump()
+	flushes := f.nft.Flushes()
+	if err := f.dp.StartRepair(); err != nil {
+		t.Fatalf("StartRepair: %v", err)
+	}
+	steps := 0
+	for done := false; !done; steps++ {
+		var err error
+		if done, err = f.dp.RepairStep(0); err != nil {
+			t.Fatalf("RepairStep: %v", err)
+		}
+	}
+	// nftables: one set per slice; IPVS: its start, one virtual server,
+	// the addresses.
+	if wantSteps := 30 + 3; steps != wantSteps {
+		t.Errorf("%d slices of budget 0, want %d", steps, wantSteps)
+	}
+	if got := f.kernel.Dump() + f.nft.Dump(); got != want || f.nft.Flushes() != flushes {
+		t.Errorf("a Repair with nothing changed changed the kernel (%d flushes, was %d)", f.nft.Flushes(), flushes)
+	}
+}
