@@ -10,5 +10,10 @@
 // nil protocols, the default affinity timeout) so the engine never sees a
 // nil.
 //
+// It also owns trimming (trim.go): an Interner's Trim functions keep of
+// each object only what the converters read, sharing equal strings and
+// read-only parts between objects, for the informers' caches. Converting
+// a trimmed object gives what converting the original gives.
+//
 // kubeapi is pure: no I/O, no logging, no client-go, no kernel libraries.
 package kubeapi

@@ -33,8 +33,9 @@ func EndpointSlice(s *discoveryv1.EndpointSlice) (*policy.EndpointSlice, error) 
 		return nil, err
 	}
 	out.Endpoints = make([]policy.Endpoint, 0, len(s.Endpoints))
+	var hs hintSharing
 	for i := range s.Endpoints {
-		ep, err := endpoint(obj, i, &s.Endpoints[i], out.IPv4)
+		ep, err := endpoint(obj, i, &s.Endpoints[i], out.IPv4, &hs)
 		if err != nil {
 			return nil, err
 		}
@@ -70,7 +71,38 @@ func endpointPorts(obj string, ports []discoveryv1.EndpointPort) ([]policy.Endpo
 	return out, nil
 }
 
-func endpoint(obj string, i int, e *discoveryv1.Endpoint, ipv4 bool) (policy.Endpoint, error) {
+// hintSharing lets the endpoints of one slice whose hints are one
+// object (as Interner.TrimEndpointSlice makes equal hints) share their
+// converted hints; the engine never modifies them.
+type hintSharing struct {
+	seen [4]struct {
+		h            *discoveryv1.EndpointHints
+		zones, nodes []string
+	}
+	n int
+}
+
+func (hs *hintSharing) convert(h *discoveryv1.EndpointHints) (zones, nodes []string) {
+	for _, s := range hs.seen[:hs.n] {
+		if s.h == h {
+			return s.zones, s.nodes
+		}
+	}
+	for _, z := range h.ForZones {
+		zones = append(zones, z.Name)
+	}
+	for _, n := range h.ForNodes {
+		nodes = append(nodes, n.Name)
+	}
+	zones, nodes = zones[:len(zones):len(zones)], nodes[:len(nodes):len(nodes)]
+	if hs.n < len(hs.seen) {
+		hs.seen[hs.n].h, hs.seen[hs.n].zones, hs.seen[hs.n].nodes = h, zones, nodes
+		hs.n++
+	}
+	return zones, nodes
+}
+
+func endpoint(obj string, i int, e *discoveryv1.Endpoint, ipv4 bool, hs *hintSharing) (policy.Endpoint, error) {
 	field := fmt.Sprintf("endpoints[%d]", i)
 	if len(e.Addresses) == 0 {
 		return policy.Endpoint{}, invalid(obj, field+".addresses", "must not be empty")
@@ -105,12 +137,7 @@ func endpoint(obj string, i int, e *discoveryv1.Endpoint, ipv4 bool) (policy.End
 		ep.Zone = *e.Zone
 	}
 	if h := e.Hints; h != nil {
-		for _, z := range h.ForZones {
-			ep.ForZones = append(ep.ForZones, z.Name)
-		}
-		for _, n := range h.ForNodes {
-			ep.ForNodes = append(ep.ForNodes, n.Name)
-		}
+		ep.ForZones, ep.ForNodes = hs.convert(h)
 	}
 	return ep, nil
 }

@@ -104,7 +104,7 @@ func TestEndpointSliceIgnored(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := EndpointSlice(tc.slice)
+			got, err := checkedEndpointSlice(t, tc.slice)
 			if err != nil || got != nil {
 				t.Errorf("EndpointSlice = (%+v, %v), want (nil, nil)", got, err)
 			}
@@ -228,7 +228,7 @@ func TestEndpointSliceInvalid(t *testing.T) {
 			if obj == "" {
 				obj = sliceObj
 			}
-			got, err := EndpointSlice(tc.slice)
+			got, err := checkedEndpointSlice(t, tc.slice)
 			checkObjectError(t, err, policy.ErrInvalid, obj, tc.wantField)
 			if got != nil {
 				t.Errorf("got slice %+v with error", got)
@@ -266,7 +266,7 @@ func TestEndpointSliceErrorStrings(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := EndpointSlice(tc.slice)
+			_, err := checkedEndpointSlice(t, tc.slice)
 			if err == nil {
 				t.Fatalf("got nil error, want %q", tc.want)
 			}
@@ -496,7 +496,7 @@ func TestEndpointSlice(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := EndpointSlice(tc.slice)
+			got, err := checkedEndpointSlice(t, tc.slice)
 			if err != nil {
 				t.Fatalf("EndpointSlice: unexpected error %v", err)
 			}

@@ -80,7 +80,7 @@ func FuzzEndpointSlice(f *testing.F) {
 			s.Labels = map[string]string{LabelServiceName: "web"}
 		}
 
-		got, err := EndpointSlice(s)
+		got, err := checkedEndpointSlice(t, s)
 
 		if err != nil {
 			if got != nil {

@@ -72,7 +72,7 @@ func TestNode(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, ws, err := Node(tc.node)
+			got, ws, err := checkedNode(t, tc.node)
 			if err != nil || len(ws) > 0 {
 				t.Fatalf("Node: unexpected error %v, warnings %v", err, ws)
 			}
@@ -134,7 +134,7 @@ func TestNodeBadAddressIsSkipped(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, ws, err := Node(tc.node)
+			got, ws, err := checkedNode(t, tc.node)
 			if err != nil {
 				t.Fatalf("Node: %v", err)
 			}

@@ -225,7 +225,7 @@ func TestServiceInvalid(t *testing.T) {
 			if tc.svc.Name == "" {
 				obj = "Service shop/"
 			}
-			got, err := Service(tc.svc, "")
+			got, err := checkedService(t, tc.svc, "")
 			checkObjectError(t, err, policy.ErrInvalid, obj, tc.wantField)
 			if got != nil {
 				t.Errorf("got service %+v with error", got)
@@ -294,7 +294,7 @@ func TestServiceErrorStrings(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Service(tc.svc, tc.proxyName)
+			_, err := checkedService(t, tc.svc, tc.proxyName)
 			if err == nil {
 				t.Fatalf("got nil error, want %q", tc.want)
 			}

@@ -154,7 +154,7 @@ func TestServiceNotProxied(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := Service(tc.svc, tc.proxyName)
+			got, err := checkedService(t, tc.svc, tc.proxyName)
 			checkObjectError(t, err, policy.ErrNotProxied, svcObj, "")
 			if got != nil {
 				t.Errorf("got service %+v with error", got)
@@ -496,7 +496,7 @@ func TestService(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := Service(tc.svc, tc.proxyName)
+			got, err := checkedService(t, tc.svc, tc.proxyName)
 			if err != nil {
 				t.Fatalf("Service: unexpected error %v", err)
 			}

@@ -64,6 +64,7 @@ type Engine struct {
 
 type serviceEntry struct {
 	svc      *Service
+	name     string // svc.Key.String(), once: every virtual server names it
 	settings settings
 }
 
@@ -129,9 +130,10 @@ func New(cfg Config) (*Engine, error) {
 // UpsertService adds or replaces a service. It returns the warnings about
 // its annotations; they do not stop the service from being served.
 func (e *Engine) UpsertService(svc *Service) []Warning {
-	st, ws := parseSettings("Service "+svc.Key.String(), svc.Annotations, svc.InternalLocal, e.cfg.Scheduler)
+	name := svc.Key.String()
+	st, ws := parseSettings("Service "+name, svc.Annotations, svc.InternalLocal, e.cfg.Scheduler)
 	st.noTrack = st.noTrack || slices.Contains(e.cfg.NoTrackServices, svc.Key)
-	entry := &serviceEntry{svc: svc, settings: st}
+	entry := &serviceEntry{svc: svc, name: name, settings: st}
 	e.services[svc.Key] = entry
 	e.claim(entry)
 	delete(e.claims.reassigned, svc.Key)

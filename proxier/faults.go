@@ -126,9 +126,9 @@ func (p *Proxier) emitFailure(k policy.ServiceKey, msg string) {
 		return
 	}
 	obj, ok, err := p.services.GetByKey(k.Namespace + "/" + k.Name)
-	svc, isSvc := obj.(*corev1.Service)
+	svc, isSvc := obj.(*convertedService)
 	if err != nil || !ok || !isSvc {
 		return
 	}
-	p.cfg.Recorder.Eventf(svc, corev1.EventTypeWarning, ReasonSyncFailed, "node %s: %s", p.cfg.NodeName, msg)
+	p.cfg.Recorder.Eventf(svc.ref(), corev1.EventTypeWarning, ReasonSyncFailed, "node %s: %s", p.cfg.NodeName, msg)
 }

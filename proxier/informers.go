@@ -5,8 +5,6 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
@@ -47,14 +45,6 @@ func sliceSelector() string {
 	return labels.NewSelector().Add(*r).String()
 }
 
-// stripManagedFields drops what we never read from cached objects.
-func stripManagedFields(obj any) (any, error) {
-	if a, err := meta.Accessor(obj); err == nil {
-		a.SetManagedFields(nil)
-	}
-	return obj, nil
-}
-
 // newInformers builds the informers and registers the handlers. They
 // start with start.
 func (p *Proxier) newInformers() (*informerSet, error) {
@@ -66,14 +56,14 @@ func (p *Proxier) newInformers() (*informerSet, error) {
 	tweak := func(f func(*metav1.ListOptions)) informers.SharedInformerOption {
 		return informers.WithTweakListOptions(f)
 	}
-	svcF := informers.NewSharedInformerFactoryWithOptions(c, resync, informers.WithTransform(stripManagedFields),
+	svcF := informers.NewSharedInformerFactoryWithOptions(c, resync, informers.WithTransform(p.transform),
 		tweak(func(o *metav1.ListOptions) {
 			o.LabelSelector = svcSel
 			o.FieldSelector = fields.OneTermNotEqualSelector("spec.clusterIP", corev1.ClusterIPNone).String()
 		}))
-	sliceF := informers.NewSharedInformerFactoryWithOptions(c, resync, informers.WithTransform(stripManagedFields),
+	sliceF := informers.NewSharedInformerFactoryWithOptions(c, resync, informers.WithTransform(p.transform),
 		tweak(func(o *metav1.ListOptions) { o.LabelSelector = sliceSelector() }))
-	nodeF := informers.NewSharedInformerFactoryWithOptions(c, resync, informers.WithTransform(stripManagedFields),
+	nodeF := informers.NewSharedInformerFactoryWithOptions(c, resync, informers.WithTransform(p.transform),
 		tweak(func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", p.cfg.NodeName).String()
 		}))
@@ -126,19 +116,19 @@ func unchanged(old, cur metav1.Object) bool {
 func (p *Proxier) serviceHandler() cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
-			if svc, ok := objectOf[*corev1.Service](obj); ok {
-				p.onService(svc)
+			if svc, ok := objectOf[*convertedService](obj); ok {
+				p.onConvertedService(svc)
 			}
 		},
 		UpdateFunc: func(old, obj any) {
-			o, ok1 := objectOf[*corev1.Service](old)
-			svc, ok2 := objectOf[*corev1.Service](obj)
+			o, ok1 := objectOf[*convertedService](old)
+			svc, ok2 := objectOf[*convertedService](obj)
 			if ok1 && ok2 && !unchanged(o, svc) {
-				p.onService(svc)
+				p.onConvertedService(svc)
 			}
 		},
 		DeleteFunc: func(obj any) {
-			if svc, ok := objectOf[*corev1.Service](obj); ok {
+			if svc, ok := objectOf[*convertedService](obj); ok {
 				p.onServiceDelete(svc.Namespace, svc.Name)
 			}
 		},
@@ -146,9 +136,13 @@ func (p *Proxier) serviceHandler() cache.ResourceEventHandler {
 }
 
 func (p *Proxier) onService(svc *corev1.Service) {
-	c := p.t.upsertService(svc)
+	p.onConvertedService(newConvertedService(svc, p.cfg.ServiceProxyName))
+}
+
+func (p *Proxier) onConvertedService(svc *convertedService) {
+	c := p.t.applyService(svc)
 	if !c.invalid { // an ignored object changes nothing, not even warnings
-		p.events.warn(p.logger(), svc, c.warnings)
+		p.events.warn(p.logger(), svc.ref(), c.warnings)
 	}
 	p.serviceChanged(c)
 }
@@ -165,22 +159,24 @@ func (p *Proxier) serviceChanged(c change) {
 	p.nodes.set(c.topology)
 }
 
+// sliceHandler applies the EndpointSlices informer's converted slices
+// (its transform converts them: transform.go).
 func (p *Proxier) sliceHandler() cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
-			if s, ok := objectOf[*discoveryv1.EndpointSlice](obj); ok {
-				p.queued(p.t.upsertSlice(s))
+			if s, ok := objectOf[*convertedSlice](obj); ok {
+				p.queued(p.t.applySlice(s))
 			}
 		},
 		UpdateFunc: func(old, obj any) {
-			o, ok1 := objectOf[*discoveryv1.EndpointSlice](old)
-			s, ok2 := objectOf[*discoveryv1.EndpointSlice](obj)
+			o, ok1 := objectOf[*convertedSlice](old)
+			s, ok2 := objectOf[*convertedSlice](obj)
 			if ok1 && ok2 && !unchanged(o, s) {
-				p.queued(p.t.upsertSlice(s))
+				p.queued(p.t.applySlice(s))
 			}
 		},
 		DeleteFunc: func(obj any) {
-			if s, ok := objectOf[*discoveryv1.EndpointSlice](obj); ok {
+			if s, ok := objectOf[*convertedSlice](obj); ok {
 				p.queued(p.t.deleteSlice(s.Namespace, s.Name))
 			}
 		},

@@ -91,7 +91,7 @@ func (w *nodeWatch) startLocked() {
 	logger := klog.FromContext(w.parent)
 	inf := metadatainformer.NewFilteredMetadataInformer(w.client, nodesResource, "", w.resync, cache.Indexers{}, nil).Informer()
 	var reg cache.ResourceEventHandlerRegistration
-	err := inf.SetTransform(stripManagedFields)
+	err := inf.SetTransform(trimObject) // a node's identity and labels
 	if err == nil {
 		reg, err = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { w.upsert(gen, obj) },

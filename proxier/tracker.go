@@ -82,8 +82,13 @@ func serviceKey(namespace, name string) policy.ServiceKey {
 
 // upsertService converts and applies a Service add or update.
 func (t *tracker) upsertService(svc *corev1.Service) change {
+	return t.applyService(newConvertedService(svc, t.proxyName))
+}
+
+// applyService applies a converted Service add or update.
+func (t *tracker) applyService(svc *convertedService) change {
 	key := serviceKey(svc.Namespace, svc.Name)
-	ps, err := kubeapi.Service(svc, t.proxyName)
+	ps, err := svc.conv, svc.err
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	switch {
@@ -144,23 +149,27 @@ func (t *tracker) markLocked(key policy.ServiceKey, pending map[policy.ServiceKe
 	}
 }
 
-// upsertSlice converts and applies an EndpointSlice add or update, and
-// records its trigger time.
+// upsertSlice converts and applies an EndpointSlice add or update.
 func (t *tracker) upsertSlice(s *discoveryv1.EndpointSlice) change {
-	conv, err := kubeapi.EndpointSlice(s)
+	return t.applySlice(newConvertedSlice(s))
+}
+
+// applySlice applies a converted EndpointSlice add or update, and records
+// its trigger time.
+func (t *tracker) applySlice(s *convertedSlice) change {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if err != nil {
-		t.logger.Error(err, "Ignoring invalid object; its previous version stays", "endpointSlice", klog.KObj(s))
+	if s.err != nil {
+		t.logger.Error(s.err, "Ignoring invalid object; its previous version stays", "endpointSlice", klog.KObj(s))
 		return t.resultLocked(change{})
 	}
 	var affected []policy.ServiceKey
-	if conv == nil { // no longer one the engine uses
+	if s.conv == nil { // no longer one the engine uses
 		affected = t.engine.DeleteEndpointSlice(s.Namespace, s.Name)
 	} else {
-		affected = t.engine.UpsertEndpointSlice(conv)
+		affected = t.engine.UpsertEndpointSlice(s.conv)
 		if tt, ok := t.triggerTime(s); ok {
-			t.triggers[conv.Service] = append(t.triggers[conv.Service], tt)
+			t.triggers[s.conv.Service] = append(t.triggers[s.conv.Service], tt)
 		}
 	}
 	t.logger.V(4).Info("EndpointSlice updated", "endpointSlice", klog.KObj(s), "services", affected)
@@ -188,18 +197,14 @@ func (t *tracker) markSlicesLocked(affected []policy.ServiceKey) change {
 	return t.resultLocked(change{dirty: len(affected) > 0, epChange: len(affected) > 0})
 }
 
-// triggerTime reads endpoints.kubernetes.io/last-change-trigger-time.
-func (t *tracker) triggerTime(s *discoveryv1.EndpointSlice) (time.Time, bool) {
-	v, ok := s.Annotations[corev1.EndpointsLastChangeTriggerTime]
-	if !ok {
+// triggerTime returns the slice's endpoints.kubernetes.io/last-change-trigger-time
+// if it is later than since.
+func (t *tracker) triggerTime(s *convertedSlice) (time.Time, bool) {
+	if s.badTrigger != "" {
+		t.logger.V(2).Info("Ignoring unparsable trigger time", "endpointSlice", klog.KObj(s), "value", s.badTrigger, "err", s.triggerErr)
 		return time.Time{}, false
 	}
-	tt, err := time.Parse(time.RFC3339Nano, v)
-	if err != nil {
-		t.logger.V(2).Info("Ignoring unparsable trigger time", "endpointSlice", klog.KObj(s), "value", v, "err", err)
-		return time.Time{}, false
-	}
-	return tt, tt.After(t.since)
+	return s.trigger, s.hasTrigger && s.trigger.After(t.since)
 }
 
 // upsertSelf applies this node's Node. Addresses, labels (the zone) and

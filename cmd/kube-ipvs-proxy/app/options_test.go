@@ -171,7 +171,6 @@ func TestIgnoredFlags(t *testing.T) {
 		{[]string{"--conntrack-udp-timeout", "30s"}, "ignoring --conntrack-udp-timeout: " + noConntrack},
 		{[]string{"--conntrack-udp-timeout-stream", "2m"}, "ignoring --conntrack-udp-timeout-stream: " + noConntrack},
 		{[]string{"--oom-score-adj", "-999"}, "ignoring --oom-score-adj: kube-ipvs-proxy does not change its OOM score"},
-		{[]string{"--profiling"}, "ignoring --profiling: no profiling endpoint is served"},
 		{[]string{"--show-hidden-metrics-for-version", "1.35"}, "ignoring --show-hidden-metrics-for-version: no metrics are hidden"},
 		{[]string{"--logging-format", "json"}, "ignoring --logging-format: only text logging is implemented"},
 		{[]string{"--logging-format", "text"}, ""},

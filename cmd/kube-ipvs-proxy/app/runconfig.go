@@ -40,6 +40,9 @@ type RunConfig struct {
 	// them fatal.
 	HealthzBindAddress, MetricsBindAddress string
 	BindAddressHardFail                    bool
+	// EnableProfiling serves /debug/pprof/ on the metrics server
+	// (--profiling, enableProfiling).
+	EnableProfiling bool
 	// Client configures the API client.
 	Client ClientConfig
 	// FeatureGates are the gates given; gateWarnings has named those we
@@ -85,6 +88,7 @@ func (o *Options) RunConfig() RunConfig {
 		HealthzBindAddress:  c.HealthzBindAddress,
 		MetricsBindAddress:  c.MetricsBindAddress,
 		BindAddressHardFail: c.BindAddressHardFail,
+		EnableProfiling:     c.EnableProfiling,
 		Client: ClientConfig{
 			Kubeconfig:         c.ClientConnection.Kubeconfig,
 			Master:             o.Master,

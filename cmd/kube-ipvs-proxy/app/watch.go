@@ -34,7 +34,8 @@ type DataPlaneOpener func() (proxier.DataPlaneWriter, func(), error)
 // programming the data plane open returns: the kernel in the real mode,
 // nothing with --dry-run, where each synced plan is printed to stdout
 // instead. It also serves /healthz and /livez, /metrics, and the
-// healthCheckNodePorts.
+// healthCheckNodePorts, and with --profiling /debug/pprof/ on the metrics
+// server.
 func Watch(ctx context.Context, o *Options, open DataPlaneOpener, stdout io.Writer) error {
 	rc := o.RunConfig()
 	restCfg, err := restConfig(rc.Client)
@@ -85,7 +86,9 @@ func Watch(ctx context.Context, o *Options, open DataPlaneOpener, stdout io.Writ
 		})
 	}
 	serve("healthz", rc.HealthzBindAddress, proxyHealth.Serve)
-	serve("metrics", rc.MetricsBindAddress, func(ctx context.Context, addr string) error { return metrics.Serve(ctx, addr, reg) })
+	serve("metrics", rc.MetricsBindAddress, func(ctx context.Context, addr string) error {
+		return serveMetrics(ctx, addr, reg, rc.EnableProfiling)
+	})
 
 	var onPlan func(policy.Plan)
 	var hostAddrs proxier.HostAddresses

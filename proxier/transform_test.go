@@ -1,0 +1,100 @@
+package proxier
+
+import (
+	"net/netip"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
+)
+
+const lastApplied = corev1.LastAppliedConfigAnnotation
+
+func TestTrimObject(t *testing.T) {
+	mf := []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}
+	svc := service("web", "10.96.0.10", annotated(lastApplied, "{}"), annotated(policy.AnnotationScheduler, "wrr"))
+	svc.ManagedFields = mf
+	sl := slice("web-1", "web", ep{"10.1.0.1", testNode})
+	sl.Endpoints[0].TargetRef = &corev1.ObjectReference{Kind: "Pod", Name: "web-0"}
+	n := node(testNode, "192.0.2.1", map[string]string{"rack": "r1"})
+	n.Annotations = map[string]string{"a": "b"}
+	meta := nodeMeta("node-b", map[string]string{"rack": "r2"})
+	meta.Annotations = map[string]string{"a": "b"}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Annotations: map[string]string{"a": "b"}, ManagedFields: mf}}
+	tests := []struct {
+		name  string
+		in    any
+		check func(out any) any // what should hold, rendered for a diff
+		want  any
+	}{
+		{"a Service keeps our annotations only", svc,
+			func(o any) any { return o.(*corev1.Service).Annotations }, map[string]string{policy.AnnotationScheduler: "wrr"}},
+		{"a Service loses its managed fields", svc,
+			func(o any) any { return len(o.(*corev1.Service).ManagedFields) }, 0},
+		{"an EndpointSlice is held converted", sl,
+			func(o any) any {
+				c := o.(*convertedSlice)
+				return []any{c.Name, c.ResourceVersion, len(c.conv.Endpoints), c.err}
+			},
+			[]any{"web-1", "", 1, error(nil)}},
+		{"this Node keeps its labels and loses its annotations", n,
+			func(o any) any { return []any{o.(*corev1.Node).Labels, o.(*corev1.Node).Annotations} },
+			[]any{map[string]string{"rack": "r1"}, map[string]string(nil)}},
+		{"another Node's metadata keeps its labels and loses its annotations", meta,
+			func(o any) any { m := o.(*metav1.PartialObjectMetadata); return []any{m.Labels, m.Annotations} },
+			[]any{map[string]string{"rack": "r2"}, map[string]string(nil)}},
+		{"another kind only loses its managed fields", pod,
+			func(o any) any { p := o.(*corev1.Pod); return []any{p.Annotations, len(p.ManagedFields)} },
+			[]any{map[string]string{"a": "b"}, 0}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := trimObject(tc.in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, tc.check(out)); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+			again, err := trimObject(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(out, again, cmp.AllowUnexported(convertedSlice{}), cmpopts.EquateComparable(netip.Addr{})); diff != "" {
+				t.Errorf("not idempotent (-once +twice):\n%s", diff)
+			}
+		})
+	}
+	if svc.Annotations[lastApplied] != "{}" || sl.Endpoints[0].TargetRef == nil || n.Annotations == nil {
+		t.Errorf("trimObject modified its input")
+	}
+}
+
+// TestInformerCachesHoldTrimmedObjects: the Services informer's cache
+// (read for Events) holds the trimmed Service, and the plan is what the
+// untrimmed one gives.
+func TestInformerCachesHoldTrimmedObjects(t *testing.T) {
+	svc := service("web", "10.96.0.10", annotated(lastApplied, "{}"), annotated(policy.AnnotationScheduler, "wrr"))
+	svc.Labels = map[string]string{"app": "web"}
+	tp := newTestProxier(t, nil, svc, slice("web-1", "web", ep{"10.1.0.1", testNode}))
+	tp.start(t)
+	obj, ok, err := tp.services.GetByKey("default/web")
+	if err != nil || !ok {
+		t.Fatalf("default/web not cached: %v", err)
+	}
+	got := obj.(*convertedService)
+	if diff := cmp.Diff(map[string]string{policy.AnnotationScheduler: "wrr"}, got.conv.Annotations); diff != "" || got.Labels != nil {
+		t.Errorf("cached Service: labels %v, annotations (-want +got):\n%s", got.Labels, diff)
+	}
+	calls := tp.dp.snapshot()
+	if len(calls) == 0 || len(calls[0].plan.VirtualServers) != 1 {
+		t.Fatalf("first sync %+v, want one virtual server", calls)
+	}
+	if vs := calls[0].plan.VirtualServers[0]; vs.Scheduler != "wrr" || len(vs.Destinations) != 1 {
+		t.Errorf("virtual server %+v, want scheduler wrr and one destination", vs)
+	}
+}
