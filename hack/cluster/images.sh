@@ -5,7 +5,8 @@
 #
 #   registry.k8s.io/pause:3.10.2                       ours (hack/k8s/cmd/pause)
 #   registry.k8s.io/e2e-test-images/agnhost:2.63.0     upstream's agnhost on a Debian base
-#     (also :2.55)                                     with curl, nc, dig, iproute2, iperf, bash
+#     (also :2.55)                                     with curl, wget, nc, dig, iproute2, iperf, bash,
+#                                                      and CoreDNS at /coredns as upstream's
 #   registry.k8s.io/e2e-test-images/glibc-dns-testing:2.0.0   the same Debian base
 #   registry.k8s.io/e2e-test-images/busybox:1.37.0-1   Debian's busybox-static
 #   registry.k8s.io/coredns/coredns:v1.15.0            CoreDNS (hack/k8s/coredns)
@@ -27,7 +28,7 @@ shopt -s inherit_errexit
 
 OUT=$CACHE/images
 PROXY_TAG=${KIP_PROXY_IMAGE:-localhost/kube-ipvs-proxy:lab}
-BASE_PACKAGES=(bash curl netcat-openbsd dnsutils iproute2 iperf util-linux iputils-ping
+BASE_PACKAGES=(bash curl wget netcat-openbsd dnsutils iproute2 iperf util-linux iputils-ping
 	procps ca-certificates)
 K8S_MOD=$(cd "$REPO/hack/k8s" && go list -m -f '{{.Dir}}' k8s.io/kubernetes 2>/dev/null) ||
 	die "k8s.io/kubernetes is not in the module cache (run hack/k8s/build.sh first)"
@@ -124,9 +125,12 @@ all_images() {
 	base=$(debian_base)
 	image pause "$K8S_BIN/pause" -tag registry.k8s.io/pause:3.10.2 \
 		-file "$K8S_BIN/pause:/pause:0755" -entrypoint /pause -user 65535:65535
-	image agnhost "$K8S_BIN/agnhost $base" \
+	# Upstream's agnhost image carries CoreDNS at /coredns too: the DNS
+	# configMap specs run it as their upstream nameserver.
+	image agnhost "$K8S_BIN/agnhost $K8S_BIN/coredns $base" \
 		-tag registry.k8s.io/e2e-test-images/agnhost:2.63.0 -tag registry.k8s.io/e2e-test-images/agnhost:2.55 \
 		-rootfs "$base" -file "$K8S_BIN/agnhost:/agnhost:0755" -link /agnhost-2:agnhost -dir /uploads \
+		-file "$K8S_BIN/coredns:/coredns:0755" \
 		-file "$K8S_MOD/test/images/agnhost/porter/localhost.crt:/localhost.crt:0644" \
 		-file "$K8S_MOD/test/images/agnhost/porter/localhost.key:/localhost.key:0644" \
 		-entrypoint /agnhost -cmd pause

@@ -52,7 +52,7 @@ ensure_host_packages() {
 	for p in qemu-system-x86 mmdebstrap e2fsprogs openssl iproute2 util-linux; do
 		[[ $(dpkg-query -W -f='${Status}' "$p" 2>/dev/null) == "install ok installed" ]] || missing+=("$p")
 	done
-	if [[ ${#missing[@]} -gt 0 ]] || ! compgen -G '/var/lib/apt/lists/*_Packages' >/dev/null; then
+	if [[ ${#missing[@]} -gt 0 ]] || ! compgen -G '/var/lib/apt/lists/*_Packages*' >/dev/null; then
 		log "apt-get update"
 		apt-get update -qq >&2
 	fi
