@@ -125,6 +125,9 @@ type Proxier struct {
 	// changed says a change was queued since the last sync began: a
 	// repair syncs it between two slices.
 	changed atomic.Bool
+	// stopping is Run's ctx.Done(): a repair stops at its next slice
+	// when it is closed (nil before Run: never).
+	stopping <-chan struct{}
 	// failing maps each failing service to the error last reported
 	// (sync goroutine only).
 	failing  map[policy.ServiceKey]string
@@ -226,6 +229,7 @@ func (p *Proxier) Run(ctx context.Context) error {
 		return errors.New("proxier: Run called twice")
 	}
 	p.log = klog.FromContext(ctx)
+	p.stopping = ctx.Done()
 	p.t.mu.Lock()
 	p.t.logger = p.log
 	p.t.mu.Unlock()

@@ -44,6 +44,13 @@ func (p *Proxier) repair() error {
 		if done || err != nil {
 			break
 		}
+		if p.isStopping() {
+			// The process is exiting: the rest of the repair would
+			// only hold up the exit (a repair at 5,000 services takes
+			// tens of seconds), and nothing is lost by leaving it.
+			p.log.V(2).Info("Repair left unfinished: stopping", "slices", rs.Slices)
+			break
+		}
 		var synced bool
 		if synced, err = p.syncBetweenSlices(); synced {
 			rs.Between++
@@ -87,6 +94,16 @@ func (p *Proxier) syncBetweenSlices() (bool, error) {
 		return true, fmt.Errorf("incremental sync between slices: %w", err)
 	}
 	return true, nil
+}
+
+// isStopping reports whether Run's context is done.
+func (p *Proxier) isStopping() bool {
+	select {
+	case <-p.stopping:
+		return true
+	default:
+		return false
+	}
 }
 
 func (p *Proxier) setRepairing(on bool) {

@@ -55,6 +55,17 @@ var repairRules = []struct {
 	{name: "a Resync due is made instead of a repair",
 		step: func(tp *testProxier, dp *repairingDataPlane) { dp.set(nil, true) },
 		want: []string{"Resync[3]"}},
+	{name: "a repair stops at its next slice when the proxy is stopping",
+		step: func(tp *testProxier, dp *repairingDataPlane) {
+			stop := make(chan struct{})
+			tp.stopping = stop
+			dp.onStep = func(step int) {
+				if step == 1 {
+					close(stop)
+				}
+			}
+		},
+		want: []string{"StartRepair", "RepairStep"}},
 	{name: "a repair the data plane refuses to start makes the next sync a Resync",
 		step:   func(tp *testProxier, dp *repairingDataPlane) { dp.startErr = errBoom },
 		next:   true,
