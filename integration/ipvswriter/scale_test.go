@@ -118,14 +118,9 @@ func TestResyncNoChangeCost(t *testing.T) {
 		t.Errorf("Resync or Repair with nothing changed made kernel changes: ops %v, before %v", got, ops)
 	}
 	// The loop's periodic repair: in slices of 100 ms (best of 3 by total).
-	var slices int
-	var longest, total time.Duration
-	for i := range 3 {
-		s, l, tt := repairInSlices(t, w, 100*time.Millisecond)
-		if i == 0 || tt < total {
-			slices, longest, total = s, l, tt
-		}
-	}
+	slices, longest, total := labnet.BestSliced(3, func() (int, time.Duration, time.Duration) {
+		return repairInSlices(t, w, 100*time.Millisecond)
+	})
 	t.Logf("RESULT ipvs n=%d dump=%v resync=%v repair=%v resync/dump=%.2f repair/dump=%.2f; in slices of 100ms: %d slices, longest %v, total %v",
 		n, dump.Round(time.Millisecond), resyncBest.Round(time.Millisecond), repairBest.Round(time.Millisecond),
 		float64(resyncBest)/float64(dump), float64(repairBest)/float64(dump), slices, longest.Round(time.Millisecond), total.Round(time.Millisecond))

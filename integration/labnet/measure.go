@@ -71,3 +71,18 @@ func Best(k int, fn func()) time.Duration {
 	}
 	return least
 }
+
+// BestSliced runs a sliced operation k times (run returns its slice
+// count, its longest slice and its total time) and returns the run with
+// the shortest total.
+func BestSliced(k int, run func() (slices int, longest, total time.Duration)) (int, time.Duration, time.Duration) {
+	var bs int
+	var bl, bt time.Duration
+	for i := range k {
+		s, l, t := run()
+		if i == 0 || t < bt {
+			bs, bl, bt = s, l, t
+		}
+	}
+	return bs, bl, bt
+}

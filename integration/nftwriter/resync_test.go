@@ -239,14 +239,9 @@ func TestResyncNoChangeCost(t *testing.T) {
 		}
 	}
 	// The loop's periodic repair: in slices of 100 ms (best of 3 by total).
-	var slices int
-	var longest, total time.Duration
-	for i := range 3 {
-		s, l, tt := repairInSlices(t, w, 100*time.Millisecond)
-		if i == 0 || tt < total {
-			slices, longest, total = s, l, tt
-		}
-	}
+	slices, longest, total := labnet.BestSliced(3, func() (int, time.Duration, time.Duration) {
+		return repairInSlices(t, w, 100*time.Millisecond)
+	})
 	t.Logf("RESULT nft n=%d elements=%d dump=%v rebuild(old)=%v resync=%v repair=%v resync/dump=%.2f repair/dump=%.2f; in slices of 100ms: %d slices, longest %v, total %v",
 		n, elems, dump.Round(time.Millisecond), rebuildBest.Round(time.Millisecond), resyncBest.Round(time.Millisecond),
 		repairBest.Round(time.Millisecond), float64(resyncBest)/float64(dump), float64(repairBest)/float64(dump),
