@@ -97,20 +97,8 @@ func TestResyncNoChangeCost(t *testing.T) {
 	labnet.Profiled(t, "ipvs-repair", repair)
 	// Interleaved, best of 3 each, so that the host's load weighs on all
 	// three alike.
-	var dump, resyncBest, repairBest time.Duration
-	for i := range 3 {
-		d := labnet.Best(1, func() { svcs, dests, addrs = dumpKernel(t, h) })
-		r, p := labnet.Best(1, resync), labnet.Best(1, repair)
-		if i == 0 || d < dump {
-			dump = d
-		}
-		if i == 0 || r < resyncBest {
-			resyncBest = r
-		}
-		if i == 0 || p < repairBest {
-			repairBest = p
-		}
-	}
+	best := labnet.Interleaved(3, func() { svcs, dests, addrs = dumpKernel(t, h) }, resync, repair)
+	dump, resyncBest, repairBest := best[0], best[1], best[2]
 	if svcs != n || dests != 10*n || addrs != n {
 		t.Fatalf("kernel holds %d virtual servers, %d destinations, %d addresses; want %d, %d, %d", svcs, dests, addrs, n, 10*n, n)
 	}

@@ -58,20 +58,6 @@ func Profiled(t testing.TB, name string, fn func()) time.Duration {
 	return d
 }
 
-// Best runs fn k times and returns the shortest time, to take the
-// noise of a TCG VM on a shared host out of ratios.
-func Best(k int, fn func()) time.Duration {
-	var least time.Duration
-	for i := range k {
-		start := time.Now()
-		fn()
-		if d := time.Since(start); i == 0 || d < least {
-			least = d
-		}
-	}
-	return least
-}
-
 // BestSliced runs a sliced operation k times (run returns its slice
 // count, its longest slice and its total time) and returns the run with
 // the shortest total.
@@ -85,4 +71,21 @@ func BestSliced(k int, run func() (slices int, longest, total time.Duration)) (i
 		}
 	}
 	return bs, bl, bt
+}
+
+// Interleaved runs each fn once per round, in order, for rounds rounds,
+// and returns each fn's shortest time, so that the host's load weighs on
+// all of them alike.
+func Interleaved(rounds int, fns ...func()) []time.Duration {
+	best := make([]time.Duration, len(fns))
+	for i := range rounds {
+		for j, fn := range fns {
+			start := time.Now()
+			fn()
+			if d := time.Since(start); i == 0 || d < best[j] {
+				best[j] = d
+			}
+		}
+	}
+	return best
 }

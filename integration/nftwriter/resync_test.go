@@ -221,23 +221,8 @@ func TestResyncNoChangeCost(t *testing.T) {
 	// Interleaved, best of 3 each, so that the host's load weighs on all
 	// alike. The Rebuild comes last in each round: the Resync after it
 	// must find the rebuilt table unchanged.
-	var dump, rebuildBest, resyncBest, repairBest time.Duration
-	for i := range 3 {
-		d := labnet.Best(1, func() { elems = dumpTable(t, c) })
-		r, p, b := labnet.Best(1, resync), labnet.Best(1, repair), labnet.Best(1, rebuild)
-		if i == 0 || d < dump {
-			dump = d
-		}
-		if i == 0 || r < resyncBest {
-			resyncBest = r
-		}
-		if i == 0 || p < repairBest {
-			repairBest = p
-		}
-		if i == 0 || b < rebuildBest {
-			rebuildBest = b
-		}
-	}
+	best := labnet.Interleaved(3, func() { elems = dumpTable(t, c) }, resync, repair, rebuild)
+	dump, resyncBest, repairBest, rebuildBest := best[0], best[1], best[2], best[3]
 	// The loop's periodic repair: in slices of 100 ms (best of 3 by total).
 	slices, longest, total := labnet.BestSliced(3, func() (int, time.Duration, time.Duration) {
 		return repairInSlices(t, w, 100*time.Millisecond)
