@@ -1,7 +1,6 @@
 package health
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -40,13 +39,14 @@ type ServiceHealth struct {
 	listen    ListenFunc
 	services  map[policy.ServiceKey]*checkServer
 	endpoints map[policy.ServiceKey]int // the last SyncEndpoints
+	log       klog.Logger
 }
 
 // NewServiceHealth returns a ServiceHealth that listens on addrs (the node
 // port addresses), or on all addresses when addrs is empty, and reports
 // proxy's health (nil counts as healthy). It opens nothing until
-// SyncServices.
-func NewServiceHealth(addrs []netip.Addr, proxy *ProxyHealth) *ServiceHealth {
+// SyncServices. A server that stops on its own is logged to logger.
+func NewServiceHealth(logger klog.Logger, addrs []netip.Addr, proxy *ProxyHealth) *ServiceHealth {
 	hosts := []string{""}
 	if len(addrs) > 0 {
 		hosts = hosts[:0]
@@ -55,6 +55,7 @@ func NewServiceHealth(addrs []netip.Addr, proxy *ProxyHealth) *ServiceHealth {
 		}
 	}
 	return &ServiceHealth{
+		log:       logger,
 		hosts:     hosts,
 		proxy:     proxy,
 		listen:    (&net.ListenConfig{}).Listen,
@@ -83,7 +84,7 @@ func (s *ServiceHealth) SyncServices(ports map[policy.ServiceKey]uint16) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var errs []error
-	for _, key := range slices.SortedFunc(maps.Keys(s.services), compareKeys) {
+	for _, key := range slices.SortedFunc(maps.Keys(s.services), policy.ServiceKey.Compare) {
 		cs := s.services[key]
 		if port := ports[key]; port != cs.port {
 			delete(s.services, key)
@@ -92,7 +93,7 @@ func (s *ServiceHealth) SyncServices(ports map[policy.ServiceKey]uint16) error {
 			}
 		}
 	}
-	for _, key := range slices.SortedFunc(maps.Keys(ports), compareKeys) {
+	for _, key := range slices.SortedFunc(maps.Keys(ports), policy.ServiceKey.Compare) {
 		port := ports[key]
 		if port == 0 || s.services[key] != nil {
 			continue
@@ -138,17 +139,13 @@ func (s *ServiceHealth) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var errs []error
-	for _, key := range slices.SortedFunc(maps.Keys(s.services), compareKeys) {
+	for _, key := range slices.SortedFunc(maps.Keys(s.services), policy.ServiceKey.Compare) {
 		if err := s.services[key].close(); err != nil {
 			errs = append(errs, fmt.Errorf("close health check for service %s: %w", key, err))
 		}
 	}
 	clear(s.services)
 	return errors.Join(errs...)
-}
-
-func compareKeys(a, b policy.ServiceKey) int {
-	return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 }
 
 // open listens on every host at port and serves key's health check; on any
@@ -169,7 +166,7 @@ func (s *ServiceHealth) open(key policy.ServiceKey, port uint16) (*checkServer, 
 			// Serve returns ErrServerClosed after close; anything else
 			// means the listener broke and nobody else can hear about it.
 			if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				klog.Background().Error(err, "Health check server stopped", "service", key.String(), "address", l.Addr().String())
+				s.log.Error(err, "Health check server stopped", "service", key.String(), "address", l.Addr().String())
 			}
 		}()
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"k8s.io/klog/v2"
 	"maps"
 	"net"
 	"net/http"
@@ -137,7 +138,7 @@ func TestServiceHealthAnswers(t *testing.T) {
 				s(ph, c)
 			}
 			f := newLoopback()
-			sh := NewServiceHealth(nil, ph)
+			sh := NewServiceHealth(klog.Background(), nil, ph)
 			sh.SetListenFunc(f.listen)
 			defer sh.Close()
 			if err := sh.SyncServices(map[policy.ServiceKey]uint16{web: 30000, dns: 30001}); err != nil {
@@ -155,7 +156,7 @@ func TestServiceHealthAnswers(t *testing.T) {
 
 func TestServiceHealthFollowsChanges(t *testing.T) {
 	f := newLoopback()
-	sh := NewServiceHealth(nil, nil)
+	sh := NewServiceHealth(klog.Background(), nil, nil)
 	sh.SetListenFunc(f.listen)
 	defer sh.Close()
 
@@ -262,7 +263,7 @@ func TestServiceHealthBindFailure(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newLoopback(tc.refuse...)
-			sh := NewServiceHealth(tc.addrs, nil)
+			sh := NewServiceHealth(klog.Background(), tc.addrs, nil)
 			sh.SetListenFunc(f.listen)
 			defer sh.Close()
 			err := sh.SyncServices(tc.ports)
@@ -322,7 +323,7 @@ func TestServiceHealthRealListener(t *testing.T) {
 	var free uint16
 	fmt.Sscan(freePort, &free)
 
-	sh := NewServiceHealth([]netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil)
+	sh := NewServiceHealth(klog.Background(), []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil)
 	defer sh.Close()
 	err = sh.SyncServices(map[policy.ServiceKey]uint16{web: busyPort, dns: free})
 	if err == nil || !strings.Contains(err.Error(), "default/web") || !errors.Is(err, syscall.EADDRINUSE) {

@@ -14,10 +14,7 @@ import (
 func (f *Fake) GetSets(t *nftables.Table) ([]*nftables.Set, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.takeReadFailure(); err != nil {
-		return nil, err
-	}
-	ft, err := lookupTable(f.tables, t)
+	ft, err := f.readTable(t)
 	if err != nil {
 		return nil, err
 	}
@@ -63,10 +60,7 @@ func (f *Fake) ListChainsOfTableFamily(family nftables.TableFamily) ([]*nftables
 func (f *Fake) GetRules(t *nftables.Table, c *nftables.Chain) ([]*nftables.Rule, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.takeReadFailure(); err != nil {
-		return nil, err
-	}
-	ft, err := lookupTable(f.tables, t)
+	ft, err := f.readTable(t)
 	if err != nil {
 		return nil, err
 	}
@@ -86,4 +80,14 @@ func (f *Fake) takeReadFailure() error {
 	err := f.failRead
 	f.failRead = nil
 	return err
+}
+
+// readTable is a read's lookup of a committed table: the injected read
+// failure first, as the kernel's socket would fail, then ENOENT if the
+// table does not exist. The caller holds f.mu.
+func (f *Fake) readTable(t *nftables.Table) (*fakeTable, error) {
+	if err := f.takeReadFailure(); err != nil {
+		return nil, err
+	}
+	return lookupTable(f.tables, t)
 }

@@ -31,7 +31,7 @@ func key(name string) policy.ServiceKey {
 
 // vs is a TCP ClusterIP virtual server with the given destinations.
 func vs(service, address string, port uint16, dests ...policy.Destination) policy.VirtualServer {
-	v := policy.VirtualServer{Service: service, Kind: policy.KindClusterIP, Address: addr(address), Port: port,
+	v := policy.VirtualServer{Service: key(service), Kind: policy.KindClusterIP, Address: addr(address), Port: port,
 		Protocol: policy.ProtocolTCP, Masquerade: policy.MasqueradeOffCluster, Destinations: dests}
 	if len(dests) == 0 {
 		v.WhenEmpty = policy.EmptyReject
@@ -80,7 +80,7 @@ func fullPlan() policy.Plan {
 func servicePlan(plan policy.Plan, name string) policy.ServicePlan {
 	sp := policy.ServicePlan{Service: key(name)}
 	for _, v := range plan.VirtualServers {
-		if v.Service == name {
+		if v.Service == sp.Service {
 			sp.VirtualServers = append(sp.VirtualServers, v)
 		}
 	}

@@ -13,7 +13,7 @@ import (
 // it. An element shared by several services (a virtual server address, an
 // endpoint) stays until its last holder lets go.
 type mirror struct {
-	services map[string][]contribution // by namespace/name
+	services map[policy.ServiceKey][]contribution
 	refs     map[elemID]*holders
 	perSet   []int // installed elements by setID
 }
@@ -23,29 +23,21 @@ type mirror struct {
 type holders struct{ list []holder }
 
 type holder struct {
-	service string
+	service policy.ServiceKey
 	v       value
 }
 
 func newMirror() *mirror {
-	return &mirror{services: map[string][]contribution{}, refs: map[elemID]*holders{}, perSet: make([]int, numSets())}
+	return &mirror{services: map[policy.ServiceKey][]contribution{}, refs: map[elemID]*holders{}, perSet: make([]int, numSets())}
 }
 
-// mirrorOf builds the mirror of a whole plan; services are taken in name
-// order so that the installed value of a contested map key is stable.
+// mirrorOf builds the mirror of a whole plan; services are taken in
+// service order so that the installed value of a contested map key is
+// stable.
 func mirrorOf(plan policy.Plan) *mirror {
 	m := newMirror()
-	byService := map[string][]policy.VirtualServer{}
-	for _, vs := range plan.VirtualServers {
-		byService[vs.Service] = append(byService[vs.Service], vs)
-	}
-	names := make([]string, 0, len(byService))
-	for name := range byService {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	for _, name := range names {
-		m.set(name, contributions(byService[name]), nil)
+	for _, sp := range plan.ByService() {
+		m.set(sp.Service, contributions(sp.VirtualServers), nil)
 	}
 	return m
 }
@@ -59,7 +51,7 @@ type elementState struct {
 // set replaces a service's contributions. When before is not nil it
 // records, for every element whose holders change, its installed state as
 // it was before the first such change.
-func (m *mirror) set(service string, next []contribution, before map[elemID]elementState) {
+func (m *mirror) set(service policy.ServiceKey, next []contribution, before map[elemID]elementState) {
 	old := m.services[service]
 	if len(old) == 0 { // a new service (all of them in mirrorOf): no diff to make
 		for _, c := range next {
@@ -112,7 +104,7 @@ func (m *mirror) installed(id elemID) elementState {
 	return elementState{present: true, v: h.list[0].v}
 }
 
-func (m *mirror) acquire(id elemID, service string, v value, before map[elemID]elementState) {
+func (m *mirror) acquire(id elemID, service policy.ServiceKey, v value, before map[elemID]elementState) {
 	m.remember(id, before)
 	h := m.refs[id]
 	if h == nil {
@@ -123,7 +115,7 @@ func (m *mirror) acquire(id elemID, service string, v value, before map[elemID]e
 	h.list = append(h.list, holder{service: service, v: v})
 }
 
-func (m *mirror) release(id elemID, service string, before map[elemID]elementState) {
+func (m *mirror) release(id elemID, service policy.ServiceKey, before map[elemID]elementState) {
 	m.remember(id, before)
 	h := m.refs[id]
 	if h == nil {

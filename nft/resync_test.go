@@ -206,7 +206,7 @@ func TestRepairInSlices(t *testing.T) {
 		t.Errorf("Repair in slices: %+v, want 1 add and 1 delete in place", st)
 	}
 	next := fullPlan()
-	next.VirtualServers = slices.DeleteFunc(next.VirtualServers, func(v policy.VirtualServer) bool { return v.Service == "default/web" })
+	next.VirtualServers = slices.DeleteFunc(next.VirtualServers, func(v policy.VirtualServer) bool { return v.Service == key("default/web") })
 	_, fresh := resynced(t, next)
 	if f.Dump() != fresh.Dump() {
 		t.Errorf("table after the Repair in slices and the Apply differs from the plan's")

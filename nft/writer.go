@@ -243,7 +243,7 @@ func (w *Writer) Apply(changes []policy.ServicePlan) error {
 	}
 	before := map[elemID]elementState{}
 	for _, sp := range changes {
-		w.mirror.set(sp.Service.String(), contributions(sp.VirtualServers), before)
+		w.mirror.set(sp.Service, contributions(sp.VirtualServers), before)
 	}
 	d := w.mirror.diffOf(before)
 	if len(d.add) == 0 && len(d.del) == 0 {

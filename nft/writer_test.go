@@ -111,7 +111,7 @@ func TestApplyEqualsResync(t *testing.T) {
 	}
 	var next policy.Plan
 	for _, v := range plan.VirtualServers {
-		if v.Service != "shop/a" && v.Service != "kube-system/dns" && !(v.Service == "default/web" && v.Address.Is6()) {
+		if v.Service != key("shop/a") && v.Service != (policy.ServiceKey{Namespace: "kube-system", Name: "dns"}) && !(v.Service == (policy.ServiceKey{Namespace: "default", Name: "web"}) && v.Address.Is6()) {
 			next.VirtualServers = append(next.VirtualServers, v)
 		}
 	}

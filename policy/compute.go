@@ -24,7 +24,7 @@ func (e *Engine) virtualServers(entry *serviceEntry) ([]VirtualServer, int) {
 					localReady = append(localReady, cands[i].Address)
 				}
 			}
-			b := vsBuilder{svc: svc, name: entry.name, st: st, port: sp, v4: v4, clusterIP: cip, anyUsable: anyUsable(cands),
+			b := vsBuilder{svc: svc, st: st, port: sp, v4: v4, clusterIP: cip, anyUsable: anyUsable(cands),
 				clusterMasquerade: e.clusterMasquerade(v4)}
 
 			var internal selection
@@ -117,7 +117,6 @@ func (e *Engine) selfLabel(key string) string {
 // vsBuilder stamps out the virtual servers of one service port.
 type vsBuilder struct {
 	svc                            *Service
-	name                           string // svc.Key.String(), shared by its virtual servers
 	st                             settings
 	port                           ServicePort
 	v4                             bool       // the family being built
@@ -158,7 +157,7 @@ func (b *vsBuilder) add(out []VirtualServer, fe frontend, sel selection) []Virtu
 	}
 	for _, a := range fe.addrs {
 		out = append(out, VirtualServer{
-			Service: b.name, PortName: b.port.Name, Kind: k,
+			Service: b.svc.Key, PortName: b.port.Name, Kind: k,
 			Address: a, Port: port, Protocol: b.port.Protocol,
 			Scheduler: sched, SchedulerFlags: b.st.flags,
 			PersistenceTimeoutSeconds: b.svc.PersistenceTimeoutSeconds,

@@ -64,7 +64,6 @@ type Engine struct {
 
 type serviceEntry struct {
 	svc      *Service
-	name     string // svc.Key.String(), once: every virtual server names it
 	settings settings
 }
 
@@ -130,10 +129,9 @@ func New(cfg Config) (*Engine, error) {
 // UpsertService adds or replaces a service. It returns the warnings about
 // its annotations; they do not stop the service from being served.
 func (e *Engine) UpsertService(svc *Service) []Warning {
-	name := svc.Key.String()
-	st, ws := parseSettings("Service "+name, svc.Annotations, svc.InternalLocal, e.cfg.Scheduler)
+	st, ws := parseSettings("Service "+svc.Key.String(), svc.Annotations, svc.InternalLocal, e.cfg.Scheduler)
 	st.noTrack = st.noTrack || slices.Contains(e.cfg.NoTrackServices, svc.Key)
-	entry := &serviceEntry{svc: svc, name: name, settings: st}
+	entry := &serviceEntry{svc: svc, settings: st}
 	e.services[svc.Key] = entry
 	e.claim(entry)
 	delete(e.claims.reassigned, svc.Key)
@@ -365,11 +363,11 @@ func (e *Engine) Assemble(plans []ServicePlan) (Plan, []Warning) {
 		total += len(sp.VirtualServers)
 		ws = append(ws, sp.Warnings...)
 		if sp.HealthCheckNodePort != 0 {
-			checks = append(checks, HealthCheck{Service: sp.Service.String(), NodePort: sp.HealthCheckNodePort,
+			checks = append(checks, HealthCheck{Service: sp.Service, NodePort: sp.HealthCheckNodePort,
 				LocalReadyEndpoints: sp.LocalReadyEndpoints})
 		}
 	}
-	slices.SortFunc(checks, func(a, b HealthCheck) int { return cmp.Compare(a.Service, b.Service) })
+	slices.SortFunc(checks, func(a, b HealthCheck) int { return a.Service.Compare(b.Service) })
 	vss := make([]VirtualServer, 0, total)
 	for _, sp := range plans {
 		vss = append(vss, sp.VirtualServers...)
@@ -393,7 +391,7 @@ type destinationKey struct {
 // virtual server to it are tracked one way only, and TCP ones fail (seen
 // in the VM lab); the warning names both services. Cost: nothing without NOTRACK services.
 func sharedNoTrackDestinations(vss []VirtualServer) []Warning {
-	noTrack := map[destinationKey]string{}
+	noTrack := map[destinationKey]ServiceKey{}
 	for _, vs := range vss {
 		if vs.NoTrack {
 			for _, d := range vs.Destinations {
@@ -408,32 +406,28 @@ func sharedNoTrackDestinations(vss []VirtualServer) []Warning {
 		return nil
 	}
 	var ws []Warning
-	seen := map[[2]string]bool{}
+	seen := map[[2]ServiceKey]bool{}
 	for _, vs := range vss {
 		if vs.NoTrack {
 			continue
 		}
 		for _, d := range vs.Destinations {
 			owner, ok := noTrack[destinationKey{d.Address, vs.Protocol, d.Port}]
-			if !ok || seen[[2]string{owner, vs.Service}] {
+			if !ok || seen[[2]ServiceKey{owner, vs.Service}] {
 				continue
 			}
-			seen[[2]string{owner, vs.Service}] = true
+			seen[[2]ServiceKey{owner, vs.Service}] = true
 			dest := netip.AddrPortFrom(d.Address, d.Port).String() + "/" + string(vs.Protocol)
 			field := "metadata.annotations[" + AnnotationNoTrack + "]"
-			ws = append(ws, Warning{Object: "Service " + vs.Service, Field: field,
-				Reason: ReasonNoTrackSharedDestination, Service: parseServiceKey(vs.Service),
+			ws = append(ws, Warning{Object: "Service " + vs.Service.String(), Field: field,
+				Reason: ReasonNoTrackSharedDestination, Service: vs.Service,
 				Message: fmt.Sprintf("destination %s is also a destination of NOTRACK Service %s: pods' connections to it through this service are tracked one way only, which breaks TCP; annotate both services alike",
 					dest, owner)},
-				Warning{Object: "Service " + owner, Field: field,
-					Reason: ReasonNoTrackSharedDestination, Service: parseServiceKey(owner),
+				Warning{Object: "Service " + owner.String(), Field: field,
+					Reason: ReasonNoTrackSharedDestination, Service: owner,
 					Message: fmt.Sprintf("destination %s is also a destination of tracked Service %s: pods' connections to it through that service are tracked one way only, which breaks TCP; annotate both services alike",
 						dest, vs.Service)})
 		}
 	}
 	return ws
-}
-
-func (k VirtualServerKey) String() string {
-	return netip.AddrPortFrom(k.Address, k.Port).String() + "/" + string(k.Protocol)
 }

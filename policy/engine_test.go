@@ -377,7 +377,7 @@ func TestHealthCheckCountsUniqueLocalReadyEndpoints(t *testing.T) {
 			sp.HealthCheckNodePort, sp.LocalReadyEndpoints)
 	}
 	plan, _ := e.Compute()
-	want := []HealthCheck{{Service: "default/lb", NodePort: 32100, LocalReadyEndpoints: 2}}
+	want := []HealthCheck{{Service: ServiceKey{Namespace: "default", Name: "lb"}, NodePort: 32100, LocalReadyEndpoints: 2}}
 	if !cmp.Equal(plan.HealthChecks, want) {
 		t.Errorf("plan health checks %+v, want %+v", plan.HealthChecks, want)
 	}

@@ -1,6 +1,8 @@
 package policy
 
 import (
+	"cmp"
+	"fmt"
 	"net/netip"
 	"strings"
 	"time"
@@ -15,10 +17,24 @@ type ServiceKey struct{ Namespace, Name string }
 
 func (k ServiceKey) String() string { return k.Namespace + "/" + k.Name }
 
-// parseServiceKey reads a key back from its String form.
-func parseServiceKey(s string) ServiceKey {
-	ns, name, _ := strings.Cut(s, "/")
-	return ServiceKey{Namespace: ns, Name: name}
+// Compare orders service keys by namespace, then name: the one order of
+// services everywhere (plans, writers, health checks, events).
+func (k ServiceKey) Compare(o ServiceKey) int {
+	return cmp.Or(cmp.Compare(k.Namespace, o.Namespace), cmp.Compare(k.Name, o.Name))
+}
+
+// MarshalText renders the key as namespace/name, its form in the plan's
+// JSON (--dry-run) and in logs.
+func (k ServiceKey) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
+
+// UnmarshalText reads a key back from namespace/name.
+func (k *ServiceKey) UnmarshalText(b []byte) error {
+	ns, name, ok := strings.Cut(string(b), "/")
+	if !ok || ns == "" || name == "" {
+		return fmt.Errorf("service key %q: want namespace/name", b)
+	}
+	*k = ServiceKey{Namespace: ns, Name: name}
+	return nil
 }
 
 // Service is a proxied Service.

@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"cmp"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -258,9 +257,4 @@ func (e *Engine) nodeAddressWarnings(svc *Service) []Warning {
 	check("spec.externalIPs", svc.ExternalIPs)
 	check("status.loadBalancer.ingress.ip", svc.LoadBalancerIPs)
 	return ws
-}
-
-// Compare orders service keys by namespace, then name.
-func (k ServiceKey) Compare(o ServiceKey) int {
-	return cmp.Or(cmp.Compare(k.Namespace, o.Namespace), cmp.Compare(k.Name, o.Name))
 }

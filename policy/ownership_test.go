@@ -39,7 +39,7 @@ func nodePort(p uint16) svcOpt { return func(s *Service) { s.Ports[0].NodePort =
 func owners(p Plan) map[string]string {
 	out := map[string]string{}
 	for _, vs := range p.VirtualServers {
-		out[vs.Key().String()] = vs.Service
+		out[vs.Key().String()] = vs.Service.String()
 	}
 	return out
 }

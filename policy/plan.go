@@ -112,16 +112,16 @@ type Plan struct {
 
 // HealthCheck is what a service's healthCheckNodePort server reports.
 type HealthCheck struct {
-	Service             string `json:"service"`
-	NodePort            uint16 `json:"nodePort"`
-	LocalReadyEndpoints int    `json:"localReadyEndpoints"`
+	Service             ServiceKey `json:"service"`
+	NodePort            uint16     `json:"nodePort"`
+	LocalReadyEndpoints int        `json:"localReadyEndpoints"`
 }
 
 // VirtualServer is one IPVS virtual server and the destinations this node
 // may send its traffic to. A virtual server with no destinations still
 // exists: the data plane rejects or drops its traffic.
 type VirtualServer struct {
-	Service                   string        `json:"service"`
+	Service                   ServiceKey    `json:"service"`
 	PortName                  string        `json:"portName"`
 	Kind                      Kind          `json:"kind"`
 	Address                   netip.Addr    `json:"address"`
@@ -173,6 +173,11 @@ func (vs *VirtualServer) Key() VirtualServerKey {
 	return VirtualServerKey{Address: vs.Address, Protocol: vs.Protocol, Port: vs.Port}
 }
 
+// String renders the key as 10.96.0.1:80/TCP or [fd00::1]:80/TCP.
+func (k VirtualServerKey) String() string {
+	return netip.AddrPortFrom(k.Address, k.Port).String() + "/" + string(k.Protocol)
+}
+
 // Compare orders keys by address, then protocol, then port.
 func (k VirtualServerKey) Compare(o VirtualServerKey) int {
 	if c := k.Address.Compare(o.Address); c != 0 {
@@ -195,3 +200,23 @@ func compareDestinations(a, b Destination) int {
 
 // SortVirtualServers puts virtual servers in plan order.
 func SortVirtualServers(vss []VirtualServer) { slices.SortFunc(vss, compareVirtualServers) }
+
+// ByService groups the plan's virtual servers by service, in service
+// order (ServiceKey.Compare), each service's in plan order: the shape
+// Apply takes, so that a writer's Resync and Apply share one path. It is
+// the only place a plan is regrouped.
+func (p Plan) ByService() []ServicePlan {
+	idx := make(map[ServiceKey]int)
+	var out []ServicePlan
+	for _, vs := range p.VirtualServers {
+		i, ok := idx[vs.Service]
+		if !ok {
+			i = len(out)
+			idx[vs.Service] = i
+			out = append(out, ServicePlan{Service: vs.Service})
+		}
+		out[i].VirtualServers = append(out[i].VirtualServers, vs)
+	}
+	slices.SortFunc(out, func(a, b ServicePlan) int { return a.Service.Compare(b.Service) })
+	return out
+}

@@ -1,6 +1,11 @@
 package policy
 
-import "testing"
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+)
 
 // TestProtocolNumbersAreIANAs: TCP, UDP and SCTP map to IP protocol
 // numbers 6, 17 and 132 and back; anything else has no number.
@@ -33,5 +38,48 @@ func TestProtocolNumbersAreIANAs(t *testing.T) {
 	}
 	if p, ok := ProtocolOfNumber(1); ok {
 		t.Errorf("ProtocolOfNumber(1) = %q, want none", p)
+	}
+}
+
+// TestByServiceGroupsInServiceOrder: Plan.ByService groups virtual
+// servers by service, services in ServiceKey order (namespace, then name:
+// "ns" before "ns-a", which a namespace/name string sort reverses), each
+// service's virtual servers in plan order.
+func TestByServiceGroupsInServiceOrder(t *testing.T) {
+	a := ServiceKey{Namespace: "ns-a", Name: "x"}
+	b := ServiceKey{Namespace: "ns", Name: "x"}
+	vs := func(k ServiceKey, port uint16) VirtualServer { return VirtualServer{Service: k, Port: port} }
+	p := Plan{VirtualServers: []VirtualServer{vs(a, 1), vs(b, 2), vs(a, 3), vs(b, 4)}}
+	got := p.ByService()
+	if len(got) != 2 || got[0].Service != b || got[1].Service != a {
+		t.Fatalf("services = %v, want [%v %v]", got, b, a)
+	}
+	for i, want := range [][]uint16{{2, 4}, {1, 3}} {
+		var ports []uint16
+		for _, v := range got[i].VirtualServers {
+			ports = append(ports, v.Port)
+		}
+		if !slices.Equal(ports, want) {
+			t.Errorf("%v: ports %v, want %v", got[i].Service, ports, want)
+		}
+	}
+}
+
+// TestServiceKeyTextRoundTrips: a ServiceKey is namespace/name in JSON
+// and reads back; anything else is an error.
+func TestServiceKeyTextRoundTrips(t *testing.T) {
+	k := ServiceKey{Namespace: "kube-system", Name: "dns"}
+	b, err := json.Marshal(HealthCheck{Service: k})
+	if err != nil || !strings.Contains(string(b), `"service":"kube-system/dns"`) {
+		t.Fatalf("Marshal = %s, %v", b, err)
+	}
+	var hc HealthCheck
+	if err := json.Unmarshal(b, &hc); err != nil || hc.Service != k {
+		t.Fatalf("Unmarshal = %v, %v", hc.Service, err)
+	}
+	for _, bad := range []string{`"dns"`, `"/dns"`, `"ns/"`} {
+		if err := json.Unmarshal([]byte(`{"service":`+bad+`}`), &hc); err == nil {
+			t.Errorf("Unmarshal(%s) succeeded", bad)
+		}
 	}
 }

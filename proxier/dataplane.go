@@ -45,22 +45,48 @@ func (c DataPlaneConfig) nftConfig() nft.Config {
 	return nft.Config{ClusterCIDRs: c.ClusterCIDRs, MasqueradeBit: c.MasqueradeBit}
 }
 
-// nftWriter is what DataPlane asks of the nftables writer.
-type nftWriter interface {
-	Apply(changes []policy.ServicePlan) error
-	Resync(plan policy.Plan) error
+// kernelWriter is the one contract of both kernel writers, nft.Writer
+// and ipvs.Writer, which the DataPlane holds alike: the loop's own
+// (DataPlaneWriter: Apply, Resync, NeedsResync), the sliced repair
+// (DataPlaneRepair), a cheap check that the writer's kernel object still
+// exists, and Cleanup. Each writer adds only what the other needs of it:
+// the nftables table records the NodePort virtual servers that the IPVS
+// writer adopts.
+type kernelWriter interface {
+	DataPlaneWriter
+	DataPlaneRepair
+	// Check verifies cheaply that the writer's kernel object (the table,
+	// the dummy interface) still exists.
+	Check() error
+	// Cleanup removes what the writer owns, and nothing foreign.
 	Cleanup() error
-	NeedsResync() bool
+}
+
+// nftWriter is the nftables writer as the DataPlane holds it.
+type nftWriter interface {
+	kernelWriter
 	// RecordedNodePorts reads the table's record of the NodePort virtual
 	// servers we programmed; none, no error, without a table.
 	RecordedNodePorts() ([]policy.VirtualServerKey, error)
-	// Check verifies cheaply that the table still exists.
-	Check() error
-	// StartRepair and RepairStep repair drift against what was last
-	// programmed, in slices (nft.Writer).
-	StartRepair() error
-	RepairStep(budget time.Duration) (done bool, err error)
 }
+
+// ipvsWriter is the IPVS writer as the DataPlane holds it: it adopts the
+// recorded NodePort virtual servers, retries failed services with
+// backoff and drains removed destinations.
+type ipvsWriter interface {
+	kernelWriter
+	AdoptRecorded(keys []policy.VirtualServerKey)
+	Failing() []policy.ServiceKey
+	NextRetry() time.Time
+	Ops() map[string]int
+	Draining() int
+	Close()
+}
+
+var (
+	_ nftWriter  = (*nft.Writer)(nil)
+	_ ipvsWriter = (*ipvs.Writer)(nil)
+)
 
 // DataPlaneRepair is optionally implemented by a DataPlaneWriter that can
 // repair drift against what it last programmed (the last Resync's plan
@@ -97,7 +123,7 @@ const (
 // DataPlane programs plans into IPVS and nftables.
 type DataPlane struct {
 	nft  nftWriter
-	ipvs *ipvs.Writer
+	ipvs ipvsWriter
 	// adopted: the first Resync has read the record of NodePort virtual
 	// servers left by an earlier run.
 	adopted bool
@@ -121,7 +147,7 @@ func NewDataPlane(cfg DataPlaneConfig) (*DataPlane, error) {
 }
 
 // newDataPlane composes given writers, for tests with fakes.
-func newDataPlane(n nftWriter, i *ipvs.Writer) *DataPlane { return &DataPlane{nft: n, ipvs: i} }
+func newDataPlane(n nftWriter, i ipvsWriter) *DataPlane { return &DataPlane{nft: n, ipvs: i} }
 
 // Apply programs per-service changes incrementally. nftables goes first,
 // so a new virtual server's filtering and masquerade exist before IPVS
@@ -195,7 +221,7 @@ func (d *DataPlane) Resync(plan policy.Plan) error {
 		if err != nil {
 			errs = append(errs, fmt.Errorf("nftables: adopt recorded NodePort virtual servers: %w", err))
 		}
-		d.ipvs.AdoptRecorded(ipvsKeys(recorded))
+		d.ipvs.AdoptRecorded(recorded)
 	}
 	d.repair = repairIdle
 	nftErr := d.nft.Resync(plan)
@@ -279,7 +305,7 @@ func (d *DataPlane) Cleanup() error {
 		return errors.Join(fmt.Errorf("nftables: read recorded NodePort virtual servers (table inet %s kept): %w", nft.TableName, err),
 			wrap("ipvs", d.ipvs.Cleanup()))
 	}
-	d.ipvs.AdoptRecorded(ipvsKeys(recorded))
+	d.ipvs.AdoptRecorded(recorded)
 	if err := d.ipvs.Cleanup(); err != nil {
 		if len(recorded) > 0 {
 			return fmt.Errorf("ipvs (table inet %s kept: it records NodePort virtual servers still to delete): %w", nft.TableName, err)
@@ -287,15 +313,6 @@ func (d *DataPlane) Cleanup() error {
 		return errors.Join(wrap("ipvs", err), wrap("nftables", d.nft.Cleanup()))
 	}
 	return wrap("nftables", d.nft.Cleanup())
-}
-
-// ipvsKeys converts the nftables writer's keys into the IPVS writer's.
-func ipvsKeys(ks []policy.VirtualServerKey) []ipvs.Key {
-	out := make([]ipvs.Key, len(ks))
-	for i, k := range ks {
-		out[i] = ipvs.Key{Addr: k.Address, Protocol: k.Protocol, Port: k.Port}
-	}
-	return out
 }
 
 // IPVSOps counts the IPVS writer's kernel operations by kind.

@@ -37,7 +37,7 @@ func (f *fakes) restart() {
 }
 
 func webPlan(dests ...string) policy.ServicePlan {
-	vs := policy.VirtualServer{Service: "default/web", PortName: "http", Kind: policy.KindClusterIP,
+	vs := policy.VirtualServer{Service: policy.ServiceKey{Namespace: "default", Name: "web"}, PortName: "http", Kind: policy.KindClusterIP,
 		Address: netip.MustParseAddr("10.96.0.1"), Port: 80, Protocol: policy.ProtocolTCP, Scheduler: "rr",
 		TrafficPolicy: policy.PolicyCluster, Masquerade: policy.MasqueradeNever, Destinations: []policy.Destination{}}
 	for _, d := range dests {
@@ -102,8 +102,8 @@ var (
 	// foreignOnNode are someone else's virtual servers on the same node
 	// address: another port, and the same port with another protocol.
 	foreignOnNode = []ipvs.Key{
-		{Addr: netip.MustParseAddr("192.168.100.1"), Protocol: policy.ProtocolTCP, Port: 22},
-		{Addr: netip.MustParseAddr("192.168.100.1"), Protocol: policy.ProtocolUDP, Port: 30080},
+		{Address: netip.MustParseAddr("192.168.100.1"), Protocol: policy.ProtocolTCP, Port: 22},
+		{Address: netip.MustParseAddr("192.168.100.1"), Protocol: policy.ProtocolUDP, Port: 30080},
 	}
 )
 

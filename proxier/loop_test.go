@@ -201,7 +201,7 @@ func lastDestinations(tp *testProxier, svc string) string {
 			vss = append(vss, sp.VirtualServers...)
 		}
 		for _, vs := range vss {
-			if vs.Service == "default/"+svc && vs.Kind == policy.KindClusterIP {
+			if vs.Service == (policy.ServiceKey{Namespace: "default", Name: svc}) && vs.Kind == policy.KindClusterIP {
 				var out []string
 				for _, d := range vs.Destinations {
 					out = append(out, d.Address.String())

@@ -111,12 +111,14 @@ func TestPeriodicRepairUndoesDriftWithinOnePeriod(t *testing.T) {
 	baseline(tp)
 	tp.syncNow(false)
 	want := f.kernel.Dump() + f.nft.Dump()
-	if err := f.kernel.DeleteVirtualServer(ipvs.Key{Addr: netip.MustParseAddr("10.96.0.20"), Protocol: policy.ProtocolTCP, Port: 80}); err != nil {
+	if err := f.kernel.DeleteVirtualServer(ipvs.Key{Address: netip.MustParseAddr("10.96.0.20"), Protocol: policy.ProtocolTCP, Port: 80}); err != nil {
 		t.Fatal(err)
 	}
 	other := nft.New(nft.Config{}, f.nft)
 	if err := other.Rebuild(policy.Plan{VirtualServers: slices.DeleteFunc(tp.planNow().VirtualServers,
-		func(vs policy.VirtualServer) bool { return vs.Service == "default/db" })}); err != nil {
+		func(vs policy.VirtualServer) bool {
+			return vs.Service == (policy.ServiceKey{Namespace: "default", Name: "db"})
+		})}); err != nil {
 		t.Fatal(err)
 	}
 	if f.kernel.Dump()+f.nft.Dump() == want {

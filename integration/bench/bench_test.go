@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/netip"
 	"os/exec"
-	"strings"
 	"testing"
 	"time"
 
@@ -25,7 +24,7 @@ func benchPlan(n int) policy.Plan {
 	plan := policy.Plan{Node: "node-a"}
 	for i := 0; i < n; i++ {
 		vs := policy.VirtualServer{
-			Service: fmt.Sprintf("bench/svc-%d", i), PortName: "http", Kind: policy.KindClusterIP,
+			Service: policy.ServiceKey{Namespace: "bench", Name: fmt.Sprintf("svc-%d", i)}, PortName: "http", Kind: policy.KindClusterIP,
 			Address: netip.AddrFrom4([4]byte{10, 96, byte(i >> 8), byte(i)}), Port: 80, Protocol: policy.ProtocolTCP,
 			Scheduler: "rr", TrafficPolicy: policy.PolicyCluster, Masquerade: policy.MasqueradeOffCluster,
 		}
@@ -37,17 +36,6 @@ func benchPlan(n int) policy.Plan {
 	}
 	policy.SortVirtualServers(plan.VirtualServers)
 	return plan
-}
-
-// servicePlans splits a plan into per-service changes.
-func servicePlans(plan policy.Plan) []policy.ServicePlan {
-	var out []policy.ServicePlan
-	for _, vs := range plan.VirtualServers {
-		ns, name, _ := strings.Cut(vs.Service, "/")
-		out = append(out, policy.ServicePlan{Service: policy.ServiceKey{Namespace: ns, Name: name},
-			VirtualServers: []policy.VirtualServer{vs}})
-	}
-	return out
 }
 
 // ipvsadmRestore is the same table as ipvsadm -R input.
@@ -134,7 +122,7 @@ func BenchmarkIPVSEndpointChange(b *testing.B) {
 			if err := w.Resync(plan); err != nil {
 				b.Fatal(err)
 			}
-			changes := servicePlans(plan)
+			changes := plan.ByService()
 			before := totalOps(w.Ops())
 			i := 0
 			var elapsed time.Duration

@@ -39,7 +39,7 @@ func (b *brokenService) note(sps []policy.ServicePlan, plan *policy.Plan) {
 	}
 	if plan != nil {
 		for _, vs := range plan.VirtualServers {
-			has = has || vs.Service == b.broken.String()
+			has = has || vs.Service == b.broken
 		}
 	}
 	if has || !b.next.IsZero() {

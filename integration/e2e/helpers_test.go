@@ -158,7 +158,7 @@ func destinations(sp policy.ServicePlan) []string {
 func planDestinations(p policy.Plan, service string) []string {
 	sp := policy.ServicePlan{}
 	for _, vs := range p.VirtualServers {
-		if vs.Service == service {
+		if vs.Service.String() == service {
 			sp.VirtualServers = append(sp.VirtualServers, vs)
 		}
 	}

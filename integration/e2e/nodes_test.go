@@ -73,7 +73,7 @@ func TestNodesAgainstARealAPIServer(t *testing.T) {
 		}
 		var out []string
 		for _, vs := range vss {
-			if vs.Service == "default/web" && vs.Kind == policy.KindNodePort {
+			if vs.Service == (policy.ServiceKey{Namespace: "default", Name: "web"}) && vs.Kind == policy.KindNodePort {
 				out = append(out, vs.Key().String())
 			}
 		}

@@ -30,7 +30,7 @@ func (r *recorder) programmed() map[string]string {
 		if c.full {
 			clear(owner)
 			for _, vs := range c.plan.VirtualServers {
-				owner[vs.Key().String()] = vs.Service
+				owner[vs.Key().String()] = vs.Service.String()
 			}
 			continue
 		}
@@ -46,10 +46,10 @@ func (r *recorder) programmed() map[string]string {
 		for _, sp := range c.changes {
 			for _, vs := range sp.VirtualServers {
 				if prev, ok := owner[vs.Key().String()]; ok {
-					owner[vs.Key().String()] = "CONFLICT " + prev + " " + vs.Service
+					owner[vs.Key().String()] = "CONFLICT " + prev + " " + vs.Service.String()
 					continue
 				}
-				owner[vs.Key().String()] = vs.Service
+				owner[vs.Key().String()] = vs.Service.String()
 			}
 		}
 	}

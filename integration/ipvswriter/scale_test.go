@@ -26,7 +26,7 @@ func scalePlan(n, dests int) policy.Plan {
 	var vss []policy.VirtualServer
 	for i := range n {
 		hi, lo := byte(i>>8), byte(i)
-		vs := policy.VirtualServer{Service: fmt.Sprintf("scale/svc-%d", i), Kind: policy.KindClusterIP,
+		vs := policy.VirtualServer{Service: policy.ServiceKey{Namespace: "scale", Name: fmt.Sprintf("svc-%d", i)}, Kind: policy.KindClusterIP,
 			Address: netip.AddrFrom4([4]byte{10, 100, hi, lo}), Port: 80, Protocol: policy.ProtocolTCP, Scheduler: "rr"}
 		for j := range dests {
 			vs.Destinations = append(vs.Destinations, policy.Destination{

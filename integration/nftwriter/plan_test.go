@@ -37,33 +37,33 @@ func localDest(addr string, port uint16) policy.Destination {
 // fullPlan has at least one element in every set and map of both families.
 func fullPlan() policy.Plan {
 	vss := []policy.VirtualServer{
-		{Service: "default/web", Kind: policy.KindClusterIP, Address: a("10.96.0.10"), Port: 80, Protocol: policy.ProtocolTCP,
+		{Service: policy.ServiceKey{Namespace: "default", Name: "web"}, Kind: policy.KindClusterIP, Address: a("10.96.0.10"), Port: 80, Protocol: policy.ProtocolTCP,
 			Masquerade: policy.MasqueradeOffCluster, Destinations: []policy.Destination{dest("10.244.1.5", 8080), dest("10.244.2.7", 8080)}},
-		{Service: "default/web", Kind: policy.KindClusterIP, Address: a("fd00:96::10"), Port: 80, Protocol: policy.ProtocolTCP,
+		{Service: policy.ServiceKey{Namespace: "default", Name: "web"}, Kind: policy.KindClusterIP, Address: a("fd00:96::10"), Port: 80, Protocol: policy.ProtocolTCP,
 			Masquerade: policy.MasqueradeOffCluster, Destinations: []policy.Destination{dest("fd00:244:1::5", 8080)}},
-		{Service: "kube-system/dns", Kind: policy.KindClusterIP, Address: a("10.96.0.53"), Port: 53, Protocol: policy.ProtocolUDP,
+		{Service: policy.ServiceKey{Namespace: "kube-system", Name: "dns"}, Kind: policy.KindClusterIP, Address: a("10.96.0.53"), Port: 53, Protocol: policy.ProtocolUDP,
 			NoTrack: true, Masquerade: policy.MasqueradeNever, Destinations: []policy.Destination{dest("10.244.1.6", 5353)}},
-		{Service: "kube-system/dns", Kind: policy.KindClusterIP, Address: a("fd00:96::53"), Port: 53, Protocol: policy.ProtocolUDP,
+		{Service: policy.ServiceKey{Namespace: "kube-system", Name: "dns"}, Kind: policy.KindClusterIP, Address: a("fd00:96::53"), Port: 53, Protocol: policy.ProtocolUDP,
 			NoTrack: true, Masquerade: policy.MasqueradeNever, Destinations: []policy.Destination{dest("fd00:244:1::6", 5353)}},
-		{Service: "default/empty", Kind: policy.KindClusterIP, Address: a("10.96.0.50"), Port: 80, Protocol: policy.ProtocolTCP,
+		{Service: policy.ServiceKey{Namespace: "default", Name: "empty"}, Kind: policy.KindClusterIP, Address: a("10.96.0.50"), Port: 80, Protocol: policy.ProtocolTCP,
 			Masquerade: policy.MasqueradeOffCluster, WhenEmpty: policy.EmptyReject},
-		{Service: "default/empty", Kind: policy.KindClusterIP, Address: a("fd00:96::50"), Port: 80, Protocol: policy.ProtocolTCP,
+		{Service: policy.ServiceKey{Namespace: "default", Name: "empty"}, Kind: policy.KindClusterIP, Address: a("fd00:96::50"), Port: 80, Protocol: policy.ProtocolTCP,
 			Masquerade: policy.MasqueradeOffCluster, WhenEmpty: policy.EmptyReject},
-		{Service: "default/local", Kind: policy.KindNodePort, Address: a("192.168.1.10"), Port: 30080, Protocol: policy.ProtocolTCP,
+		{Service: policy.ServiceKey{Namespace: "default", Name: "local"}, Kind: policy.KindNodePort, Address: a("192.168.1.10"), Port: 30080, Protocol: policy.ProtocolTCP,
 			Masquerade: policy.MasqueradeNever, WhenEmpty: policy.EmptyDrop, InternalVia: netip.MustParseAddrPort("10.96.0.60:80")},
-		{Service: "default/local", Kind: policy.KindNodePort, Address: a("fd00:1::10"), Port: 30080, Protocol: policy.ProtocolTCP,
+		{Service: policy.ServiceKey{Namespace: "default", Name: "local"}, Kind: policy.KindNodePort, Address: a("fd00:1::10"), Port: 30080, Protocol: policy.ProtocolTCP,
 			Masquerade: policy.MasqueradeNever, WhenEmpty: policy.EmptyDrop, InternalVia: netip.MustParseAddrPort("[fd00:96::60]:80")},
-		{Service: "default/lb", Kind: policy.KindLoadBalancer, Address: a("192.0.2.1"), Port: 443, Protocol: policy.ProtocolTCP,
+		{Service: policy.ServiceKey{Namespace: "default", Name: "lb"}, Kind: policy.KindLoadBalancer, Address: a("192.0.2.1"), Port: 443, Protocol: policy.ProtocolTCP,
 			Masquerade:   policy.MasqueradeAlways,
 			SourceRanges: []netip.Prefix{p("198.51.100.0/24"), p("203.0.113.7/32"), p("198.51.100.128/25")},
 			Destinations: []policy.Destination{dest("10.244.1.5", 8443)}},
-		{Service: "default/lb", Kind: policy.KindLoadBalancer, Address: a("2001:db8::1"), Port: 443, Protocol: policy.ProtocolTCP,
+		{Service: policy.ServiceKey{Namespace: "default", Name: "lb"}, Kind: policy.KindLoadBalancer, Address: a("2001:db8::1"), Port: 443, Protocol: policy.ProtocolTCP,
 			Masquerade: policy.MasqueradeAlways, SourceRanges: []netip.Prefix{p("2001:db8:100::/48")},
 			Destinations: []policy.Destination{dest("fd00:244:1::5", 8443)}},
 		// Two services share external IP 192.0.2.2.
-		{Service: "shop/a", Kind: policy.KindExternalIP, Address: a("192.0.2.2"), Port: 80, Protocol: policy.ProtocolTCP,
+		{Service: policy.ServiceKey{Namespace: "shop", Name: "a"}, Kind: policy.KindExternalIP, Address: a("192.0.2.2"), Port: 80, Protocol: policy.ProtocolTCP,
 			Masquerade: policy.MasqueradeAlways, Destinations: []policy.Destination{dest("10.244.3.1", 80)}},
-		{Service: "shop/b", Kind: policy.KindExternalIP, Address: a("192.0.2.2"), Port: 81, Protocol: policy.ProtocolSCTP,
+		{Service: policy.ServiceKey{Namespace: "shop", Name: "b"}, Kind: policy.KindExternalIP, Address: a("192.0.2.2"), Port: 81, Protocol: policy.ProtocolSCTP,
 			Masquerade: policy.MasqueradeAlways, Destinations: []policy.Destination{dest("10.244.3.2", 81)}},
 	}
 	policy.SortVirtualServers(vss)
@@ -75,7 +75,7 @@ func servicePlan(plan policy.Plan, name string) policy.ServicePlan {
 	ns, n, _ := strings.Cut(name, "/")
 	sp := policy.ServicePlan{Service: policy.ServiceKey{Namespace: ns, Name: n}}
 	for _, vs := range plan.VirtualServers {
-		if vs.Service == name {
+		if vs.Service == sp.Service {
 			sp.VirtualServers = append(sp.VirtualServers, vs)
 		}
 	}

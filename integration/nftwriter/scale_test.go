@@ -24,7 +24,7 @@ func manyServices(n int) policy.Plan {
 	var vss []policy.VirtualServer
 	for i := range n {
 		hi, lo := byte(i>>8), byte(i)
-		v4 := policy.VirtualServer{Service: fmt.Sprintf("ns/svc-%d", i), Kind: policy.KindClusterIP,
+		v4 := policy.VirtualServer{Service: policy.ServiceKey{Namespace: "ns", Name: fmt.Sprintf("svc-%d", i)}, Kind: policy.KindClusterIP,
 			Address: netip.AddrFrom4([4]byte{10, 96, hi, lo}), Port: 80, Protocol: policy.ProtocolTCP, Masquerade: policy.MasqueradeOffCluster}
 		v6 := v4
 		v6.Address = netip.AddrFrom16([16]byte{0xfd, 0, 0, 0x96, 14: hi, 15: lo})

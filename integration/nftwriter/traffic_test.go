@@ -5,6 +5,7 @@ package nftwriter
 import (
 	"net/netip"
 	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,7 +19,8 @@ import (
 // to 10.244.1.0/24 only. None has an IPVS service: the table alone acts.
 func rejectPlan() policy.Plan {
 	vs := func(svc, addr string, port uint16) policy.VirtualServer {
-		return policy.VirtualServer{Service: svc, Kind: policy.KindClusterIP, Address: a(addr), Port: port,
+		ns, name, _ := strings.Cut(svc, "/")
+		return policy.VirtualServer{Service: policy.ServiceKey{Namespace: ns, Name: name}, Kind: policy.KindClusterIP, Address: a(addr), Port: port,
 			Protocol: policy.ProtocolTCP, Masquerade: policy.MasqueradeNever}
 	}
 	rej, rej6, drop, full, lb := vs("t/rej", "10.96.0.50", 80), vs("t/rej", "fd00:96::50", 80), vs("t/drop", "10.96.0.51", 80),

@@ -13,7 +13,7 @@ import (
 func Service(name string, vss ...policy.VirtualServer) policy.ServicePlan {
 	key := policy.ServiceKey{Namespace: "default", Name: name}
 	for i := range vss {
-		vss[i].Service = key.String()
+		vss[i].Service = key
 	}
 	return policy.ServicePlan{Service: key, VirtualServers: vss}
 }

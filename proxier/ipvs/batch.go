@@ -132,7 +132,7 @@ func (b *batch) virtualServer(k Key, svc policy.ServiceKey, mayDelete bool) {
 	switch {
 	case want == nil && have == nil:
 	case want == nil:
-		if !mayDelete || w.excluded(k.Addr) {
+		if !mayDelete || w.excluded(k.Address) {
 			delete(w.draining, k) // no longer ours to drain
 			return
 		}
@@ -268,7 +268,7 @@ func (b *batch) run() {
 	slices.SortStableFunc(b.steps, func(x, y step) int { return cmp.Compare(x.phase, y.phase) })
 	failed := map[Key]bool{}
 	for _, s := range b.steps {
-		vs := s.key.Addr.IsValid()
+		vs := s.key.Address.IsValid()
 		if vs && failed[s.key] {
 			continue
 		}
@@ -311,4 +311,189 @@ func svcs(svc policy.ServiceKey) []policy.ServiceKey {
 		return nil
 	}
 	return []policy.ServiceKey{svc}
+}
+
+// schedulerFlags maps the plan's scheduler flags to IPVS service flag
+// bits: the mh and sh schedulers read fallback from SCHED1 and port from
+// SCHED2 (IP_VS_SVC_F_SCHED_{MH,SH}_{FALLBACK,PORT}).
+var schedulerFlags = map[string]uint32{
+	"mh-fallback": FlagSched1,
+	"mh-port":     FlagSched2,
+	"sh-fallback": FlagSched1,
+	"sh-port":     FlagSched2,
+}
+
+// wanted is one planned virtual server in kernel form.
+type wanted struct {
+	svc   policy.ServiceKey
+	kind  policy.Kind
+	vs    VirtualServer
+	dests map[netip.AddrPort]int // weight
+	order []netip.AddrPort       // plan order (sorted)
+}
+
+// keyOf returns the kernel key of a planned virtual server.
+func keyOf(vs *policy.VirtualServer) Key {
+	return Key{Address: vs.Address.Unmap(), Protocol: vs.Protocol, Port: vs.Port}
+}
+
+// translate turns a planned virtual server into its kernel form: NAT
+// destinations, the plan's scheduler and flags, and persistence.
+func translate(svc policy.ServiceKey, vs *policy.VirtualServer) (*wanted, error) {
+	k := keyOf(vs)
+	if !k.Address.IsValid() {
+		return nil, fmt.Errorf("virtual server %s: invalid address", k)
+	}
+	switch k.Protocol {
+	case policy.ProtocolTCP, policy.ProtocolUDP, policy.ProtocolSCTP:
+	default:
+		return nil, fmt.Errorf("virtual server %s: unsupported protocol %q", k, k.Protocol)
+	}
+	if vs.Scheduler == "" {
+		// policy defaults the scheduler (--ipvs-scheduler, then rr); a
+		// plan without one is a bug, not something to decide here.
+		return nil, fmt.Errorf("virtual server %s: the plan names no scheduler", k)
+	}
+	w := &wanted{svc: svc, kind: vs.Kind, vs: VirtualServer{Key: k, Scheduler: vs.Scheduler}}
+	for _, f := range vs.SchedulerFlags {
+		bit, ok := schedulerFlags[f]
+		if !ok {
+			return nil, fmt.Errorf("virtual server %s: unknown scheduler flag %q", k, f)
+		}
+		w.vs.Flags |= bit
+	}
+	if vs.PersistenceTimeoutSeconds > 0 {
+		w.vs.Flags |= FlagPersistent
+		w.vs.Timeout = vs.PersistenceTimeoutSeconds
+	}
+	w.dests = make(map[netip.AddrPort]int, len(vs.Destinations))
+	for _, d := range vs.Destinations {
+		ap := netip.AddrPortFrom(d.Address.Unmap(), d.Port)
+		if ap.Addr().Is4() != k.Address.Is4() {
+			return nil, fmt.Errorf("virtual server %s: destination %s of another family", k, ap)
+		}
+		if _, dup := w.dests[ap]; !dup {
+			w.order = append(w.order, ap)
+		}
+		w.dests[ap] = int(d.Weight)
+	}
+	return w, nil
+}
+
+// binds reports whether the virtual server's address belongs on the dummy
+// interface: every kind but NodePort, which sits on node addresses.
+func (w *wanted) binds() bool { return w.kind != policy.KindNodePort }
+
+// hostPrefix is the /32 or /128 of an address.
+func hostPrefix(a netip.Addr) netip.Prefix { return netip.PrefixFrom(a, a.BitLen()) }
+
+// gracefulTermination reports whether a destination of this protocol is
+// drained (weight 0 until its connections end) rather than deleted at
+// once. UDP and SCTP are deleted at once, as kube-proxy does: IPVS drops
+// their connections on the next packet (expire_nodest_conn).
+func gracefulTermination(p policy.Protocol) bool { return p == policy.ProtocolTCP }
+
+// setDesired replaces a service's planned virtual servers. It returns the
+// keys whose desired state may have changed (the service's old and new
+// keys), the dummy addresses they bind, and one error per virtual server
+// the service cannot have (a *ServiceError): untranslatable, or claimed
+// by another service first (the first claim keeps it).
+func (w *Writer) setDesired(svc policy.ServiceKey, vss []policy.VirtualServer) (touched []Key, addrs []netip.Addr, errs []error) {
+	for _, k := range w.owned[svc] {
+		if x := w.want[k]; x != nil && x.binds() {
+			addrs = append(addrs, k.Address)
+		}
+		w.release(k)
+		touched = append(touched, k)
+	}
+	delete(w.owned, svc)
+	delete(w.desired, svc)
+	if len(vss) == 0 {
+		return touched, addrs, nil
+	}
+	w.desired[svc] = vss
+	var keys []Key
+	for i := range vss {
+		x, err := translate(svc, &vss[i])
+		if err != nil {
+			errs = append(errs, serviceError(svc, ReasonInvalid, fmt.Errorf("service %s: %w", svc, err)))
+			continue
+		}
+		k := x.vs.Key
+		if o := w.want[k]; o != nil {
+			if o.svc == svc {
+				errs = append(errs, serviceError(svc, ReasonInvalid, fmt.Errorf("virtual server %s: listed twice by service %s", k, svc)))
+			} else {
+				errs = append(errs, serviceError(svc, ReasonConflict,
+					fmt.Errorf("virtual server %s of service %s: already claimed by service %s", k, svc, o.svc)))
+			}
+			continue
+		}
+		w.claim(k, x)
+		keys = append(keys, k)
+		touched = append(touched, k)
+		if x.binds() {
+			addrs = append(addrs, k.Address)
+		}
+	}
+	if len(keys) > 0 {
+		w.owned[svc] = keys
+	}
+	return touched, addrs, errs
+}
+
+func (w *Writer) claim(k Key, x *wanted) {
+	w.want[k] = x
+	if x.binds() {
+		w.addrRefs[k.Address]++
+	}
+}
+
+func (w *Writer) release(k Key) {
+	x := w.want[k]
+	if x == nil {
+		return
+	}
+	delete(w.want, k)
+	if x.binds() {
+		decrement(w.addrRefs, k.Address)
+	}
+}
+
+func decrement[K comparable](m map[K]int, k K) {
+	if m[k] <= 1 {
+		delete(m, k)
+		return
+	}
+	m[k]--
+}
+
+// backoff schedules a failed service's retry: 1 s after its first
+// failure, doubling with each further one, at most 2 min.
+func (w *Writer) backoff(svc policy.ServiceKey, now time.Time) {
+	r := w.failed[svc]
+	if r == nil {
+		r = &retry{delay: retryInitial}
+		w.failed[svc] = r
+	} else {
+		r.delay = min(2*r.delay, retryMax)
+	}
+	r.at = now.Add(r.delay)
+}
+
+func (w *Writer) setDrain(k Key, d netip.AddrPort, since time.Time) {
+	m := w.draining[k]
+	if m == nil {
+		m = map[netip.AddrPort]time.Time{}
+		w.draining[k] = m
+	}
+	m[d] = since
+}
+
+func (w *Writer) forgetDrain(k Key, d netip.AddrPort) {
+	m := w.draining[k]
+	delete(m, d)
+	if len(m) == 0 {
+		delete(w.draining, k)
+	}
 }

@@ -13,7 +13,7 @@ import (
 func scalePlan(n int) policy.Plan {
 	var vss []policy.VirtualServer
 	for i := range n {
-		v := policy.VirtualServer{Service: fmt.Sprintf("scale/svc-%d", i), Kind: policy.KindClusterIP,
+		v := policy.VirtualServer{Service: policy.ServiceKey{Namespace: "scale", Name: fmt.Sprintf("svc-%d", i)}, Kind: policy.KindClusterIP,
 			Address: netip.AddrFrom4([4]byte{10, 100, byte(i >> 8), byte(i)}), Port: 80, Protocol: policy.ProtocolTCP, Scheduler: "rr"}
 		for j := range 10 {
 			v.Destinations = append(v.Destinations, policy.Destination{Address: netip.AddrFrom4([4]byte{10, byte(200 + j), byte(i >> 8), byte(i)}),

@@ -183,20 +183,6 @@ func TestSysctlsAndTimeouts(t *testing.T) {
 	})
 }
 
-func TestGroupByService(t *testing.T) {
-	p := plan(web("10.244.1.5:8080"), dns("10.244.1.7:53"))
-	got := groupByService(p)
-	var names []string
-	n := 0
-	for _, sp := range got {
-		names = append(names, sp.Service.String())
-		n += len(sp.VirtualServers)
-	}
-	if diff := cmp.Diff([]string{"default/web", "default/dns"}, names); diff != "" || n != 5 {
-		t.Errorf("services (-want +got):\n%s (%d virtual servers)", diff, n)
-	}
-}
-
 // TestAlreadyGone: deleting what someone else already deleted is done,
 // not an error.
 func TestAlreadyGone(t *testing.T) {

@@ -247,7 +247,7 @@ func (f *FakeKernel) Dump() string {
 	var b strings.Builder
 	for _, k := range slices.SortedFunc(maps.Keys(f.vss), Key.Compare) {
 		v := f.vss[k]
-		fmt.Fprintf(&b, "%s %s %s flags=%#x timeout=%d\n", k.Protocol, netip.AddrPortFrom(k.Addr, k.Port), v.vs.Scheduler, v.vs.Flags, v.vs.Timeout)
+		fmt.Fprintf(&b, "%s %s %s flags=%#x timeout=%d\n", k.Protocol, netip.AddrPortFrom(k.Address, k.Port), v.vs.Scheduler, v.vs.Flags, v.vs.Timeout)
 		for _, ap := range slices.SortedFunc(maps.Keys(v.dests), netip.AddrPort.Compare) {
 			d := v.dests[ap]
 			fwd := "masq"

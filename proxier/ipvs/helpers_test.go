@@ -129,7 +129,7 @@ func opsString(m map[string]int) string {
 func key(s string) Key {
 	ap, proto, _ := strings.Cut(s, "/")
 	a := netip.MustParseAddrPort(ap)
-	return Key{Addr: a.Addr(), Protocol: policy.Protocol(proto), Port: a.Port()}
+	return Key{Address: a.Addr(), Protocol: policy.Protocol(proto), Port: a.Port()}
 }
 
 func dest(s string) netip.AddrPort { return netip.MustParseAddrPort(s) }

@@ -38,16 +38,16 @@ func family(a netip.Addr) uint16 {
 func mobyService(vs VirtualServer) *mobyipvs.Service {
 	proto, _ := vs.Protocol.Number() // 0, which the kernel refuses, for another protocol
 	s := &mobyipvs.Service{
-		Address:       net.IP(vs.Addr.AsSlice()),
+		Address:       net.IP(vs.Address.AsSlice()),
 		Protocol:      uint16(proto),
 		Port:          vs.Port,
 		SchedName:     vs.Scheduler,
 		Flags:         vs.Flags,
 		Timeout:       vs.Timeout,
-		AddressFamily: family(vs.Addr),
+		AddressFamily: family(vs.Address),
 		Netmask:       0xffffffff,
 	}
-	if vs.Addr.Is6() {
+	if vs.Address.Is6() {
 		s.Netmask = 128
 	}
 	return s
@@ -79,7 +79,7 @@ func (m *mobyKernel) VirtualServers() ([]VirtualServer, error) {
 			continue
 		}
 		out = append(out, VirtualServer{
-			Key:       Key{Addr: addr.Unmap(), Protocol: proto, Port: s.Port},
+			Key:       Key{Address: addr.Unmap(), Protocol: proto, Port: s.Port},
 			Scheduler: s.SchedName,
 			Flags:     s.Flags &^ FlagHashed,
 			Timeout:   s.Timeout,

@@ -22,23 +22,10 @@ const (
 // IP_VS_CONN_F_MASQ; the only one the Writer programs.
 const ForwardMasq = 0
 
-// Key identifies a virtual server in the kernel.
-type Key struct {
-	Addr     netip.Addr
-	Protocol policy.Protocol
-	Port     uint16
-}
-
-// String renders the key as 10.96.0.1:80/TCP or [fd00::1]:80/TCP.
-func (k Key) String() string {
-	return netip.AddrPortFrom(k.Addr, k.Port).String() + "/" + string(k.Protocol)
-}
-
-// Compare orders keys by address, protocol and port.
-func (k Key) Compare(o Key) int {
-	return policy.VirtualServerKey{Address: k.Addr, Protocol: k.Protocol, Port: k.Port}.Compare(
-		policy.VirtualServerKey{Address: o.Addr, Protocol: o.Protocol, Port: o.Port})
-}
+// Key identifies a virtual server in the kernel: the plan's key, so that
+// the plan, both writers and the kernel adapters speak of virtual servers
+// in one type.
+type Key = policy.VirtualServerKey
 
 // VirtualServer is an IPVS virtual server as the Writer programs it.
 // Flags never include FlagHashed: adapters strip it when reading.

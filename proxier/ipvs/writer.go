@@ -6,7 +6,6 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -164,7 +163,7 @@ func (w *Writer) Apply(changes []policy.ServicePlan) error {
 		changed[ch.Service] = true
 		b.service(ch.Service, ch.VirtualServers)
 	}
-	for _, svc := range slices.SortedFunc(maps.Keys(w.failed), compareServiceKeys) {
+	for _, svc := range slices.SortedFunc(maps.Keys(w.failed), policy.ServiceKey.Compare) {
 		if r := w.failed[svc]; !changed[svc] && !now.Before(r.at) {
 			b.service(svc, w.desired[svc])
 		}
@@ -208,7 +207,7 @@ func (w *Writer) Resync(plan policy.Plan) error {
 	w.failed = map[policy.ServiceKey]*retry{}
 	w.stale = map[Key]policy.ServiceKey{}
 	b := w.newBatch(w.cfg.Now())
-	for _, sp := range groupByService(plan) {
+	for _, sp := range plan.ByService() {
 		b.service(sp.Service, sp.VirtualServers)
 	}
 	b.plan()
@@ -262,7 +261,7 @@ func (w *Writer) Cleanup() error {
 	var errs []error
 	keys := slices.SortedFunc(maps.Keys(w.mirror), Key.Compare)
 	for _, k := range keys {
-		if !w.owns(k) || w.excluded(k.Addr) {
+		if !w.owns(k) || w.excluded(k.Address) {
 			continue
 		}
 		if err := w.call("delete-service", func() error { return gone(w.kernel.DeleteVirtualServer(k), syscall.ESRCH) }); err != nil {
@@ -343,7 +342,7 @@ func (w *Writer) Check() error {
 func (w *Writer) Failing() []policy.ServiceKey {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return slices.SortedFunc(maps.Keys(w.failed), compareServiceKeys)
+	return slices.SortedFunc(maps.Keys(w.failed), policy.ServiceKey.Compare)
 }
 
 // NextRetry returns when the earliest failed service is due for a retry
@@ -386,7 +385,7 @@ func (w *Writer) excluded(a netip.Addr) bool {
 // family says nothing of it), or created or adopted by this Writer
 // (adopted from the plan, or from the record of AdoptRecorded).
 func (w *Writer) owns(k Key) bool {
-	if _, ok := w.bound[k.Addr]; ok {
+	if _, ok := w.bound[k.Address]; ok {
 		return true
 	}
 	if x := w.want[k]; x != nil {
@@ -394,28 +393,6 @@ func (w *Writer) owns(k Key) bool {
 	}
 	a := w.mirror[k]
 	return a != nil && a.managed
-}
-
-// groupByService splits a plan into per-service plans, in order of first
-// appearance (the plan's order).
-func groupByService(plan policy.Plan) []policy.ServicePlan {
-	var out []policy.ServicePlan
-	idx := map[string]int{}
-	for _, vs := range plan.VirtualServers {
-		i, ok := idx[vs.Service]
-		if !ok {
-			ns, name, _ := strings.Cut(vs.Service, "/")
-			i = len(out)
-			idx[vs.Service] = i
-			out = append(out, policy.ServicePlan{Service: policy.ServiceKey{Namespace: ns, Name: name}})
-		}
-		out[i].VirtualServers = append(out[i].VirtualServers, vs)
-	}
-	return out
-}
-
-func compareServiceKeys(a, b policy.ServiceKey) int {
-	return strings.Compare(a.String(), b.String())
 }
 
 // Close releases the kernel handles (NewLinux's IPVS netlink socket).

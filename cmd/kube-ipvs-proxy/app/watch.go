@@ -37,6 +37,7 @@ type DataPlaneOpener func() (proxier.DataPlaneWriter, func(), error)
 // healthCheckNodePorts, and with --profiling /debug/pprof/ on the metrics
 // server.
 func Watch(ctx context.Context, o *Options, open DataPlaneOpener, stdout io.Writer) error {
+	logger := klog.FromContext(ctx)
 	rc := o.RunConfig()
 	restCfg, err := restConfig(rc.Client)
 	if err != nil {
@@ -66,7 +67,7 @@ func Watch(ctx context.Context, o *Options, open DataPlaneOpener, stdout io.Writ
 	m := metrics.New(reg, families...)
 	proxyHealth := health.NewProxyHealth(rc.SyncPeriod, nil, families...)
 	proxyHealth.SetProbeObserver(m)
-	serviceHealth := health.NewServiceHealth(nil, proxyHealth)
+	serviceHealth := health.NewServiceHealth(logger, nil, proxyHealth)
 	defer serviceHealth.Close()
 	var servers sync.WaitGroup
 	defer servers.Wait()
@@ -81,7 +82,7 @@ func Watch(ctx context.Context, o *Options, open DataPlaneOpener, stdout io.Writ
 					cancel(err)
 					return
 				}
-				klog.ErrorS(err, "continuing without it")
+				logger.Error(err, "Server failed; continuing without it", "server", what)
 			}
 		})
 	}
@@ -93,7 +94,7 @@ func Watch(ctx context.Context, o *Options, open DataPlaneOpener, stdout io.Writ
 	var onPlan func(policy.Plan)
 	var hostAddrs proxier.HostAddresses
 	if o.DryRun {
-		onPlan = printPlans(stdout, o)
+		onPlan = printPlans(logger, stdout, o)
 	} else {
 		hostAddrs = hostaddr.Netlink{Exclude: rc.DataPlane.Interface}
 	}
@@ -108,7 +109,7 @@ func Watch(ctx context.Context, o *Options, open DataPlaneOpener, stdout io.Writ
 	if err != nil {
 		return fmt.Errorf("configure the proxy: %w", err)
 	}
-	klog.InfoS("starting", "node", rc.NodeName, "dryRun", o.DryRun)
+	logger.Info("Starting the proxy", "node", rc.NodeName, "dryRun", o.DryRun)
 	if err := p.Run(ctx); err != nil {
 		return fmt.Errorf("run: %w", err)
 	}
@@ -155,13 +156,13 @@ func ipFamilies(cidrs []string) []corev1.IPFamily {
 }
 
 // printPlans prints every synced plan, as --dry-run --objects does.
-func printPlans(w io.Writer, o *Options) func(policy.Plan) {
+func printPlans(logger klog.Logger, w io.Writer, o *Options) func(policy.Plan) {
 	var mu sync.Mutex
 	return func(plan policy.Plan) {
 		mu.Lock()
 		defer mu.Unlock()
 		if err := writePlan(w, plan, o.nftConfig(), o.Output); err != nil {
-			klog.ErrorS(err, "print the plan")
+			logger.Error(err, "Failed to print the plan")
 		}
 	}
 }
