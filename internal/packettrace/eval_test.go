@@ -167,3 +167,31 @@ func TestPacketErrors(t *testing.T) {
 		})
 	}
 }
+
+// nat-postrouting's first rule clears the masquerade mark (bit 14) and
+// masquerades fully-random; the hairpin rule masquerades plainly.
+func TestMasqueradeByMarkClearsItAndIsFullyRandom(t *testing.T) {
+	tr := newTracer(t)
+	for _, tc := range []struct {
+		name        string
+		c           traceCase
+		why         string
+		fullyRandom bool
+	}{
+		{name: "by mark", c: traceCase{src: "other-node", dst: "web:80"}, why: "mark", fullyRandom: true},
+		{name: "hairpin", c: traceCase{src: "pod-a", dst: "web:80", backend: "pod-a"}, why: "hairpin"},
+	} {
+		for fam := range 2 {
+			t.Run(famName(fam)+"/"+tc.name, func(t *testing.T) {
+				res, err := tr.Trace(tc.c.packet(t, fam))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if res.Masquerade != tc.why || res.FullyRandom != tc.fullyRandom || res.Mark&0x4000 != 0 {
+					t.Errorf("masquerade %q fully-random %t mark %#x, want %q %t and bit 14 clear",
+						res.Masquerade, res.FullyRandom, res.Mark, tc.why, tc.fullyRandom)
+				}
+			})
+		}
+	}
+}

@@ -144,6 +144,8 @@ type Result struct {
 	DNAT []Rewrite
 	// Dst is the destination at the end: after every DNAT.
 	Dst netip.AddrPort
+	// Mark is the packet mark at the end (meta mark).
+	Mark uint32
 	// Matched lists the rules that matched, in order: a rule matches when
 	// all its expressions ran without one breaking (a failed comparison or
 	// lookup). A rule may appear twice: hooks run again for a packet IPVS

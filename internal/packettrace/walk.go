@@ -210,7 +210,7 @@ func (t *Tracer) Trace(in Packet) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("trace %s: %w", in, err)
 	}
-	w.res.Dst = netip.AddrPortFrom(p.dst, p.dport)
+	w.res.Dst, w.res.Mark = netip.AddrPortFrom(p.dst, p.dport), p.mark
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, r := range w.res.Matched {
