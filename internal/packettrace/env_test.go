@@ -136,7 +136,8 @@ func testPlan(t testing.TB) policy.Plan {
 	for fam := range 2 {
 		for _, s := range specs {
 			at := addrPort(t, s.at, fam)
-			vs := policy.VirtualServer{Service: s.service, Kind: s.kind, Address: at.Addr(), Port: at.Port(),
+			ns, name, _ := strings.Cut(s.service, "/")
+			vs := policy.VirtualServer{Service: policy.ServiceKey{Namespace: ns, Name: name}, Kind: s.kind, Address: at.Addr(), Port: at.Port(),
 				Protocol: s.proto, Scheduler: "rr", TrafficPolicy: policy.PolicyCluster, NoTrack: s.noTrack,
 				Masquerade: s.masq, Destinations: []policy.Destination{}}
 			if vs.Protocol == "" {

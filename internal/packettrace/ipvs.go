@@ -47,7 +47,7 @@ func readIPVS(k IPVS) (map[vsKey][]ipvsDest, error) {
 		if err != nil {
 			return nil, fmt.Errorf("list destinations of %s: %w", vs.Key, err)
 		}
-		key := vsKey{addr: vs.Addr.Unmap(), proto: n, port: vs.Port}
+		key := vsKey{addr: vs.Address.Unmap(), proto: n, port: vs.Port}
 		out[key] = []ipvsDest{}
 		for _, d := range dests {
 			out[key] = append(out[key], ipvsDest{to: netip.AddrPortFrom(d.Addr.Unmap(), d.Port), weight: d.Weight})
