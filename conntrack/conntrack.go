@@ -26,12 +26,13 @@ const (
 // machine with many cores does not spend gigabytes on the table.
 const maxLimit = 1 << 20
 
-// Settings are the conntrack values to set; a zero field leaves its
-// sysctl as it is.
+// Settings are the conntrack values to set (kube-proxy's
+// KubeProxyConntrackConfiguration); a zero field leaves its sysctl as it
+// is.
 type Settings struct {
-	// Max is nf_conntrack_max; the hash table is grown to Max/4 when it
-	// is smaller.
-	Max                   int
+	// MaxPerCore and Min give nf_conntrack_max (MaxFor, with the online
+	// CPUs); the hash table is grown to a quarter of it when smaller.
+	MaxPerCore, Min       int32
 	TCPEstablishedTimeout time.Duration // nf_conntrack_tcp_timeout_established
 	TCPCloseWaitTimeout   time.Duration // nf_conntrack_tcp_timeout_close_wait
 	TCPBeLiberal          bool          // nf_conntrack_tcp_be_liberal = 1
@@ -123,11 +124,11 @@ func Apply(logger klog.Logger, f Files, s Settings) error {
 	if _, err := f.Read(sysctlDir + "nf_conntrack_max"); errors.Is(err, fs.ErrNotExist) {
 		return ErrNotLoaded
 	}
-	if s.Max > 0 {
-		if err := set(logger, f, sysctlDir+"nf_conntrack_max", s.Max); err != nil {
+	if max := MaxFor(s.MaxPerCore, s.Min, CPUs(f)); max > 0 {
+		if err := set(logger, f, sysctlDir+"nf_conntrack_max", max); err != nil {
 			return err
 		}
-		if err := growHashsize(logger, f, s.Max/4); err != nil {
+		if err := growHashsize(logger, f, max/4); err != nil {
 			return err
 		}
 	}

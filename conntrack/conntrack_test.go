@@ -45,11 +45,13 @@ func kernelDefaults() map[string]string {
 		sysctlDir + "nf_conntrack_udp_timeout":             "30",
 		sysctlDir + "nf_conntrack_udp_timeout_stream":      "120",
 		hashsizeFile: "16384",
+		cpusOnline:   "0-1",
 	}
 }
 
-// kubeProxyDefaults are the settings of kube-proxy's defaults on 2 CPUs.
-var kubeProxyDefaults = Settings{Max: MaxFor(32*1024, 128*1024, 2), TCPEstablishedTimeout: 24 * time.Hour,
+// kubeProxyDefaults are kube-proxy's defaults: on 2 CPUs, max is the
+// floor, 131072.
+var kubeProxyDefaults = Settings{MaxPerCore: 32 * 1024, Min: 128 * 1024, TCPEstablishedTimeout: 24 * time.Hour,
 	TCPCloseWaitTimeout: time.Hour}
 
 func TestApply(t *testing.T) {
@@ -72,7 +74,12 @@ func TestApply(t *testing.T) {
 			m := kernelDefaults()
 			m[hashsizeFile] = "262144"
 			return m
-		}, Settings{Max: 131072}, []string{"nf_conntrack_max=131072"}, ""},
+		}, Settings{MaxPerCore: 32 * 1024, Min: 128 * 1024}, []string{"nf_conntrack_max=131072"}, ""},
+		{"max scales with the online CPUs", func() map[string]string {
+			m := kernelDefaults()
+			m[cpusOnline] = "0-7"
+			return m
+		}, Settings{MaxPerCore: 32 * 1024, Min: 128 * 1024}, []string{"nf_conntrack_max=262144", "hashsize=65536"}, ""},
 		{"zero settings change nothing", kernelDefaults, Settings{}, nil, ""},
 		{"be-liberal and the UDP timeouts", kernelDefaults,
 			Settings{TCPBeLiberal: true, UDPTimeout: 10 * time.Second, UDPStreamTimeout: 2 * time.Minute},

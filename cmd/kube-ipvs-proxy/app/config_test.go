@@ -12,6 +12,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/klog/v2"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/conntrack"
 )
 
 var (
@@ -20,6 +22,11 @@ var (
 )
 
 const typeMeta = "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\n"
+
+// kubeProxyConntrack are kube-proxy's conntrack defaults, which a file
+// that sets none gets.
+var kubeProxyConntrack = conntrack.Settings{MaxPerCore: 32 * 1024, Min: 128 * 1024,
+	TCPEstablishedTimeout: 24 * time.Hour, TCPCloseWaitTimeout: time.Hour}
 
 // TestKubeadmConfig: the file kubeadm writes (every field at its zero
 // value, mode ipvs, strictARP) loads silently with kube-proxy's defaults,
@@ -42,6 +49,7 @@ func TestKubeadmConfig(t *testing.T) {
 			ContentType: "application/vnd.kubernetes.protobuf",
 		},
 		FeatureGates: map[string]bool{},
+		Conntrack:    kubeProxyConntrack,
 	}
 	want.Policy.NodeName = "worker-1"
 	want.Policy.ClusterCIDRs = []string{"10.244.0.0/16"}
@@ -75,6 +83,7 @@ func TestTunedJSONConfig(t *testing.T) {
 		Client: ClientConfig{Kubeconfig: "/etc/kube-proxy/kubeconfig", Master: "https://api:6443", QPS: 50, Burst: 100,
 			ContentType: "application/json", AcceptContentTypes: "application/json"},
 		FeatureGates: map[string]bool{"AllowServiceExternalIPs": true},
+		Conntrack:    kubeProxyConntrack,
 	}
 	want.Policy.NodeName, want.Policy.Scheduler, want.Policy.MasqueradeAll = "worker-7", "wlc", true
 	want.Policy.ClusterCIDRs = []string{"10.244.0.0/16", "fd00:244::/48"}

@@ -17,7 +17,6 @@ import (
 // Reasons for accepting a kube-proxy flag and ignoring it.
 const (
 	notIPVS      = "not used in ipvs mode"
-	noConntrack  = "kube-ipvs-proxy does not manage conntrack sysctls"
 	onlyCIDR     = "only --detect-local-mode ClusterCIDR (--cluster-cidr) is implemented"
 	windowsOnly  = "Windows only"
 	removed      = "removed from kube-proxy"
@@ -111,13 +110,13 @@ func (s *flagState) kubeProxyFlags() []kubeProxyFlag {
 		withSupported(ign("detect-local-mode", &c.DetectLocalMode, onlyCIDR, true), isClusterCIDR),
 		ign("pod-bridge-interface", &c.DetectLocal.BridgeInterface, onlyCIDR, true),
 		ign("pod-interface-name-prefix", &c.DetectLocal.InterfaceNamePrefix, onlyCIDR, true),
-		ign("conntrack-max-per-core", c.Conntrack.MaxPerCore, noConntrack, true),
-		ign("conntrack-min", c.Conntrack.Min, noConntrack, true),
-		ign("conntrack-tcp-timeout-established", &c.Conntrack.TCPEstablishedTimeout.Duration, noConntrack, true),
-		ign("conntrack-tcp-timeout-close-wait", &c.Conntrack.TCPCloseWaitTimeout.Duration, noConntrack, true),
-		ign("conntrack-tcp-be-liberal", &c.Conntrack.TCPBeLiberal, noConntrack, true),
-		ign("conntrack-udp-timeout", &c.Conntrack.UDPTimeout.Duration, noConntrack, true),
-		ign("conntrack-udp-timeout-stream", &c.Conntrack.UDPStreamTimeout.Duration, noConntrack, true),
+		used("conntrack-max-per-core", c.Conntrack.MaxPerCore, "Maximum number of NAT connections to track per CPU core (0 to leave the limit as-is and ignore conntrack-min)."),
+		used("conntrack-min", c.Conntrack.Min, "Minimum number of conntrack entries to allocate, regardless of conntrack-max-per-core (set conntrack-max-per-core=0 to leave the limit as-is)."),
+		used("conntrack-tcp-timeout-established", &c.Conntrack.TCPEstablishedTimeout.Duration, "Idle timeout for established TCP connections (0 to leave as-is)."),
+		used("conntrack-tcp-timeout-close-wait", &c.Conntrack.TCPCloseWaitTimeout.Duration, "NAT timeout for TCP connections in the CLOSE_WAIT state (0 to leave as-is)."),
+		used("conntrack-tcp-be-liberal", &c.Conntrack.TCPBeLiberal, "Enable liberal mode for tracking TCP packets by setting nf_conntrack_tcp_be_liberal to 1."),
+		used("conntrack-udp-timeout", &c.Conntrack.UDPTimeout.Duration, "Idle timeout for UNREPLIED UDP connections (0 to leave as-is)."),
+		used("conntrack-udp-timeout-stream", &c.Conntrack.UDPStreamTimeout.Duration, "Idle timeout for ASSURED UDP connections (0 to leave as-is)."),
 		ign("oom-score-adj", c.OOMScoreAdj, "kube-ipvs-proxy does not change its OOM score", true),
 		ign("show-hidden-metrics-for-version", &c.ShowHiddenMetricsForVersion, "no metrics are hidden", true),
 		withSupported(ign("logging-format", &c.Logging.Format, "only text logging is implemented", true), isText),

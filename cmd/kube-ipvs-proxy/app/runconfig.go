@@ -6,6 +6,9 @@ import (
 	"strings"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/conntrack"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/nft"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxier"
@@ -48,6 +51,9 @@ type RunConfig struct {
 	// FeatureGates are the gates given; gateWarnings has named those we
 	// ignore.
 	FeatureGates map[string]bool
+	// Conntrack are the netfilter conntrack sysctls to set at startup in
+	// the real mode (--conntrack-*, conntrack), as kube-proxy.
+	Conntrack conntrack.Settings
 }
 
 // ClientConfig is the API client's configuration.
@@ -98,7 +104,24 @@ func (o *Options) RunConfig() RunConfig {
 			AcceptContentTypes: c.ClientConnection.AcceptContentTypes,
 		},
 		FeatureGates: maps.Clone(c.FeatureGates),
+		Conntrack: conntrack.Settings{
+			MaxPerCore:            deref(c.Conntrack.MaxPerCore, 0),
+			Min:                   deref(c.Conntrack.Min, 0),
+			TCPEstablishedTimeout: durationOf(c.Conntrack.TCPEstablishedTimeout),
+			TCPCloseWaitTimeout:   durationOf(c.Conntrack.TCPCloseWaitTimeout),
+			TCPBeLiberal:          c.Conntrack.TCPBeLiberal,
+			UDPTimeout:            c.Conntrack.UDPTimeout.Duration,
+			UDPStreamTimeout:      c.Conntrack.UDPStreamTimeout.Duration,
+		},
 	}
+}
+
+// durationOf is d's duration, 0 when unset.
+func durationOf(d *metav1.Duration) time.Duration {
+	if d == nil {
+		return 0
+	}
+	return d.Duration
 }
 
 func (o *Options) engineConfig() policy.Config {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/conntrack"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/health"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/metrics"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
@@ -70,7 +72,9 @@ func Watch(ctx context.Context, o *Options, open DataPlaneOpener, stdout io.Writ
 	serviceHealth := health.NewServiceHealth(logger, nil, proxyHealth)
 	defer serviceHealth.Close()
 	var servers sync.WaitGroup
-	defer servers.Wait()
+	// The servers end with ctx: cancel it first, also on an early error
+	// return, which would otherwise wait for them forever.
+	defer func() { cancel(nil); servers.Wait() }()
 	serve := func(what, addr string, run func(context.Context, string) error) {
 		if addr == "" {
 			return
@@ -97,6 +101,9 @@ func Watch(ctx context.Context, o *Options, open DataPlaneOpener, stdout io.Writ
 		onPlan = printPlans(logger, stdout, o)
 	} else {
 		hostAddrs = hostaddr.Netlink{Exclude: rc.DataPlane.Interface}
+		if err := setConntrack(ctx, rc.Conntrack, &servers); err != nil {
+			return err
+		}
 	}
 	p, err := proxier.New(proxier.Config{
 		NodeName: rc.NodeName, Engine: rc.Policy, ServiceProxyName: rc.ServiceProxyName,
@@ -186,3 +193,44 @@ func openKernel(cfg proxier.DataPlaneConfig) DataPlaneOpener {
 func (nopDataPlane) Apply([]policy.ServicePlan) error { return nil }
 func (nopDataPlane) Resync(policy.Plan) error         { return nil }
 func (nopDataPlane) NeedsResync() bool                { return false }
+
+// conntrackRetry is how often, and for how long, setConntrack tries again
+// while nf_conntrack is not loaded.
+var conntrackRetry = struct{ every, for_ time.Duration }{time.Second, 2 * time.Minute}
+
+// setConntrack sets the conntrack sysctls, as kube-proxy does before it
+// starts its proxier; a failure is fatal, as there. The sysctls exist only
+// once nf_conntrack is loaded, which our nftables table does in the first
+// sync: until then setConntrack retries in the background (in wg).
+func setConntrack(ctx context.Context, s conntrack.Settings, wg *sync.WaitGroup) error {
+	logger := klog.FromContext(ctx)
+	err := conntrack.Apply(logger, conntrack.Host{}, s)
+	if !errors.Is(err, conntrack.ErrNotLoaded) {
+		if err != nil {
+			return fmt.Errorf("set the conntrack sysctls from the configuration: %w", err)
+		}
+		return nil
+	}
+	logger.Info("Setting the conntrack sysctls once nf_conntrack is loaded", "reason", err.Error())
+	wg.Go(func() {
+		t := time.NewTicker(conntrackRetry.every)
+		defer t.Stop()
+		deadline := time.Now().Add(conntrackRetry.for_)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			err := conntrack.Apply(logger, conntrack.Host{}, s)
+			if err == nil {
+				return
+			}
+			if !errors.Is(err, conntrack.ErrNotLoaded) || time.Now().After(deadline) {
+				logger.Error(err, "Failed to set the conntrack sysctls; conntrack keeps the kernel's values")
+				return
+			}
+		}
+	})
+	return nil
+}
