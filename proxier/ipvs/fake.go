@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // FaultFunc, set on a fake, is called before each of its operations with
@@ -18,8 +19,9 @@ import (
 // in place of doing the operation.
 type FaultFunc func(op, target string) error
 
-// schedulers are the IPVS schedulers of Linux 6.1.
-var schedulers = []string{"dh", "fo", "lblc", "lblcr", "lc", "mh", "nq", "ovf", "rr", "sed", "sh", "twos", "wlc", "wrr"}
+// schedulers are the IPVS schedulers of Linux 6.1 ("twos" came in 6.2),
+// and "none", the kernel's name for no scheduler, which it accepts.
+var schedulers = []string{"dh", "fo", "lblc", "lblcr", "lc", "mh", "none", "nq", "ovf", "rr", "sed", "sh", "wlc", "wrr"}
 
 // FakeKernel is an in-memory IPVS that answers as the kernel does:
 // EEXIST for a duplicate, ESRCH for a missing virtual server, ENOENT for
@@ -211,6 +213,9 @@ func (f *FakeKernel) SetTimeouts(t Timeouts) error {
 	if err := f.fault("set-timeouts", ""); err != nil {
 		return err
 	}
+	// The kernel takes whole seconds: 1.5s is 1s, and 500ms is 0,
+	// which leaves that timeout unchanged.
+	t.TCP, t.TCPFin, t.UDP = t.TCP.Truncate(time.Second), t.TCPFin.Truncate(time.Second), t.UDP.Truncate(time.Second)
 	if t.TCP != 0 {
 		f.timeouts.TCP = t.TCP
 	}

@@ -48,13 +48,19 @@ func (f *FakeLinks) fault(op, target string) error {
 func (f *FakeLinks) AddLink(name, kind string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.links[name] != nil {
+	switch {
+	case len(name) >= ifNameSize:
+		return syscall.ERANGE // rtnetlink's attribute policy refuses the name
+	case f.links[name] != nil:
 		return syscall.EEXIST
 	}
 	f.lastIndex++
 	f.links[name] = &fakeLink{index: f.lastIndex, kind: kind, addrs: map[netip.Prefix]bool{}}
 	return nil
 }
+
+// ifNameSize is the kernel's IFNAMSIZ: a link name is at most 15 bytes.
+const ifNameSize = 16
 
 // Link implements Links.
 func (f *FakeLinks) Link(name string) (LinkInfo, error) {
@@ -224,7 +230,8 @@ func (f *FakeConntrack) Dump() string {
 }
 
 // FakeSysctls is an in-memory /proc/sys holding the keys the Writer uses
-// (all "0" at first); other keys are ENOENT unless added with Set.
+// (all "0" at first); other keys are ENOENT, to Set as to Get (procfs
+// creates no files).
 type FakeSysctls struct {
 	mu     sync.Mutex
 	values map[string]string
@@ -255,7 +262,7 @@ func (f *FakeSysctls) Get(key string) (string, error) {
 	if !ok {
 		return "", syscall.ENOENT
 	}
-	return v + "\n", nil
+	return v, nil // as the adapter returns it: trimmed
 }
 
 // Set implements Sysctls.
