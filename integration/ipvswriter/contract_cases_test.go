@@ -39,12 +39,6 @@ var (
 // (translate refuses a destination of another family).
 const mixedFamily = "a destination of the other family is mangled by moby/ipvs, not refused"
 
-// loKind is why lo's kind is not compared. Netlink reports a link without
-// a kind, as lo, as "device"; the fake says "loopback". The Writer only
-// asks whether a kind is "dummy", so nothing depends on it, and the fake's
-// word is in eleven golden files of proxier/ipvs outside this change.
-const loKind = `the fake's lo is "loopback", netlink's "device"; to align with proxier/ipvs's golden files`
-
 // weighted is d with another weight.
 func weighted(d ipvs.Destination, w int) ipvs.Destination {
 	d.Weight = w
@@ -179,7 +173,7 @@ func contractCases() []contractCase {
 		}},
 		{"links: a missing link is ENODEV, a duplicate dummy EEXIST, a name over 15 bytes ERANGE", []step{
 			link(dummy),
-			skipped(link("lo"), loKind),
+			link("lo"),
 			deleteLink(dummy),
 			addrs(dummy),
 			addAddr(dummy, "10.96.0.10/32"),

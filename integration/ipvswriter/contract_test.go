@@ -219,7 +219,7 @@ func dests(s seams, k ipvs.Key) string {
 func key(spec string) ipvs.Key {
 	ap, proto, _ := strings.Cut(spec, "/")
 	a := netip.MustParseAddrPort(ap)
-	return ipvs.Key{Addr: a.Addr(), Protocol: policy.Protocol(proto), Port: a.Port()}
+	return ipvs.Key{Address: a.Addr(), Protocol: policy.Protocol(proto), Port: a.Port()}
 }
 
 // virt is a virtual server on spec (see key).

@@ -32,7 +32,7 @@ type fakeLink struct {
 // NewFakeLinks returns a host with only lo (index 1); each new link gets
 // the next index, as the kernel's.
 func NewFakeLinks() *FakeLinks {
-	return &FakeLinks{lastIndex: 1, links: map[string]*fakeLink{"lo": {index: 1, kind: "loopback", addrs: map[netip.Prefix]bool{}}}}
+	return &FakeLinks{lastIndex: 1, links: map[string]*fakeLink{"lo": {index: 1, kind: "device", addrs: map[netip.Prefix]bool{}}}}
 }
 
 var _ Links = (*FakeLinks)(nil)

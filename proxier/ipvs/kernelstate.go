@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // start reads the kernel on a Writer's first sync and makes sure the
@@ -205,7 +206,10 @@ func (w *Writer) tune() error {
 }
 
 func (w *Writer) setTimeouts() error {
-	cfg := Timeouts{TCP: w.cfg.TCPTimeout, TCPFin: w.cfg.TCPFinTimeout, UDP: w.cfg.UDPTimeout}
+	// The kernel keeps whole seconds (a value under 1 s is 0: unchanged),
+	// so compare what it would hold, not to set 1.5 s over 1 s each sync.
+	cfg := Timeouts{TCP: w.cfg.TCPTimeout.Truncate(time.Second), TCPFin: w.cfg.TCPFinTimeout.Truncate(time.Second),
+		UDP: w.cfg.UDPTimeout.Truncate(time.Second)}
 	if cfg == (Timeouts{}) {
 		return nil
 	}

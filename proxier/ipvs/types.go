@@ -83,8 +83,9 @@ type Kernel interface {
 // its addresses. A missing link is ENODEV, an existing link or address
 // EEXIST, a missing address EADDRNOTAVAIL.
 type Links interface {
-	// Link returns a link's index and kind ("dummy", "veth", "loopback",
-	// ...); ENODEV if it does not exist.
+	// Link returns a link's index and kind ("dummy", "veth", ...; netlink
+	// says "device" for a link without one, such as lo); ENODEV if it
+	// does not exist.
 	Link(name string) (LinkInfo, error)
 	// AddDummy creates a dummy interface (left down, as kube-proxy does).
 	AddDummy(name string) error

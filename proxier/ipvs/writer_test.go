@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -81,7 +82,9 @@ func TestRestartMakesNoChanges(t *testing.T) {
 	mh := vs("ClusterIP 10.96.0.21:80/TCP", "10.244.1.9:80")
 	mh.Scheduler, mh.SchedulerFlags = "mh", []string{"mh-fallback", "mh-port"}
 	full = append(full, svc("sticky", sticky), svc("mh", mh))
-	cfg := Config{StrictARP: true, TCPTimeout: 900e9, UDPTimeout: 60e9}
+	// 900.5 s: the kernel keeps whole seconds, and the restart must not
+	// set 900.5 again over the 900 it reads back.
+	cfg := Config{StrictARP: true, TCPTimeout: 900*time.Second + 500*time.Millisecond, UDPTimeout: 60e9}
 	for _, tc := range []struct {
 		name string
 		run  func(e *env) error
