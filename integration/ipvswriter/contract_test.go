@@ -6,14 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"reflect"
 	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -35,38 +33,17 @@ func fakeSeams() seams {
 	return seams{ipvs.NewFakeKernel(), ipvs.NewFakeLinks(), ipvs.NewFakeConntrack(), ipvs.NewFakeSysctls()}
 }
 
-// linuxSeams returns the adapters ipvs.NewLinux wires into its Writer.
-// They are unexported (kernel_linux.go, links_linux.go), and the contract
-// must hold for them, not for a copy of their translation code here, so
-// they are read out of the Writer's fields by type; the Writer itself is
-// never used. Field names do not matter, only that each interface is
-// held once.
+// linuxSeams returns the adapters ipvs.NewLinux wires into its Writer:
+// the contract must hold for them, not for a copy of their translation
+// code here.
 func linuxSeams(t *testing.T) seams {
 	t.Helper()
-	w := newWriter(t, ipvs.Config{})
-	v := reflect.ValueOf(w).Elem()
-	var s seams
-	for i := range v.NumField() {
-		f := v.Field(i)
-		if f.Kind() != reflect.Interface {
-			continue
-		}
-		x := reflect.NewAt(f.Type(), unsafe.Pointer(f.UnsafeAddr())).Elem().Interface()
-		switch f.Type() {
-		case reflect.TypeFor[ipvs.Kernel]():
-			s.k, _ = x.(ipvs.Kernel)
-		case reflect.TypeFor[ipvs.Links]():
-			s.l, _ = x.(ipvs.Links)
-		case reflect.TypeFor[ipvs.Conntrack]():
-			s.ct, _ = x.(ipvs.Conntrack)
-		case reflect.TypeFor[ipvs.Sysctls]():
-			s.sys, _ = x.(ipvs.Sysctls)
-		}
+	k, l, ct, sys, closeKernel, err := ipvs.NewLinuxAdapters()
+	if err != nil {
+		t.Fatal(err)
 	}
-	if s.k == nil || s.l == nil || s.ct == nil || s.sys == nil {
-		t.Fatalf("ipvs.Writer no longer holds a Kernel, Links, Conntrack and Sysctls: %+v", s)
-	}
-	return s
+	t.Cleanup(closeKernel)
+	return seams{k, l, ct, sys}
 }
 
 // step is one operation, run on the fake and on the kernel. It returns

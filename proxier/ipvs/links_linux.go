@@ -140,3 +140,15 @@ func NewLinux(cfg Config) (*Writer, error) {
 	}
 	return New(cfg, h, netlinkLinks{}, netlinkConntrack{}, procSysctls{}), nil
 }
+
+// NewLinuxAdapters returns the running kernel's adapters, the ones
+// NewLinux wires into its Writer, for tests that hold them to the fakes'
+// contract (integration/ipvswriter's TestKernelContract). close releases
+// the IPVS handle.
+func NewLinuxAdapters() (k Kernel, l Links, ct Conntrack, sys Sysctls, close func(), err error) {
+	h, err := mobyipvsNew()
+	if err != nil {
+		return nil, nil, nil, nil, nil, err
+	}
+	return h, netlinkLinks{}, netlinkConntrack{}, procSysctls{}, h.Close, nil
+}
