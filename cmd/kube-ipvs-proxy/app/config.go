@@ -1,15 +1,15 @@
 package app
 
 import (
-	"encoding/json"
 	"fmt"
 	"net"
 	"net/netip"
 	"strconv"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	logsapi "k8s.io/component-base/logs/api/v1"
+	kubeproxyconfig "k8s.io/kube-proxy/config/v1alpha1"
 	"sigs.k8s.io/yaml"
 )
 
@@ -27,188 +27,36 @@ const (
 )
 
 // KubeProxyConfiguration is kube-proxy's configuration file,
-// kubeproxy.config.k8s.io/v1alpha1 as of Kubernetes v1.36, field for field
-// (our own copy of k8s.io/kube-proxy/config/v1alpha1, so that the module
-// does not depend on kube-proxy). kube-ipvs-proxy uses clientConnection,
+// kubeproxy.config.k8s.io/v1alpha1, as published in k8s.io/kube-proxy
+// (kept at the version of k8s.io/api, so the fields follow the Kubernetes
+// release we build against). kube-ipvs-proxy uses clientConnection,
 // hostnameOverride, bindAddress, healthzBindAddress, metricsBindAddress,
 // bindAddressHardFail, featureGates (warnings only), logging.verbosity and
 // logging.vmodule, mode (must be ipvs or empty), the ipvs section,
 // iptables.masqueradeAll and iptables.masqueradeBit (which kube-proxy's
 // IPVS mode reads from the iptables section), clusterCIDR,
 // nodePortAddresses and configSyncPeriod. The other fields are accepted
-// and kept so that --write-config-to reproduces them.
-type KubeProxyConfiguration struct {
-	APIVersion                  string                        `json:"apiVersion,omitempty"`
-	Kind                        string                        `json:"kind,omitempty"`
-	FeatureGates                map[string]bool               `json:"featureGates,omitempty"`
-	ClientConnection            ClientConnectionConfiguration `json:"clientConnection"`
-	Logging                     LoggingConfiguration          `json:"logging,omitempty"`
-	HostnameOverride            string                        `json:"hostnameOverride"`
-	BindAddress                 string                        `json:"bindAddress"`
-	HealthzBindAddress          string                        `json:"healthzBindAddress"`
-	MetricsBindAddress          string                        `json:"metricsBindAddress"`
-	BindAddressHardFail         bool                          `json:"bindAddressHardFail"`
-	EnableProfiling             bool                          `json:"enableProfiling"`
-	ShowHiddenMetricsForVersion string                        `json:"showHiddenMetricsForVersion"`
-	Mode                        string                        `json:"mode"`
-	IPTables                    IPTablesConfiguration         `json:"iptables"`
-	IPVS                        IPVSConfiguration             `json:"ipvs"`
-	NFTables                    NFTablesConfiguration         `json:"nftables"`
-	Winkernel                   WinkernelConfiguration        `json:"winkernel"`
-	DetectLocalMode             string                        `json:"detectLocalMode"`
-	DetectLocal                 DetectLocalConfiguration      `json:"detectLocal"`
-	ClusterCIDR                 string                        `json:"clusterCIDR"`
-	NodePortAddresses           []string                      `json:"nodePortAddresses"`
-	OOMScoreAdj                 *int32                        `json:"oomScoreAdj"`
-	Conntrack                   ConntrackConfiguration        `json:"conntrack"`
-	ConfigSyncPeriod            metav1.Duration               `json:"configSyncPeriod"`
-	PortRange                   string                        `json:"portRange"`
-	WindowsRunAsService         bool                          `json:"windowsRunAsService,omitempty"`
-}
+// and kept so that --write-config-to reproduces them. Our own settings
+// (--ipvs-graceful-period and the like) are flags on Options, not fields
+// here, so the upstream type needs no extension.
+type KubeProxyConfiguration = kubeproxyconfig.KubeProxyConfiguration
 
-// ClientConnectionConfiguration is component-base's client connection.
-type ClientConnectionConfiguration struct {
-	Kubeconfig         string  `json:"kubeconfig"`
-	AcceptContentTypes string  `json:"acceptContentTypes"`
-	ContentType        string  `json:"contentType"`
-	QPS                float32 `json:"qps"`
-	Burst              int32   `json:"burst"`
-}
-
-// LoggingConfiguration is component-base's logging configuration.
-type LoggingConfiguration struct {
-	Format         string               `json:"format,omitempty"`
-	FlushFrequency FlushFrequency       `json:"flushFrequency"`
-	Verbosity      uint32               `json:"verbosity"`
-	VModule        []VModuleItem        `json:"vmodule,omitempty"`
-	Options        LoggingFormatOptions `json:"options,omitempty"`
-}
-
-// VModuleItem is one file pattern's verbosity.
-type VModuleItem struct {
-	FilePattern string `json:"filePattern"`
-	Verbosity   uint32 `json:"verbosity"`
-}
-
-// LoggingFormatOptions are the per-format logging options.
-type LoggingFormatOptions struct {
-	Text LoggingOutputOptions `json:"text,omitempty"`
-	JSON LoggingOutputOptions `json:"json,omitempty"`
-}
-
-// LoggingOutputOptions is component-base's OutputRoutingOptions.
-type LoggingOutputOptions struct {
-	SplitStream    bool              `json:"splitStream,omitempty"`
-	InfoBufferSize resource.Quantity `json:"infoBufferSize,omitempty"`
-}
-
-// FlushFrequency is component-base's TimeOrMetaDuration: a duration string
-// ("5s") or integer nanoseconds, written back the way it was read.
-type FlushFrequency struct {
-	Duration          time.Duration
-	SerializeAsString bool
-}
-
-// MarshalJSON writes a string or nanoseconds, as read.
-func (f FlushFrequency) MarshalJSON() ([]byte, error) {
-	if f.SerializeAsString {
-		return json.Marshal(f.Duration.String())
-	}
-	return json.Marshal(int64(f.Duration))
-}
-
-// UnmarshalJSON reads "5s" or 5000000000.
-func (f *FlushFrequency) UnmarshalJSON(b []byte) error {
-	if len(b) > 0 && b[0] == '"' {
-		var s string
-		if err := json.Unmarshal(b, &s); err != nil {
-			return err
-		}
-		d, err := time.ParseDuration(s)
-		if err != nil {
-			return err
-		}
-		*f = FlushFrequency{Duration: d, SerializeAsString: true}
-		return nil
-	}
-	var n int64
-	if err := json.Unmarshal(b, &n); err != nil {
-		return fmt.Errorf("invalid duration %s: want a string such as \"5s\" or integer nanoseconds", b)
-	}
-	*f = FlushFrequency{Duration: time.Duration(n)}
-	return nil
-}
-
-// IPTablesConfiguration is the iptables section; kube-proxy's IPVS mode
-// reads masqueradeAll and masqueradeBit from it.
-type IPTablesConfiguration struct {
-	MasqueradeBit      *int32          `json:"masqueradeBit"`
-	MasqueradeAll      bool            `json:"masqueradeAll"`
-	LocalhostNodePorts *bool           `json:"localhostNodePorts"`
-	SyncPeriod         metav1.Duration `json:"syncPeriod"`
-	MinSyncPeriod      metav1.Duration `json:"minSyncPeriod"`
-}
-
-// IPVSConfiguration is the ipvs section.
-type IPVSConfiguration struct {
-	SyncPeriod    metav1.Duration `json:"syncPeriod"`
-	MinSyncPeriod metav1.Duration `json:"minSyncPeriod"`
-	Scheduler     string          `json:"scheduler"`
-	ExcludeCIDRs  []string        `json:"excludeCIDRs"`
-	StrictARP     bool            `json:"strictARP"`
-	TCPTimeout    metav1.Duration `json:"tcpTimeout"`
-	TCPFinTimeout metav1.Duration `json:"tcpFinTimeout"`
-	UDPTimeout    metav1.Duration `json:"udpTimeout"`
-}
-
-// NFTablesConfiguration is the nftables section (unused).
-type NFTablesConfiguration struct {
-	MasqueradeBit *int32          `json:"masqueradeBit"`
-	MasqueradeAll bool            `json:"masqueradeAll"`
-	SyncPeriod    metav1.Duration `json:"syncPeriod"`
-	MinSyncPeriod metav1.Duration `json:"minSyncPeriod"`
-}
-
-// ConntrackConfiguration is the conntrack section (unused: we do not
-// manage conntrack sysctls).
-type ConntrackConfiguration struct {
-	MaxPerCore            *int32           `json:"maxPerCore"`
-	Min                   *int32           `json:"min"`
-	TCPEstablishedTimeout *metav1.Duration `json:"tcpEstablishedTimeout"`
-	TCPCloseWaitTimeout   *metav1.Duration `json:"tcpCloseWaitTimeout"`
-	TCPBeLiberal          bool             `json:"tcpBeLiberal"`
-	UDPTimeout            metav1.Duration  `json:"udpTimeout"`
-	UDPStreamTimeout      metav1.Duration  `json:"udpStreamTimeout"`
-}
-
-// WinkernelConfiguration is the Windows section (unused).
-type WinkernelConfiguration struct {
-	NetworkName           string `json:"networkName"`
-	SourceVip             string `json:"sourceVip"`
-	EnableDSR             bool   `json:"enableDSR"`
-	RootHnsEndpointName   string `json:"rootHnsEndpointName"`
-	ForwardHealthCheckVip bool   `json:"forwardHealthCheckVip"`
-}
-
-// DetectLocalConfiguration is the detectLocal section (unused: only
-// detectLocalMode ClusterCIDR is implemented).
-type DetectLocalConfiguration struct {
-	BridgeInterface     string `json:"bridgeInterface"`
-	InterfaceNamePrefix string `json:"interfaceNamePrefix"`
-}
+// VModuleItem is one file pattern's verbosity (logging.vmodule).
+type VModuleItem = logsapi.VModuleItem
 
 // DefaultConfig is kube-proxy's v1alpha1 configuration with nothing set:
 // what a file holding only apiVersion and kind means.
 func DefaultConfig() KubeProxyConfiguration {
-	c := KubeProxyConfiguration{APIVersion: ConfigAPIVersion, Kind: ConfigKind}
-	c.setDefaults()
+	c := KubeProxyConfiguration{TypeMeta: metav1.TypeMeta{APIVersion: ConfigAPIVersion, Kind: ConfigKind}}
+	setDefaults(&c)
 	return c
 }
 
 // setDefaults fills unset fields as kube-proxy's v1alpha1 defaulting does
-// (pkg/proxy/apis/config/v1alpha1/defaults.go). Note that ipvs.minSyncPeriod
-// has no default there: a file without it means 0.
-func (c *KubeProxyConfiguration) setDefaults() {
+// (pkg/proxy/apis/config/v1alpha1/defaults.go, in k8s.io/kubernetes, which
+// k8s.io/kube-proxy does not publish). Note that ipvs.minSyncPeriod has no
+// default there: a file without it means 0.
+func setDefaults(c *KubeProxyConfiguration) {
 	if c.BindAddress == "" {
 		c.BindAddress = "0.0.0.0"
 	}
@@ -254,8 +102,8 @@ func (c *KubeProxyConfiguration) setDefaults() {
 	if c.Logging.Format == "" {
 		c.Logging.Format = "text"
 	}
-	if c.Logging.FlushFrequency.Duration == 0 {
-		c.Logging.FlushFrequency = FlushFrequency{Duration: 5 * time.Second, SerializeAsString: true}
+	if c.Logging.FlushFrequency.Duration.Duration == 0 {
+		c.Logging.FlushFrequency = logsapi.TimeOrMetaDuration{Duration: metav1.Duration{Duration: 5 * time.Second}, SerializeAsString: true}
 	}
 }
 

@@ -2,7 +2,6 @@ package app
 
 import (
 	"bytes"
-	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -101,88 +100,6 @@ func TestTunedJSONConfig(t *testing.T) {
 	}
 }
 
-// TestLoadConfig: unknown fields warn with their path; wrong types,
-// kinds and syntax are errors naming the file.
-func TestLoadConfig(t *testing.T) {
-	// More unknown fields than one UnmarshalStrict call reports.
-	manyUnknown, manyWarnings := typeMeta+"ipvs:\n", []string(nil)
-	for i := range maxStrictErrors + 20 {
-		manyUnknown += fmt.Sprintf("  u%03d: 1\n", i)
-		manyWarnings = append(manyWarnings, fmt.Sprintf("c.yaml: ipvs.u%03d: unknown field; ignored", i))
-	}
-	tests := []struct {
-		name         string
-		data         string
-		wantWarnings []string
-		wantErr      []string // substrings; nil means success
-	}{
-		{"only apiVersion and kind is all defaults", typeMeta, nil, nil},
-		{"an unknown top-level field warns", typeMeta + "udpIdleTimeout: 250ms\n",
-			[]string{"c.yaml: udpIdleTimeout: unknown field; ignored"}, nil},
-		{"an unknown nested field warns with its path", typeMeta + "ipvs:\n  schedular: wrr\n  scheduler: lc\n",
-			[]string{"c.yaml: ipvs.schedular: unknown field; ignored"}, nil},
-		{"field names are case-sensitive", typeMeta + "IPVS: {}\nlogging:\n  vmodule:\n  - filePattern: x\n    level: 2\n",
-			[]string{"c.yaml: IPVS: unknown field; ignored", "c.yaml: logging.vmodule[0].level: unknown field; ignored"}, nil},
-		{"a wrong apiVersion is an error", "apiVersion: kubeproxy.config.k8s.io/v1beta1\nkind: KubeProxyConfiguration\n", nil,
-			[]string{`c.yaml: apiVersion "kubeproxy.config.k8s.io/v1beta1", kind "KubeProxyConfiguration": want apiVersion kubeproxy.config.k8s.io/v1alpha1, kind KubeProxyConfiguration`}},
-		{"a wrong kind is an error", "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeletConfiguration\n", nil,
-			[]string{`c.yaml: apiVersion "kubeproxy.config.k8s.io/v1alpha1", kind "KubeletConfiguration"`}},
-		{"no type meta is an error", "mode: ipvs\n", nil, []string{`c.yaml: apiVersion "", kind ""`}},
-		{"an empty file is an error", "", nil, []string{"c.yaml: want a KubeProxyConfiguration object, got null"}},
-		{"a list is an error", "- a\n", nil, []string{"c.yaml: want a KubeProxyConfiguration object, got a list"}},
-		{"a YAML syntax error names file and line", typeMeta + "ipvs:\n  syncPeriod: 30s\n   scheduler: rr\n", nil,
-			[]string{"c.yaml: 5: mapping values are not allowed in this context"}},
-		{"a JSON syntax error names file and line", "{\"apiVersion\": \"x\",\n \"kind\": \"y\"]\n", nil, []string{"c.yaml: 2: "}},
-		{"type errors are all reported with their paths", typeMeta + "ipvs:\n  syncPeriod: 30\n  tcpTimeout: 30x\nclientConnection:\n  burst: many\nfeatureGates: {A: maybe}\nnodePortAddresses: 10.0.0.0/8\nconntrack: [1]\n", nil,
-			[]string{
-				`c.yaml: ipvs.syncPeriod: want a duration such as "30s", got a number`,
-				`c.yaml: ipvs.tcpTimeout: time: unknown unit "x" in duration "30x"`,
-				"c.yaml: clientConnection.burst: want int32, got string",
-				"c.yaml: featureGates.A: want bool, got string",
-				"c.yaml: nodePortAddresses: want []string, got string",
-				"c.yaml: conntrack: want an object, got a list",
-			}},
-		{"an out of range number is a type error", typeMeta + "clientConnection: {burst: 3000000000}\n", nil,
-			[]string{"c.yaml: clientConnection.burst: want int32, got number 3000000000"}},
-		{"null means unset", typeMeta + "ipvs: null\nconntrack:\n  min: null\nclusterCIDR: null\n", nil, nil},
-		{"a null duration means unset", typeMeta + "ipvs: {syncPeriod: null}\nconfigSyncPeriod: null\n", nil, nil},
-		{"unknown fields are reported beside type errors", typeMeta + "ipvs: {syncPeriod: 30, foo: 1}\nbar: 2\n",
-			[]string{"c.yaml: bar: unknown field; ignored", "c.yaml: ipvs.foo: unknown field; ignored"},
-			[]string{`c.yaml: ipvs.syncPeriod: want a duration such as "30s", got a number`}},
-		{"every bad list element is named", typeMeta + "nodePortAddresses: [10.0.0.0/8, 5, {x: 1}]\n", nil,
-			[]string{"c.yaml: nodePortAddresses[1]: want string, got number", "c.yaml: nodePortAddresses[2]: want string, got object"}},
-		{"more unknown fields than the decoder reports at once are all reported", manyUnknown, manyWarnings, nil},
-		{"an unknown field keeps its list index beside a type error", typeMeta + "logging:\n  vmodule:\n  - filePattern: x\n  - filePattern: y\n    level: 2\nmode: 5\n",
-			[]string{"c.yaml: logging.vmodule[1].level: unknown field; ignored"}, []string{"c.yaml: mode: want string, got number"}},
-		{"flushFrequency takes nanoseconds or a string", typeMeta + "logging: {flushFrequency: 1000000000}\n", nil, nil},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			cfg, warnings, err := LoadConfig("c.yaml", []byte(tc.data))
-			if diff := cmp.Diff(tc.wantWarnings, warnings); diff != "" {
-				t.Errorf("warnings (-want +got):\n%s", diff)
-			}
-			if tc.wantErr == nil {
-				if err != nil {
-					t.Fatalf("unexpected error: %v", err)
-				}
-				if cfg.IPVS.SyncPeriod.Duration != 30*time.Second || *cfg.Conntrack.Min != 131072 {
-					t.Errorf("defaults not applied: %+v", cfg)
-				}
-				return
-			}
-			if err == nil {
-				t.Fatal("no error")
-			}
-			for _, want := range tc.wantErr {
-				if !strings.Contains(err.Error(), want) {
-					t.Errorf("error lacks %q:\n%v", want, err)
-				}
-			}
-		})
-	}
-}
-
 // TestConfigPrecedence: as in kube-proxy v1.36 (Options.Complete), the
 // file replaces kube-proxy's other flags, which are then ignored with a
 // notice; --hostname-override, --master, -v and --vmodule still apply.
@@ -214,11 +131,11 @@ func TestConfigPrecedence(t *testing.T) {
 		{"the file's verbosity applies", []string{"--config", withName},
 			func(o *Options) any { return klog.V(3).Enabled() && !klog.V(4).Enabled() }, true, ""},
 		{"-v wins over the file", []string{"--config", withName, "-v", "6"},
-			func(o *Options) any { return o.Config.Logging.Verbosity }, uint32(6), ""},
+			func(o *Options) any { return uint32(o.Config.Logging.Verbosity) }, uint32(6), ""},
 		{"--vmodule goes before the file's", []string{"--config", tunedConfig, "--vmodule", "a=1"},
-			func(o *Options) any { return o.Config.Logging.VModule }, []VModuleItem{{"a", 1}, {"proxier*", 6}}, ""},
+			func(o *Options) any { return []VModuleItem(o.Config.Logging.VModule) }, []VModuleItem{{FilePattern: "a", Verbosity: 1}, {FilePattern: "proxier*", Verbosity: 6}}, ""},
 		{"unimplemented file values warn", []string{"--config", nodeCIDR},
-			func(o *Options) any { return o.Config.DetectLocalMode }, "NodeCIDR",
+			func(o *Options) any { return string(o.Config.DetectLocalMode) }, "NodeCIDR",
 			"warning: " + nodeCIDR + `: detectLocalMode: "NodeCIDR" is not implemented, local traffic is detected by clusterCIDR; ignored` + "\n" +
 				"warning: " + nodeCIDR + `: logging.format: "json" is not implemented, logging as text; ignored` + "\n"},
 	}
@@ -258,15 +175,17 @@ func TestValidateNamesFileFields(t *testing.T) {
 	}
 }
 
+// TestConfigFileErrorsFailParse: a bad value in --config fails parsing,
+// naming file and field; unknown fields are printed as warnings.
 func TestConfigFileErrorsFailParse(t *testing.T) {
 	dir := t.TempDir()
-	bad := writeFile(t, dir, "bad.yaml", typeMeta+"ipvs: {syncPeriod: 30}\nfoo: 1\n")
-	_, out, err := parse(t, "--config", bad)
-	if err == nil || !strings.Contains(err.Error(), bad+": ipvs.syncPeriod: ") {
+	bad := writeFile(t, dir, "bad.yaml", typeMeta+"ipvs: {syncPeriod: 30}\n")
+	if _, _, err := parse(t, "--config", bad); err == nil || !strings.Contains(err.Error(), bad+": ipvs.syncPeriod: ") {
 		t.Errorf("error %v", err)
 	}
-	if out != "warning: "+bad+": foo: unknown field; ignored\n" {
-		t.Errorf("stderr %q", out)
+	unknown := writeFile(t, dir, "unknown.yaml", typeMeta+"foo: 1\n")
+	if _, out, err := parse(t, "--config", unknown); err != nil || out != "warning: "+unknown+": foo: unknown field; ignored\n" {
+		t.Errorf("error %v, stderr %q", err, out)
 	}
 	if _, _, err := parse(t, "--config", filepath.Join(dir, "missing.yaml")); err == nil || !strings.Contains(err.Error(), "--config: open ") {
 		t.Errorf("error %v", err)
@@ -324,41 +243,4 @@ func TestDryRunWithConfig(t *testing.T) {
 	if out != string(want) {
 		t.Error("the plan with --config differs from the golden plan made with --cluster-cidr")
 	}
-}
-
-// FuzzLoadConfig: the loader never panics, and whatever it accepts
-// survives a write and reload unchanged.
-func FuzzLoadConfig(f *testing.F) {
-	for _, path := range []string{kubeadmConfig, tunedConfig} {
-		data, err := os.ReadFile(path)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(data)
-	}
-	f.Add([]byte(typeMeta + "ipvs: {syncPeriod: 30}\nlogging: {flushFrequency: 7, options: {json: {infoBufferSize: 1Ki}}}\n"))
-	f.Add([]byte(typeMeta + "featureGates: {a: true}\nnodePortAddresses: [primary]\nconntrack: {min: null}\n"))
-	f.Add([]byte(typeMeta + "a: &x [*x]\n"))
-	f.Add([]byte("{\"apiVersion\": \"kubeproxy.config.k8s.io/v1alpha1\", \"kind\": \"KubeProxyConfiguration\", \"qps\": 1e400}"))
-	f.Fuzz(func(t *testing.T, data []byte) {
-		cfg, _, err := LoadConfig("fuzz.yaml", data)
-		if err != nil {
-			if !strings.HasPrefix(err.Error(), "fuzz.yaml: ") {
-				t.Fatalf("error does not name the file: %v", err)
-			}
-			return
-		}
-		written, err := MarshalConfig(cfg)
-		if err != nil {
-			t.Fatalf("marshal: %v", err)
-		}
-		again, warnings, err := LoadConfig("written.yaml", written)
-		if err != nil || len(warnings) > 0 {
-			t.Fatalf("reload: %v %v\n%s", err, warnings, written)
-		}
-		rewritten, err := MarshalConfig(again)
-		if err != nil || !bytes.Equal(written, rewritten) {
-			t.Fatalf("not stable across a reload: %v\n%s\n---\n%s", err, written, rewritten)
-		}
-	})
 }

@@ -6,13 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"reflect"
 	"regexp"
-	"slices"
-	"strconv"
 	"strings"
 
-	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 )
 
@@ -33,10 +29,13 @@ func LoadConfigFile(path string) (KubeProxyConfiguration, []string, error) {
 // of kube-proxy's codec, so field names are case-sensitive as in
 // kube-proxy. As kube-proxy's lenient decoding, unknown fields are not an
 // error: each is returned as a warning "name: path: unknown field;
-// ignored". A syntax error ("name: line: what"), an apiVersion or kind
-// other than kubeproxy.config.k8s.io/v1alpha1 KubeProxyConfiguration, or
-// a value of the wrong type ("name: path: what", every one of them) is an
-// error. JSON null means unset, also for durations.
+// ignored", all of them, also beside errors. A syntax error ("name: line:
+// what"), an apiVersion or kind other than
+// kubeproxy.config.k8s.io/v1alpha1 KubeProxyConfiguration, or a value of
+// the wrong type ("name: path: what"; every one, one a line, in key order)
+// is an error. JSON null means unset for a field, also a duration's; a
+// null map value is the zero value, as in kube-proxy (featureGates:
+// {A: null} turns A off).
 func LoadConfig(name string, data []byte) (KubeProxyConfiguration, []string, error) {
 	doc, err := parseDocument(data)
 	if err != nil {
@@ -49,18 +48,18 @@ func LoadConfig(name string, data []byte) (KubeProxyConfiguration, []string, err
 	if err := checkTypeMeta(obj); err != nil {
 		return KubeProxyConfiguration{}, nil, fmt.Errorf("%s: %w", name, err)
 	}
-	cfg, unknown, errs := decodeStrict(obj)
+	cfg, unknown, bad := decode(obj)
 	var warnings []string
 	for _, path := range unknown {
 		warnings = append(warnings, fmt.Sprintf("%s: %s: unknown field; ignored", name, path))
 	}
-	if len(errs) > 0 {
-		for i, e := range errs {
-			errs[i] = fmt.Errorf("%s: %w", name, e)
+	if len(bad) > 0 {
+		for i, e := range bad {
+			bad[i] = fmt.Errorf("%s: %w", name, e)
 		}
-		return KubeProxyConfiguration{}, warnings, errors.Join(errs...)
+		return KubeProxyConfiguration{}, warnings, errors.Join(bad...)
 	}
-	cfg.setDefaults()
+	setDefaults(&cfg)
 	return cfg, warnings, nil
 }
 
@@ -117,225 +116,4 @@ func checkTypeMeta(obj map[string]any) error {
 	}
 	return fmt.Errorf("apiVersion %q, kind %q: want apiVersion %s, kind %s",
 		apiVersion, kind, ConfigAPIVersion, ConfigKind)
-}
-
-// maxStrictErrors is how many unknown fields one sigs.k8s.io/json
-// UnmarshalStrict call reports at most (its internal limit).
-const maxStrictErrors = 100
-
-// decodeStrict decodes obj with sigs.k8s.io/json's UnmarshalStrict, as
-// kube-proxy's codec does (case-sensitive), and returns the unknown
-// fields' paths and every bad field. The decoder alone stops at the first
-// error a field's own UnmarshalJSON returns, reports one type error,
-// reports unknown fields only when there is no error, and at most
-// maxStrictErrors of them; in those cases locate decodes obj subtree by
-// subtree to find them all.
-func decodeStrict(obj map[string]any) (KubeProxyConfiguration, []string, []error) {
-	var cfg KubeProxyConfiguration
-	unknown, err := decodeAt(nil, obj, &cfg)
-	if err == nil && len(unknown) < maxStrictErrors {
-		return cfg, unknown, nil
-	}
-	var l locator
-	l.check(nil, obj, nil)
-	if len(l.errs) > 0 {
-		return KubeProxyConfiguration{}, l.unknown, l.errs
-	}
-	// check unset the nulls the decoder refuses; decode what is left.
-	cfg = KubeProxyConfiguration{}
-	if _, err := decodeAt(nil, obj, &cfg); err != nil {
-		return KubeProxyConfiguration{}, l.unknown, []error{err}
-	}
-	return cfg, l.unknown, nil
-}
-
-// step is one step of a path: a string key or an int index.
-type step any
-
-// decodeAt decodes a document holding only v at path into dst (a new
-// KubeProxyConfiguration when nil) and returns the unknown fields' paths.
-// A list on the path holds v alone, as its element 0 (all elements of a
-// list decode alike), so that checking every element of a long list costs
-// linear time; unknown fields' paths are given back their real indexes.
-func decodeAt(path []step, v any, dst *KubeProxyConfiguration) ([]string, error) {
-	decoded := make([]step, len(path)) // path as the decoder sees it
-	for i := len(path) - 1; i >= 0; i-- {
-		switch s := path[i].(type) {
-		case string:
-			v, decoded[i] = map[string]any{s: v}, s
-		case int:
-			v, decoded[i] = []any{v}, 0
-		}
-	}
-	data, err := json.Marshal(v)
-	if err != nil {
-		return nil, fmt.Errorf("re-encode %s: %w", pathString(path), err)
-	}
-	if dst == nil {
-		dst = &KubeProxyConfiguration{}
-	}
-	strict, err := sigsjson.UnmarshalStrict(data, dst, sigsjson.DisallowUnknownFields)
-	from, to := pathString(decoded), pathString(path)
-	var unknown []string
-	for _, e := range strict {
-		var fe sigsjson.FieldError
-		if errors.As(e, &fe) {
-			p := fe.FieldPath()
-			if rest, ok := strings.CutPrefix(p, from); ok {
-				p = to + rest
-			}
-			unknown = append(unknown, p)
-		}
-	}
-	return unknown, err
-}
-
-// locator finds every bad field and unknown field of a document the
-// decoder refuses, by decoding its subtrees one at a time.
-type locator struct {
-	unknown []string
-	errs    []error
-}
-
-// check decodes v at path. If it fails, a null is unset (as JSON null
-// means unset elsewhere, also for a metav1.Duration, whose UnmarshalJSON
-// refuses null), a container of the wrong type and a bad leaf are
-// errors, and a container of the right type is checked member by member.
-// unset removes v from its parent; nil for the root and list elements.
-func (l *locator) check(path []step, v any, unset func()) {
-	unknown, err := decodeAt(path, v, nil)
-	if err == nil && len(unknown) < maxStrictErrors {
-		l.unknown = append(l.unknown, unknown...)
-		return
-	}
-	if err != nil && v == nil && unset != nil {
-		unset()
-		return
-	}
-	var empty any
-	switch v.(type) {
-	case map[string]any:
-		empty = map[string]any{}
-	case []any:
-		empty = []any{}
-	default:
-		l.fail(path, v, err)
-		return
-	}
-	if err != nil {
-		if _, shapeErr := decodeAt(path, empty, nil); shapeErr != nil {
-			l.fail(path, v, err) // the field takes no such container
-			return
-		}
-	}
-	n := len(l.errs)
-	switch c := v.(type) {
-	case map[string]any:
-		for _, k := range sortedKeys(c) {
-			l.check(append(slices.Clip(path), k), c[k], func() { delete(c, k) })
-		}
-	case []any:
-		for i, e := range c {
-			l.check(append(slices.Clip(path), i), e, nil)
-		}
-	}
-	if err != nil && len(l.errs) == n {
-		if _, err := decodeAt(path, v, nil); err != nil {
-			l.fail(path, v, err)
-		}
-	}
-}
-
-// fail records err for the field at path holding v, as "path: what".
-func (l *locator) fail(path []step, v any, err error) {
-	fe := &fieldError{path: pathString(path), err: err}
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) && te.Type != nil {
-		fe.msg = typeMessage(path, v, te)
-	}
-	l.errs = append(l.errs, fe)
-}
-
-// typeMessage is "want T, got V", with objects and lists of records
-// named as such, and a duration named when a field that takes "30s" but
-// not "x" gets a non-string.
-func typeMessage(path []step, v any, te *json.UnmarshalTypeError) string {
-	t := te.Type
-	switch {
-	case t.Kind() == reflect.Struct || t.Kind() == reflect.Map:
-		return "want an object, got " + jsonKind(v)
-	case t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Struct:
-		return "want a list, got " + jsonKind(v)
-	case t.Kind() == reflect.String && isDuration(path):
-		return "want a duration such as \"30s\", got " + jsonKind(v)
-	}
-	return fmt.Sprintf("want %s, got %s", t, te.Value)
-}
-
-// isDuration reports whether the field at path reads a duration string:
-// it takes "30s" and refuses "x".
-func isDuration(path []step) bool {
-	_, okErr := decodeAt(path, "30s", nil)
-	_, badErr := decodeAt(path, "x", nil)
-	return okErr == nil && badErr != nil
-}
-
-// fieldError is a bad field: "path: what".
-type fieldError struct {
-	path string
-	msg  string // replaces err's text when set
-	err  error
-}
-
-func (e *fieldError) Error() string {
-	msg := e.msg
-	if msg == "" {
-		msg = strings.TrimPrefix(e.err.Error(), "json: ")
-	}
-	return e.path + ": " + msg
-}
-
-func (e *fieldError) Unwrap() error { return e.err }
-
-// pathString writes path as "a.b[0].c".
-func pathString(path []step) string {
-	var b strings.Builder
-	for _, s := range path {
-		switch s := s.(type) {
-		case string:
-			if b.Len() > 0 {
-				b.WriteByte('.')
-			}
-			b.WriteString(s)
-		case int:
-			b.WriteString("[" + strconv.Itoa(s) + "]")
-		}
-	}
-	return b.String()
-}
-
-func sortedKeys(obj map[string]any) []string {
-	keys := make([]string, 0, len(obj))
-	for k := range obj {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
-}
-
-func jsonKind(v any) string {
-	switch v.(type) {
-	case nil:
-		return "null"
-	case map[string]any:
-		return "an object"
-	case []any:
-		return "a list"
-	case string:
-		return "a string"
-	case bool:
-		return "a boolean"
-	default:
-		return "a number"
-	}
 }

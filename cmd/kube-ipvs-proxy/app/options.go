@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	logsapi "k8s.io/component-base/logs/api/v1"
 )
 
 // Exit codes.
@@ -111,7 +112,7 @@ func (o *Options) addFlags(fs *pflag.FlagSet) {
 // --hostname-override wins.
 func (o *Options) complete(fs *pflag.FlagSet, s *flagState, out io.Writer) error {
 	if fs.Changed("proxy-mode") {
-		o.proxyModeFlag = s.cfg.Mode
+		o.proxyModeFlag = string(s.cfg.Mode)
 	}
 	for _, n := range s.notices(fs, o.ConfigFile != "") {
 		fmt.Fprintln(out, n)
@@ -172,7 +173,7 @@ func (o *Options) completeLogging(fs *pflag.FlagSet, s *flagState) error {
 		if err != nil {
 			return fmt.Errorf("-v: %w", err)
 		}
-		lc.Verbosity = uint32(v)
+		lc.Verbosity = logsapi.VerbosityLevel(v)
 	} else if err := s.klog.Set("v", strconv.FormatUint(uint64(lc.Verbosity), 10)); err != nil {
 		return fmt.Errorf("%s: logging.verbosity: %w", o.ConfigFile, err)
 	}
@@ -204,7 +205,7 @@ func parseVModule(s string) ([]VModuleItem, error) {
 		if !ok || pattern == "" || err != nil {
 			return nil, fmt.Errorf("%q is not pattern=N", part)
 		}
-		items = append(items, VModuleItem{FilePattern: pattern, Verbosity: uint32(v)})
+		items = append(items, VModuleItem{FilePattern: pattern, Verbosity: logsapi.VerbosityLevel(v)})
 	}
 	return items, nil
 }
