@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	mobyipvs "github.com/moby/ipvs"
 	"golang.org/x/sys/unix"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/integration/labnet"
@@ -82,6 +84,7 @@ func TestKernelContract(t *testing.T) {
 	// and IPVS refuses every IPv4 destination (EINVAL, from
 	// inet_addr_type); a node always has lo up, so does the lab.
 	labnet.LinkUp(t, "lo")
+	unloadSchedulersAfter(t)
 	kern := linuxSeams(t)
 	orig, err := kern.k.Timeouts()
 	if err != nil {
@@ -300,4 +303,41 @@ func deleteUDP(ep string) step {
 		n, err := s.ct.DeleteUDP(netip.MustParseAddrPort(ep))
 		return strconv.Itoa(n), err
 	}}
+}
+
+// unloadSchedulersAfter unloads, when t ends, the IPVS scheduler modules
+// that t loaded: asking the kernel for every scheduler loads them all,
+// and later tests in the same boot rely on one being unloadable
+// (integration/traffic's TestMissingSchedulerModuleStaysWithItsService).
+func unloadSchedulersAfter(t *testing.T) {
+	before := ipvsModules(t)
+	t.Cleanup(func() {
+		// No virtual server may hold a scheduler module.
+		if h, err := mobyipvs.New(""); err == nil {
+			_ = h.Flush()
+			h.Close()
+		}
+		for m := range ipvsModules(t) {
+			if !before[m] && strings.HasPrefix(m, "ip_vs_") && m != "ip_vs" {
+				if err := unix.DeleteModule(m, unix.O_NONBLOCK); err != nil {
+					t.Logf("unload %s: %v", m, err)
+				}
+			}
+		}
+	})
+}
+
+// ipvsModules lists the loaded modules named ip_vs*.
+func ipvsModules(t *testing.T) map[string]bool {
+	b, err := os.ReadFile("/proc/modules")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if name, _, _ := strings.Cut(line, " "); strings.HasPrefix(name, "ip_vs") {
+			out[name] = true
+		}
+	}
+	return out
 }
