@@ -35,7 +35,8 @@ const (
 // logging.vmodule, mode (must be ipvs or empty), the ipvs section,
 // iptables.masqueradeAll and iptables.masqueradeBit (which kube-proxy's
 // IPVS mode reads from the iptables section), clusterCIDR,
-// nodePortAddresses and configSyncPeriod. The other fields are accepted
+// nodePortAddresses, configSyncPeriod and the conntrack section (set on
+// the node at startup, package conntrack). The other fields are accepted
 // and kept so that --write-config-to reproduces them. Our own settings
 // (--ipvs-graceful-period and the like) are flags on Options, not fields
 // here, so the upstream type needs no extension.
