@@ -194,9 +194,12 @@ func (nopDataPlane) Apply([]policy.ServicePlan) error { return nil }
 func (nopDataPlane) Resync(policy.Plan) error         { return nil }
 func (nopDataPlane) NeedsResync() bool                { return false }
 
-// conntrackRetry is how often, and for how long, setConntrack tries again
-// while nf_conntrack is not loaded.
-var conntrackRetry = struct{ every, for_ time.Duration }{time.Second, 2 * time.Minute}
+// How often, and for how long, setConntrack tries again while
+// nf_conntrack is not loaded.
+const (
+	conntrackRetryEvery = time.Second
+	conntrackRetryFor   = 2 * time.Minute
+)
 
 // setConntrack sets the conntrack sysctls, as kube-proxy does before it
 // starts its proxier; a failure is fatal, as there. The sysctls exist only
@@ -213,9 +216,9 @@ func setConntrack(ctx context.Context, s conntrack.Settings, wg *sync.WaitGroup)
 	}
 	logger.Info("Setting the conntrack sysctls once nf_conntrack is loaded", "reason", err.Error())
 	wg.Go(func() {
-		t := time.NewTicker(conntrackRetry.every)
+		t := time.NewTicker(conntrackRetryEvery)
 		defer t.Stop()
-		deadline := time.Now().Add(conntrackRetry.for_)
+		deadline := time.Now().Add(conntrackRetryFor)
 		for {
 			select {
 			case <-ctx.Done():
