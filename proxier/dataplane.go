@@ -49,9 +49,9 @@ func (c DataPlaneConfig) nftConfig() nft.Config {
 // and ipvs.Writer, which the DataPlane holds alike: the loop's own
 // (DataPlaneWriter: Apply, Resync, NeedsResync), the sliced repair
 // (DataPlaneRepair), a cheap check that the writer's kernel object still
-// exists, and Cleanup. Each writer adds only what the other needs of it:
-// the nftables table records the NodePort virtual servers that the IPVS
-// writer adopts.
+// exists, and Cleanup. Each writer adds only what is its alone: the
+// nftables table's record of the NodePort virtual servers, which the IPVS
+// writer adopts; the IPVS writer's per-service retries and drains.
 type kernelWriter interface {
 	DataPlaneWriter
 	DataPlaneRepair
