@@ -9,6 +9,7 @@
 #                                                      and CoreDNS at /coredns as upstream's
 #   registry.k8s.io/e2e-test-images/glibc-dns-testing:2.0.0   the same Debian base
 #   registry.k8s.io/e2e-test-images/busybox:1.37.0-1   Debian's busybox-static
+#   registry.k8s.io/e2e-test-images/regression-issue-74839:1.4   upstream's main of that name
 #   registry.k8s.io/coredns/coredns:v1.15.0            CoreDNS (hack/k8s/coredns)
 #   localhost/kube-ipvs-proxy:lab                      this repo's proxy (as `make image`)
 #
@@ -142,6 +143,11 @@ all_images() {
 	done
 	image busybox "$bb" -tag registry.k8s.io/e2e-test-images/busybox:1.37.0-1 \
 		-file "$bb:/bin/busybox:0755" "${applets[@]}" -dir /tmp:1777 -cmd sh
+	# The Conntrack "invalid conntrack state" spec's server: a static
+	# binary, so upstream's Debian base adds nothing it uses.
+	image regression-issue-74839 "$K8S_BIN/regression-issue-74839" \
+		-tag registry.k8s.io/e2e-test-images/regression-issue-74839:1.4 \
+		-file "$K8S_BIN/regression-issue-74839:/regression-issue-74839:0755" -entrypoint /regression-issue-74839
 	image coredns "$K8S_BIN/coredns" -tag registry.k8s.io/coredns/coredns:v1.15.0 \
 		-file "$K8S_BIN/coredns:/coredns:0755" -entrypoint /coredns
 	proxy_image
@@ -149,7 +155,7 @@ all_images() {
 
 case ${1:-all} in
 all)
-	"$REPO/hack/k8s/build.sh" kimg pause agnhost coredns >/dev/null
+	"$REPO/hack/k8s/build.sh" kimg pause agnhost regression-issue-74839 coredns >/dev/null
 	all_images
 	;;
 proxy)

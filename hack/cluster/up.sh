@@ -240,7 +240,7 @@ kc get nodes -o wide >&2
 has_test_images() {
 	local names t
 	names=$(kc get node "$1" -o jsonpath='{.status.images[*].names}')
-	for t in agnhost:2.63.0 busybox:1.37.0-1 glibc-dns-testing:2.0.0; do
+	for t in agnhost:2.63.0 busybox:1.37.0-1 glibc-dns-testing:2.0.0 regression-issue-74839:1.4; do
 		[[ $names == *"e2e-test-images/$t"* ]] || return 1
 	done
 }

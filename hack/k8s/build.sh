@@ -8,6 +8,9 @@
 # NAMEs (default: kubelet kube-controller-manager kube-scheduler kubectl):
 #   kubelet kube-controller-manager kube-scheduler kubectl agnhost
 #              upstream's own mains, unchanged (the `tool` block of go.mod)
+#   regression-issue-74839
+#              upstream's test image main of that name (the Conntrack
+#              "invalid conntrack state" spec's server), unchanged
 #   e2e.test   upstream's e2e suite with the network specs (./e2e, go test -c)
 #   pause      the lab's sandbox process (./cmd/pause)
 #   kimg       the image builder (./kimg, its own module: go-containerregistry)
@@ -39,7 +42,7 @@ for a in "$@"; do
 	case $a in
 	-f | --force) force=1 ;;
 	-h | --help)
-		sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'
+		sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'
 		exit 0
 		;;
 	-*) die "unknown flag $a (try --help)" ;;
@@ -66,7 +69,7 @@ done
 # inputs_of <name>: the paths whose change makes the binary stale.
 inputs_of() {
 	case $1 in
-	kubelet | kube-controller-manager | kube-scheduler | kubectl | agnhost) echo "$HERE/go.mod $HERE/go.sum" ;;
+	kubelet | kube-controller-manager | kube-scheduler | kubectl | agnhost | regression-issue-74839) echo "$HERE/go.mod $HERE/go.sum" ;;
 	e2e.test) echo "$HERE/go.mod $HERE/go.sum $HERE/e2e" ;;
 	pause) echo "$HERE/go.mod $HERE/go.sum $HERE/cmd/pause" ;;
 	kimg | coredns) echo "$HERE/$1" ;;
@@ -119,8 +122,8 @@ for n in "${names[@]}"; do
 	kubelet | kube-controller-manager | kube-scheduler | kubectl)
 		build "$n" "$HERE" go build -trimpath -ldflags "$ldflags" -o "$tmp/$n" "k8s.io/kubernetes/cmd/$n"
 		;;
-	agnhost)
-		build "$n" "$HERE" go build -trimpath -ldflags "-s -w" -o "$tmp/$n" k8s.io/kubernetes/test/images/agnhost
+	agnhost | regression-issue-74839)
+		build "$n" "$HERE" go build -trimpath -ldflags "-s -w" -o "$tmp/$n" "k8s.io/kubernetes/test/images/$n"
 		;;
 	e2e.test)
 		build "$n" "$HERE" go test -c -trimpath -ldflags "$ldflags" -o "$tmp/$n" ./e2e
