@@ -8,6 +8,7 @@
 #     (also :2.55)                                     with curl, wget, nc, dig, iproute2, iperf, bash,
 #                                                      and CoreDNS at /coredns as upstream's
 #   registry.k8s.io/e2e-test-images/glibc-dns-testing:2.0.0   the same Debian base
+#   registry.k8s.io/build-image/distroless-iptables:v0.9.6     the same Debian base (conntrack)
 #   registry.k8s.io/e2e-test-images/busybox:1.37.0-1   Debian's busybox-static
 #   registry.k8s.io/e2e-test-images/regression-issue-74839:1.4   upstream's main of that name
 #   registry.k8s.io/coredns/coredns:v1.15.0            CoreDNS (hack/k8s/coredns)
@@ -30,7 +31,7 @@ shopt -s inherit_errexit
 OUT=$CACHE/images
 PROXY_TAG=${KIP_PROXY_IMAGE:-localhost/kube-ipvs-proxy:lab}
 BASE_PACKAGES=(bash curl wget netcat-openbsd dnsutils iproute2 iperf util-linux iputils-ping
-	procps ca-certificates)
+	procps ca-certificates conntrack)
 K8S_MOD=$(cd "$REPO/hack/k8s" && go list -m -f '{{.Dir}}' k8s.io/kubernetes 2>/dev/null) ||
 	die "k8s.io/kubernetes is not in the module cache (run hack/k8s/build.sh first)"
 
@@ -136,6 +137,10 @@ all_images() {
 		-file "$K8S_MOD/test/images/agnhost/porter/localhost.key:/localhost.key:0644" \
 		-entrypoint /agnhost -cmd pause
 	image glibc-dns-testing "$base" -tag registry.k8s.io/e2e-test-images/glibc-dns-testing:2.0.0 \
+		-rootfs "$base" -cmd /bin/sh
+	# The KubeProxy CLOSE_WAIT spec reads conntrack -L from a host-network
+	# pod of upstream's distroless-iptables image; the Debian base has it.
+	image distroless-iptables "$base" -tag registry.k8s.io/build-image/distroless-iptables:v0.9.6 \
 		-rootfs "$base" -cmd /bin/sh
 	bb=$(busybox_bin)
 	for a in $("$bb" --list); do
