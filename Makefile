@@ -92,13 +92,15 @@ clean:
 # (hack/cluster/README.md, conformance/README.md).
 .PHONY: cluster cluster-down image e2e-upstream cluster-conformance
 NODES ?= 1
+ZONES ?= $(NODES)
 FAMILY ?= ipv4
 
 # etcd, kube-apiserver, controller-manager and scheduler in the network
-# namespace "kiplab", NODES qemu VMs with containerd and the kubelet,
-# CoreDNS, and the proxy's DaemonSet applied with kubectl apply -k.
+# namespace "kiplab", NODES qemu VMs with containerd and the kubelet (one
+# zone each unless ZONES says fewer), CoreDNS, and the proxy's DaemonSet
+# applied with kubectl apply -k.
 cluster:
-	NODES=$(NODES) FAMILY=$(FAMILY) hack/cluster/up.sh
+	NODES=$(NODES) ZONES=$(ZONES) FAMILY=$(FAMILY) hack/cluster/up.sh
 
 cluster-down:
 	hack/cluster/down.sh

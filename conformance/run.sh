@@ -28,7 +28,7 @@ skip=$(sed -e '/^#/d' -e '/^[[:space:]]*$/d' -e 's/ # .*$//' "$HERE/skips.txt" |
 [[ -n ${SKIP_EXTRA:-} ]] && skip="$skip|$SKIP_EXTRA"
 out=$CACHE/e2e/$(date -u +%Y%m%dT%H%M%SZ)
 mkdir -p "$out"
-log "e2e.test focus=$FOCUS (NODES=$NODES FAMILY=$FAMILY), output in $out"
+log "e2e.test focus=$FOCUS (NODES=$NODES ZONES=${ZONES:-?} FAMILY=$FAMILY), output in $out"
 start=$(date +%s)
 set +e
 in_ns "$K8S_BIN/e2e.test" \

@@ -5,6 +5,10 @@
 # Knobs (environment):
 #   NODES            number of node VMs (default 1)
 #   FAMILY           ipv4 (default), ipv6 or dual
+#   ZONES            how many zones the nodes are spread over, round robin,
+#                    as topology.kubernetes.io/zone=zone-<k> (default NODES:
+#                    a zone per node; upstream's Topology Hints and Traffic
+#                    Distribution specs need 2 and 3 zones)
 #   KIP_CLUSTER_CACHE  cache and state root (default <repo>/.cache/cluster)
 #   KIP_CLUSTER_RUN  the running cluster's state (default $KIP_CLUSTER_CACHE/run)
 #   KIP_NETNS        the lab's network namespace (default kiplab); another
@@ -21,6 +25,7 @@ K8S_BIN=${KIP_K8S_BIN_DIR:-$REPO/.cache/k8s/bin}
 API_BIN=${KIP_APISERVER_BIN_DIR:-$REPO/.cache/apiserver/bin}
 NODES=${NODES:-1}
 FAMILY=${FAMILY:-ipv4}
+ZONES=${ZONES:-$NODES}
 NODE_MEM=${KIP_NODE_MEM:-3072}
 NODE_SMP=${KIP_NODE_SMP:-2}
 KUBELET_V=${KIP_KUBELET_V:-1}

@@ -22,6 +22,7 @@ shopt -s inherit_errexit
 
 [[ $(id -u) == 0 ]] || die "needs root (network namespace, taps, mkfs)"
 [[ $NODES =~ ^[1-9]$ ]] || die "NODES=$NODES: want 1 to 9"
+if ! [[ $ZONES =~ ^[1-9]$ ]] || ((ZONES > NODES)); then die "ZONES=$ZONES: want 1 to NODES ($NODES)"; fi
 family_values x x >/dev/null
 if ip netns list | grep -qw "$NETNS"; then
 	die "network namespace $NETNS exists: a cluster is up (hack/cluster/down.sh first)"
@@ -41,7 +42,7 @@ IMAGES=$("$CLUSTER_DIR/images.sh" all)
 
 rm -rf "$RUN"
 mkdir -p "$RUN/logs" "$RUN/pids" "$RUN/etcd"
-echo "NODES=$NODES FAMILY=$FAMILY" >"$RUN/cluster.env"
+echo "NODES=$NODES ZONES=$ZONES FAMILY=$FAMILY" >"$RUN/cluster.env"
 make_pki "$RUN/pki" "$NODES"
 API_URL=https://$GW4:$API_PORT
 kubeconfig "$RUN/admin.kubeconfig" "$API_URL" admin "$RUN/pki"
@@ -224,6 +225,13 @@ for ((i = 1; i <= NODES; i++)); do
 		step "$name: podCIDR $cidr routed via $via"
 	done
 done
+# Zones: node i in zone-<((i-1) mod ZONES)+1>, set before the proxy starts so
+# its first sync already knows its zone.
+for ((i = 1; i <= NODES; i++)); do
+	name=$(node_name "$i")
+	kc label --overwrite node "$name" "topology.kubernetes.io/zone=zone-$(((i - 1) % ZONES + 1))" >/dev/null
+done
+step "zones: $(kc get nodes -L topology.kubernetes.io/zone --no-headers | awk '{print $1"="$NF}' | paste -sd' ')"
 node_ready() { kc wait --for=condition=Ready "node/$1" --timeout=5s; }
 for ((i = 1; i <= NODES; i++)); do
 	wait_for 900 "$(node_name "$i") Ready" node_ready "$(node_name "$i")"
