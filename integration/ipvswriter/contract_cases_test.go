@@ -68,13 +68,20 @@ func contractCases() []contractCase {
 			addVS(virt(vip4, "wrr", persistent, 60)),
 			addVS(virt(vip4, "nope", 0, 0)),
 		}},
-		{"changing or deleting a missing virtual server is ESRCH", []step{
+		{"reading, changing or deleting a missing virtual server is ESRCH", []step{
+			getVS(vip4),
 			updateVS(virt(vip4, "rr", 0, 0)),
 			updateVS(virt(vip4, "nope", 0, 0)),
 			deleteVS(vip4),
 			addVS(virt(vip4, "rr", 0, 0)),
+			getVS(vip4),
+			getVS("10.96.0.10:80/UDP"),
+			getVS("10.96.0.10:81/TCP"),
 			deleteVS(vip4),
+			getVS(vip4),
 			deleteVS(vip4),
+			addVS(virt(vip6, "wrr", persistent, 60)),
+			getVS(vip6),
 		}},
 		{"the schedulers services may ask for exist, an unknown one is ENOENT", schedulerSteps()},
 		{"an unknown scheduler is ENOENT on update and leaves the virtual server as it was", []step{
@@ -89,6 +96,7 @@ func contractCases() []contractCase {
 			updateVS(virt(vip4, "sh", shFlags, 0)),
 			updateVS(virt(vip4, "mh", ipvs.FlagSched1, 0)),
 			updateVS(virt(vip4, "mh", ipvs.FlagSched2|persistent, 300)),
+			getVS(vip4),
 			updateVS(virt(vip4, "rr", 0, 0)),
 		}},
 		{"sh and mh keep their flags from the first add", []step{

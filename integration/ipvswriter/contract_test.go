@@ -248,6 +248,13 @@ func deleteDest(spec string, d ipvs.Destination) step {
 
 // listDests observes Destinations of a virtual server the state does not
 // list (a missing one).
+func getVS(spec string) step {
+	return step{name: "VirtualServer " + spec, do: func(s seams) (string, error) {
+		vs, err := s.k.VirtualServer(key(spec))
+		return vs.String(), err
+	}}
+}
+
 func listDests(spec string) step {
 	return step{name: "Destinations " + spec, do: func(s seams) (string, error) {
 		ds, err := s.k.Destinations(key(spec))

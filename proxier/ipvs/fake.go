@@ -13,7 +13,7 @@ import (
 
 // FaultFunc, set on a fake, is called before each of its operations with
 // the operation (the Writer's op kinds, e.g. "add-service", and
-// "list-services", "list-destinations", "list-addresses") and its target
+// "list-services", "get-service", "list-destinations", "list-addresses") and its target
 // ("10.96.0.1:80/TCP", "10.96.0.1:80/TCP 10.244.1.5:8080",
 // "kube-ipvs0 10.96.0.1/32", a sysctl key). A non-nil error is returned
 // in place of doing the operation.
@@ -67,6 +67,20 @@ func (f *FakeKernel) VirtualServers() ([]VirtualServer, error) {
 		out = append(out, f.vss[k].vs)
 	}
 	return out, nil
+}
+
+// VirtualServer implements Kernel.
+func (f *FakeKernel) VirtualServer(k Key) (VirtualServer, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.fault("get-service", k.String()); err != nil {
+		return VirtualServer{}, err
+	}
+	v := f.vss[k]
+	if v == nil {
+		return VirtualServer{}, syscall.ESRCH
+	}
+	return v.vs, nil
 }
 
 // Destinations implements Kernel.

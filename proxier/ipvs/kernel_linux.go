@@ -70,22 +70,42 @@ func (m *mobyKernel) VirtualServers() ([]VirtualServer, error) {
 	}
 	out := make([]VirtualServer, 0, len(svcs))
 	for _, s := range svcs {
-		if s.FWMark != 0 {
-			continue // firewall-mark services are never ours
+		if vs, ok := virtualServerOf(s); ok {
+			out = append(out, vs)
 		}
-		addr, ok := netip.AddrFromSlice(s.Address)
-		proto, known := protocolOf(s.Protocol)
-		if !ok || !known {
-			continue
-		}
-		out = append(out, VirtualServer{
-			Key:       Key{Address: addr.Unmap(), Protocol: proto, Port: s.Port},
-			Scheduler: s.SchedName,
-			Flags:     s.Flags &^ FlagHashed,
-			Timeout:   s.Timeout,
-		})
 	}
 	return out, nil
+}
+
+// virtualServerOf converts an address-based virtual server; false for a
+// firewall-mark one (never ours) or one of an unknown protocol.
+func virtualServerOf(s *mobyipvs.Service) (VirtualServer, bool) {
+	if s.FWMark != 0 {
+		return VirtualServer{}, false
+	}
+	addr, ok := netip.AddrFromSlice(s.Address)
+	proto, known := protocolOf(s.Protocol)
+	if !ok || !known {
+		return VirtualServer{}, false
+	}
+	return VirtualServer{
+		Key:       Key{Address: addr.Unmap(), Protocol: proto, Port: s.Port},
+		Scheduler: s.SchedName,
+		Flags:     s.Flags &^ FlagHashed,
+		Timeout:   s.Timeout,
+	}, true
+}
+
+func (m *mobyKernel) VirtualServer(k Key) (VirtualServer, error) {
+	s, err := m.h.GetService(mobyService(VirtualServer{Key: k}))
+	if err != nil {
+		return VirtualServer{}, err
+	}
+	vs, ok := virtualServerOf(s)
+	if !ok {
+		return VirtualServer{}, fmt.Errorf("virtual server %s: the kernel answered with another (%v:%d proto %d)", k, s.Address, s.Port, s.Protocol)
+	}
+	return vs, nil
 }
 
 func (m *mobyKernel) Destinations(k Key) ([]Destination, error) {

@@ -2,6 +2,7 @@ package ipvs
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
@@ -131,12 +132,21 @@ func (procSysctls) Set(key, value string) error {
 
 // NewLinux returns a Writer over the running kernel: IPVS through
 // github.com/moby/ipvs (which runs `modprobe -va ip_vs` once per process
-// when it opens its first handle), the dummy interface and conntrack
+// when it opens its first handle; a second handle is the Repair's
+// RepairReader), the dummy interface and conntrack
 // through github.com/vishvananda/netlink, sysctls through /proc/sys.
 func NewLinux(cfg Config) (*Writer, error) {
 	h, err := mobyipvsNew()
 	if err != nil {
 		return nil, err
+	}
+	if cfg.RepairReader == nil {
+		reader, err := mobyipvsNew()
+		if err != nil {
+			h.Close()
+			return nil, fmt.Errorf("repair reader: %w", err)
+		}
+		cfg.RepairReader = reader
 	}
 	return New(cfg, h, netlinkLinks{}, netlinkConntrack{}, procSysctls{}), nil
 }

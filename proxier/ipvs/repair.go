@@ -6,6 +6,7 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
+	"syscall"
 	"time"
 )
 
@@ -16,23 +17,39 @@ var ErrNeedsResync = errors.New("ipvs writer needs a full resync")
 
 // repairCursor is a Repair in slices in progress.
 type repairCursor struct {
-	kernel  map[Key]VirtualServer // the services dump of StartRepair
-	keys    []Key                 // to check, sorted: dumped, planned or mirrored
-	next    int
-	touched map[Key]bool // changed by an Apply since StartRepair: as fresh as the mirror
+	// dumped delivers the services dump when it runs on Config's
+	// RepairReader, off the Writer's lock; nil once kernel holds it.
+	dumped chan servicesDump
+	kernel map[Key]VirtualServer // the services dump
+	// concurrent: Applies may have run during the dump, which can then
+	// miss a virtual server they did not touch (the kernel's dump resumes
+	// by position), so one missing from it is read alone before it is
+	// believed gone.
+	concurrent bool
+	keys       []Key // to check, sorted: dumped, planned or mirrored
+	next       int
+	touched    map[Key]bool // changed by an Apply since StartRepair: as fresh as the mirror
+}
+
+// servicesDump is what a RepairReader's services dump returned.
+type servicesDump struct {
+	vss []VirtualServer
+	err error
 }
 
 // addressesStep is the Repair's last slice, after the virtual servers.
-func (r *repairCursor) addressesStep() bool { return r.next == len(r.keys) }
+func (r *repairCursor) addressesStep() bool { return r.dumped == nil && r.next == len(r.keys) }
 
 // StartRepair begins a Repair: a drift check of what the Writer last
 // programmed (the plan of the last Resync with the Applies since)
 // against the kernel, without a plan, made by RepairStep in slices so
 // that Applies can run between them. It checks the dummy interface,
-// retries sysctls that failed, and reads the kernel's virtual servers
-// (one dump). A virtual server an Apply changes before its slice is
-// skipped: the Apply made it as fresh as the mirror. Before the first
-// sync, or when a Resync is due, it returns ErrNeedsResync.
+// retries sysctls that failed, and starts the read of the kernel's
+// virtual servers (one dump): on Config's RepairReader in the
+// background, so that a long dump holds up no Apply, or else here. A
+// virtual server an Apply changes before its slice is skipped: the Apply
+// made it as fresh as the mirror. Before the first sync, or when a
+// Resync is due, it returns ErrNeedsResync.
 func (w *Writer) StartRepair() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -44,13 +61,35 @@ func (w *Writer) StartRepair() error {
 		w.full = true
 		return err
 	}
-	vss, err := w.kernel.VirtualServers()
-	if err != nil {
-		w.full = true
-		return fmt.Errorf("list virtual servers: %w", err)
+	r := &repairCursor{touched: map[Key]bool{}}
+	if reader := w.cfg.RepairReader; reader != nil {
+		r.dumped, r.concurrent = make(chan servicesDump, 1), true
+		go func() {
+			// One dump at a time on the reader: an abandoned Repair's
+			// may still run when the next one starts.
+			w.dumpMu.Lock()
+			defer w.dumpMu.Unlock()
+			vss, err := reader.VirtualServers()
+			r.dumped <- servicesDump{vss, err}
+		}()
+	} else {
+		vss, err := w.kernel.VirtualServers()
+		if err != nil {
+			w.full = true
+			return fmt.Errorf("list virtual servers: %w", err)
+		}
+		w.indexDump(r, vss)
 	}
-	err = w.start(true) // sysctls that failed
-	r := &repairCursor{kernel: make(map[Key]VirtualServer, len(vss)), touched: map[Key]bool{}}
+	err := w.start(true) // sysctls that failed
+	w.repair = r
+	return err
+}
+
+// indexDump takes the services dump into r and lists the keys to check:
+// those dumped, planned or mirrored.
+func (w *Writer) indexDump(r *repairCursor, vss []VirtualServer) {
+	r.dumped = nil
+	r.kernel = make(map[Key]VirtualServer, len(vss))
 	for _, vs := range vss {
 		r.kernel[vs.Key] = vs
 	}
@@ -66,8 +105,31 @@ func (w *Writer) StartRepair() error {
 		}
 	}
 	slices.SortFunc(r.keys, Key.Compare)
-	w.repair = r
-	return err
+}
+
+// awaitDump waits up to budget for the background services dump of the
+// Repair r and takes it in. It reports whether r has its dump; an error
+// ends the Repair and asks for a Resync.
+func (w *Writer) awaitDump(r *repairCursor, budget time.Duration) (bool, error) {
+	t := time.NewTimer(budget)
+	defer t.Stop()
+	var d servicesDump
+	select {
+	case d = <-r.dumped:
+	case <-t.C:
+		return false, nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.repair != r { // abandoned meanwhile (a Resync)
+		return false, nil
+	}
+	if d.err != nil {
+		w.full, w.repair = true, nil
+		return false, fmt.Errorf("list virtual servers: %w", d.err)
+	}
+	w.indexDump(r, d.vss)
+	return true, nil
 }
 
 // planAddresses plans the dummy addresses: every one bound or wanted.
@@ -95,6 +157,19 @@ func (w *Writer) planAddresses(b *batch) {
 // NeedsResync true. Without a Repair in progress it reports done.
 func (w *Writer) RepairStep(budget time.Duration) (done bool, err error) {
 	w.mu.Lock()
+	if r := w.repair; r != nil && r.dumped != nil && !w.full {
+		// The services dump is under way: wait for it without the lock,
+		// so that the caller can Apply between two such steps.
+		w.mu.Unlock()
+		if _, err := w.awaitDump(r, budget); err != nil {
+			return true, err
+		}
+		w.mu.Lock()
+		if w.repair == r {
+			w.mu.Unlock()
+			return false, nil // the slices start at the next step
+		}
+	}
 	defer w.mu.Unlock()
 	r := w.repair
 	switch {
@@ -126,7 +201,7 @@ func (w *Writer) RepairStep(budget time.Duration) (done bool, err error) {
 		k := r.keys[r.next]
 		r.next++
 		if !r.touched[k] {
-			if err := w.refresh(k, r.kernel); err != nil {
+			if err := w.refresh(k, r); err != nil {
 				w.full, w.repair = true, nil
 				return true, err
 			}
@@ -157,11 +232,22 @@ func (w *Writer) Repair() error {
 }
 
 // refresh re-reads one virtual server into the mirror: its state from
-// the services dump (absent: gone from the mirror) and its destinations
-// read now. Managed marks and drains of what still exists survive.
-func (w *Writer) refresh(k Key, kernel map[Key]VirtualServer) error {
-	vs, ok := kernel[k]
+// the Repair's services dump (absent: gone from the mirror; read alone
+// first if the dump ran beside Applies and the mirror has it) and its
+// destinations read now. Managed marks and drains of what still exists
+// survive.
+func (w *Writer) refresh(k Key, r *repairCursor) error {
+	vs, ok := r.kernel[k]
 	old := w.mirror[k]
+	if !ok && old != nil && r.concurrent {
+		got, err := w.kernel.VirtualServer(k)
+		switch {
+		case err == nil:
+			vs, ok = got, true
+		case !errors.Is(err, syscall.ESRCH):
+			return fmt.Errorf("read virtual server %s: %w", k, err)
+		}
+	}
 	if !ok {
 		delete(w.mirror, k)
 		delete(w.draining, k)

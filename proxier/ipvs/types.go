@@ -65,6 +65,8 @@ type Kernel interface {
 	// VirtualServers lists every address-based virtual server (firewall
 	// mark services are not listed); empty when there are none.
 	VirtualServers() ([]VirtualServer, error)
+	// VirtualServer reads one virtual server: ESRCH if it does not exist.
+	VirtualServer(k Key) (VirtualServer, error)
 	// Destinations lists a virtual server's destinations with their
 	// connection counts; empty (no error) when the virtual server is missing.
 	Destinations(k Key) ([]Destination, error)

@@ -41,12 +41,19 @@ type Config struct {
 	TCPTimeout, TCPFinTimeout, UDPTimeout time.Duration
 	// Now is the clock, for tests; default time.Now.
 	Now func() time.Time
+	// RepairReader, when set, is a second handle on the same IPVS: a
+	// Repair's services dump runs on it in the background, so that
+	// Applies go on during the dump (at 5,000 services it takes up to
+	// seconds under TCG). NewLinux opens one. Nil: StartRepair dumps on
+	// the Writer's handle.
+	RepairReader Kernel
 }
 
 // Writer programs IPVS and the dummy interface from plans. Its methods
 // are safe for concurrent use (they serialize).
 type Writer struct {
 	mu      sync.Mutex
+	dumpMu  sync.Mutex // serializes Config.RepairReader's dumps
 	cfg     Config
 	kernel  Kernel
 	links   Links
