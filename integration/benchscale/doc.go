@@ -24,9 +24,14 @@
 //     server and destination, the addresses on kube-ipvs0); an idle
 //     window (periodic resyncs only); sequential endpoint changes, each
 //     waited for in IPVS; a burst of changes written at once; services
-//     created and deleted one at a time; memory; a restart (SIGTERM, a
-//     new process against the programmed kernel); --cleanup, which must
-//     leave nothing.
+//     created and deleted one at a time; churn (20 endpoint changes a
+//     second for 60 s, each seen reaching IPVS, and the proxy's
+//     kubeproxy_network_programming_duration_seconds over it); memory; a
+//     restart (SIGTERM, a new process against the programmed kernel);
+//     --cleanup, which must leave nothing; then the floor: the table the
+//     cold start programmed, programmed again into the clean kernel by
+//     moby/ipvs and netlink alone, one request each (the cold start's
+//     ratio to it is issue 11's target 1).
 //
 // The workload: N Services (default 1,000 and 10,000) in 10 namespaces,
 // each with port 80/TCP and 10 ready endpoints in one EndpointSlice; one
@@ -38,7 +43,8 @@
 // KIP_BENCH_SCALE_SERVICES ("1000 10000"), KIP_BENCH_SCALE_BASE (a git
 // revision or a binary), KIP_BENCH_SCALE_ROUNDS (1),
 // KIP_BENCH_SCALE_IDLE (seconds, 65), KIP_BENCH_SCALE_CHANGES (100),
-// KIP_BENCH_SCALE_BURST (500), KIP_BENCH_SCALE_NEW_SERVICES (50); and
+// KIP_BENCH_SCALE_BURST (500), KIP_BENCH_SCALE_NEW_SERVICES (50),
+// KIP_BENCH_SCALE_CHURN_RATE (20) and KIP_BENCH_SCALE_CHURN_SECONDS (60); and
 // hack/vmlab/run.sh's VMLAB_MEM (4096 here), VMLAB_SMP, VMLAB_TIMEOUT
 // and VMLAB_LOG (default .cache/bench-scale/<time>-<N>.console.log).
 //

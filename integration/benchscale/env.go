@@ -32,10 +32,14 @@ type Phases struct {
 	Changes     int           // sequential endpoint changes (KIP_BENCH_SCALE_CHANGES)
 	Burst       int           // endpoint changes written at once (KIP_BENCH_SCALE_BURST)
 	NewServices int           // services created and deleted (KIP_BENCH_SCALE_NEW_SERVICES)
+	// ChurnRate endpoint changes a second for ChurnSeconds, each to
+	// another service (KIP_BENCH_SCALE_CHURN_RATE, _CHURN_SECONDS).
+	ChurnRate, ChurnSeconds int
 }
 
 // DefaultPhases are the sizes `make bench-scale` uses.
-var DefaultPhases = Phases{Rounds: 1, Idle: 65 * time.Second, Changes: 100, Burst: 500, NewServices: 50}
+var DefaultPhases = Phases{Rounds: 1, Idle: 65 * time.Second, Changes: 100, Burst: 500, NewServices: 50,
+	ChurnRate: 20, ChurnSeconds: 60}
 
 var phaseEnv = []struct {
 	name string
@@ -45,6 +49,8 @@ var phaseEnv = []struct {
 	{"KIP_BENCH_SCALE_CHANGES", func(p *Phases) *int { return &p.Changes }},
 	{"KIP_BENCH_SCALE_BURST", func(p *Phases) *int { return &p.Burst }},
 	{"KIP_BENCH_SCALE_NEW_SERVICES", func(p *Phases) *int { return &p.NewServices }},
+	{"KIP_BENCH_SCALE_CHURN_RATE", func(p *Phases) *int { return &p.ChurnRate }},
+	{"KIP_BENCH_SCALE_CHURN_SECONDS", func(p *Phases) *int { return &p.ChurnSeconds }},
 }
 
 const envIdle = "KIP_BENCH_SCALE_IDLE"

@@ -22,7 +22,7 @@ const mib = 1 << 20
 
 // coldStart: the proxy starts against a clean kernel and an apiserver
 // that holds the whole workload (a new node, or the first rollout).
-func (b *bench) coldStart() {
+func (b *bench) coldStart() time.Duration {
 	took, m := b.start()
 	cpu := b.p.cpu(b.t)
 	rss, _ := b.p.memory(b.t)
@@ -34,6 +34,7 @@ func (b *bench) coldStart() {
 	b.run.Add("cold start: IPVS ops", m.sum(mNetlinkOps, opsAttempted), "")
 	b.run.Add("memory after cold start: RSS", rss, "MiB")
 	b.run.Add("memory after cold start: Go heap in use", m.sum(mHeapInuse)/mib, "MiB")
+	return took
 }
 
 // idle: nothing changes for Idle; the proxy's periodic resyncs are all

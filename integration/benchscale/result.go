@@ -1,6 +1,7 @@
 package benchscale
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -212,4 +213,41 @@ func boolInt(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// Bucket is one cumulative histogram bucket: the count of observations
+// at most LE.
+type Bucket struct {
+	LE    float64 // math.Inf(1) for the last
+	Count float64
+}
+
+// HistogramQuantile is the q-quantile (0 < q ≤ 1) of a cumulative
+// histogram, interpolated linearly within its bucket as Prometheus'
+// histogram_quantile does; an observation in the +Inf bucket reads as the
+// highest finite bound. 0 without observations.
+func HistogramQuantile(q float64, buckets []Bucket) float64 {
+	b := slices.Clone(buckets)
+	slices.SortFunc(b, func(x, y Bucket) int { return cmp.Compare(x.LE, y.LE) })
+	if len(b) == 0 || b[len(b)-1].Count == 0 {
+		return 0
+	}
+	rank := q * b[len(b)-1].Count
+	lower, below := 0.0, 0.0
+	for i, x := range b {
+		if x.Count >= rank {
+			if math.IsInf(x.LE, 1) {
+				if i == 0 {
+					return 0
+				}
+				return b[i-1].LE
+			}
+			if x.Count == below {
+				return x.LE
+			}
+			return lower + (x.LE-lower)*(rank-below)/(x.Count-below)
+		}
+		lower, below = x.LE, x.Count
+	}
+	return b[len(b)-1].LE
 }

@@ -102,16 +102,19 @@ func (b *bench) measure(t *testing.T, bin proxyBin, round int) Run {
 	if got, err := b.k.count(); err != nil || got != (Expected{}) {
 		t.Fatalf("the kernel is not clean before the run: %+v (err %v)", got, err)
 	}
-	b.coldStart()
+	cold := b.coldStart()
+	table := b.k.snapshot(t)
 	b.idle()
 	b.endpointChanges()
 	b.burst()
 	b.serviceChurn()
+	b.churn()
 	rss, hwm := b.p.memory(t)
 	run.Add("memory at the end: RSS", rss, "MiB")
 	run.Add("memory at the end: peak RSS (VmHWM)", hwm, "MiB")
 	b.restart()
 	b.cleanup()
+	b.floor(table, cold)
 	return run
 }
 

@@ -1,6 +1,7 @@
 package benchscale
 
 import (
+	"math"
 	"net/netip"
 	"strings"
 	"testing"
@@ -88,5 +89,24 @@ func TestPercentile(t *testing.T) {
 		if got := Percentile(vs, p); got != want {
 			t.Errorf("Percentile(%v) = %v, want %v", p, got, want)
 		}
+	}
+}
+
+// TestHistogramQuantile: interpolation within the bucket, as Prometheus'
+// histogram_quantile; +Inf reads as the highest finite bound.
+func TestHistogramQuantile(t *testing.T) {
+	inf := math.Inf(1)
+	b := []Bucket{{0.1, 50}, {0.5, 90}, {1, 99}, {inf, 100}}
+	for _, tc := range []struct {
+		q, want float64
+	}{
+		{0.5, 0.1}, {0.25, 0.05}, {0.7, 0.3}, {0.99, 1}, {1, 1},
+	} {
+		if got := HistogramQuantile(tc.q, b); math.Abs(got-tc.want) > 1e-9 {
+			t.Errorf("q=%v: %v, want %v", tc.q, got, tc.want)
+		}
+	}
+	if got := HistogramQuantile(0.5, []Bucket{{1, 0}, {inf, 0}}); got != 0 {
+		t.Errorf("no observations: %v, want 0", got)
 	}
 }

@@ -1,0 +1,286 @@
+//go:build integration
+
+package benchscale
+
+import (
+	"context"
+	"math"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/moby/ipvs"
+	"github.com/vishvananda/netlink"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// churnPoll is how often the churn's watcher reads each pending change's
+// virtual server: coarser than pollEvery, since several are pending at
+// once.
+const churnPoll = 10 * time.Millisecond
+
+const mProgramming = "kubeproxy_network_programming_duration_seconds_bucket"
+
+// churn: ChurnRate endpoint changes a second for ChurnSeconds (issue 11,
+// target 4), each to another service, written at that pace by 4 writers,
+// each slice stamped with the trigger time the EndpointSlice controller
+// would set. A watcher on its own IPVS handle sees each change reach the
+// kernel (write → kernel), and the proxy's own
+// kubeproxy_network_programming_duration_seconds over the phase gives the
+// trigger → programmed view. With fewer services than changes, a service
+// is changed again ChurnRate/Services seconds later.
+func (b *bench) churn() {
+	rate, n := b.phases.ChurnRate, b.phases.ChurnRate*b.phases.ChurnSeconds
+	if n == 0 {
+		return
+	}
+	type change struct {
+		i         int
+		old, next netip.Addr
+		t0, seen  time.Time
+	}
+	changes := make([]*change, n)
+	for k := range changes {
+		i := b.w.Pick(k, 2*b.w.Services/3)
+		old, next := b.advance(i)
+		changes[k] = &change{i: i, old: old, next: next}
+	}
+	before := b.p.counters(b.t)
+	hBefore := b.programming()
+
+	written := make(chan *change, n)
+	watched := make(chan struct{})
+	go func() { // the watcher
+		defer close(watched)
+		k := newKernel(b.t)
+		var pending []*change
+		open := true
+		deadline := time.Time{}
+		for open || len(pending) > 0 {
+		drain:
+			for {
+				select {
+				case c, ok := <-written:
+					if !ok {
+						open, deadline = false, time.Now().Add(changeLimit)
+						break drain
+					}
+					pending = append(pending, c)
+				default:
+					break drain
+				}
+			}
+			kept := pending[:0]
+			for _, c := range pending {
+				addrs, ok := k.destinations(httpVS(ClusterIP(c.i)))
+				if replaced(c.old, c.next)(addrs, ok) {
+					c.seen = time.Now()
+				} else {
+					kept = append(kept, c)
+				}
+			}
+			pending = kept
+			if !open && time.Now().After(deadline) {
+				return // the unseen fail below
+			}
+			time.Sleep(churnPoll)
+		}
+	}()
+
+	todo := make(chan *change)
+	errs := make(chan error, n)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for c := range todo {
+				c.t0 = time.Now()
+				s := b.w.Slice(c.i, generationOf(c.i, c.next)) // b.gens is the phase's last
+				s.Annotations = map[string]string{corev1.EndpointsLastChangeTriggerTime: c.t0.UTC().Format(time.RFC3339Nano)}
+				if _, err := b.admin.DiscoveryV1().EndpointSlices(s.Namespace).Update(context.Background(), s, metav1.UpdateOptions{}); err != nil {
+					errs <- err
+				}
+				written <- c
+			}
+		})
+	}
+	t0 := time.Now()
+	tick := time.NewTicker(time.Second / time.Duration(rate))
+	for _, c := range changes {
+		todo <- c
+		<-tick.C
+	}
+	tick.Stop()
+	close(todo)
+	wg.Wait()
+	writes := time.Since(t0)
+	close(written)
+	<-watched
+	close(errs)
+	for err := range errs {
+		b.t.Fatalf("churn update: %v", err)
+	}
+	var lat []float64
+	for _, c := range changes {
+		if c.seen.IsZero() {
+			b.t.Fatalf("churn: service %d's change %v → %v not in the kernel %v after the last write", c.i, c.old, c.next, changeLimit)
+		}
+		lat = append(lat, ms(c.seen.Sub(c.t0)))
+	}
+	d := before.delta(b.p.counters(b.t))
+	prog := b.programming().minus(hBefore)
+	b.t.Logf("churn: %d changes in %v (%.1f/s): write → kernel p50 %.0f ms, p99 %.0f ms, max %.0f ms; programming duration p50 %.3f s, p99 %.3f s (%.0f observed); %.0f syncs",
+		n, writes.Round(time.Millisecond), float64(n)/writes.Seconds(), Percentile(lat, 50), Percentile(lat, 99), Percentile(lat, 100),
+		HistogramQuantile(0.5, prog), HistogramQuantile(0.99, prog), total(prog), d.syncs)
+	b.run.Add("churn: changes a second", float64(n)/writes.Seconds(), "")
+	b.run.Add("churn: write → kernel p50", Percentile(lat, 50), "ms")
+	b.run.Add("churn: write → kernel p99", Percentile(lat, 99), "ms")
+	b.run.Add("churn: write → kernel max", Percentile(lat, 100), "ms")
+	b.run.Add("churn: network programming duration p50", 1000*HistogramQuantile(0.5, prog), "ms")
+	b.run.Add("churn: network programming duration p99", 1000*HistogramQuantile(0.99, prog), "ms")
+	b.run.Add("churn: network programming observations", total(prog), "")
+	b.run.Add("churn: syncs", d.syncs, "")
+	b.run.Add("churn: CPU", 100*d.cpu.Seconds()/writes.Seconds(), "% of a CPU")
+}
+
+// generationOf is the generation whose LastEndpoint(i, gen) is next.
+func generationOf(i int, next netip.Addr) int {
+	for g := range Generations {
+		if LastEndpoint(i, g) == next {
+			return g
+		}
+	}
+	return -1
+}
+
+// histogram is a cumulative histogram by upper bound.
+type histogram map[float64]float64
+
+// programming reads kubeproxy_network_programming_duration_seconds, both
+// families added.
+func (b *bench) programming() histogram {
+	m, err := scrape()
+	if err != nil {
+		b.p.fatal(b.t, "scrape: %v", err)
+	}
+	h := histogram{}
+	for series, v := range m {
+		name, labels, _ := strings.Cut(series, "{")
+		if name != mProgramming {
+			continue
+		}
+		_, le, ok := strings.Cut(labels, `le="`)
+		if !ok {
+			continue
+		}
+		le, _, _ = strings.Cut(le, `"`)
+		bound := math.Inf(1)
+		if le != "+Inf" {
+			if bound, err = strconv.ParseFloat(le, 64); err != nil {
+				continue
+			}
+		}
+		h[bound] += v
+	}
+	return h
+}
+
+// minus is the observations made since earlier, as buckets.
+func (h histogram) minus(earlier histogram) []Bucket {
+	var out []Bucket
+	for le, c := range h {
+		out = append(out, Bucket{LE: le, Count: c - earlier[le]})
+	}
+	return out
+}
+
+// total is the observation count of buckets (the +Inf bucket's).
+func total(buckets []Bucket) float64 {
+	t := 0.0
+	for _, x := range buckets {
+		t = max(t, x.Count)
+	}
+	return t
+}
+
+// table is the kernel's IPVS table and kube-ipvs0's addresses.
+type table struct {
+	services []*ipvs.Service
+	dests    [][]*ipvs.Destination
+	addrs    []netlink.Addr
+}
+
+// snapshot reads the table the proxy programmed.
+func (k *kernel) snapshot(t *testing.T) table {
+	t.Helper()
+	var tb table
+	svcs, err := k.h.GetServices()
+	if err != nil {
+		t.Fatalf("ipvs services: %v", err)
+	}
+	for _, s := range svcs {
+		ds, err := k.h.GetDestinations(s)
+		if err != nil {
+			t.Fatalf("ipvs destinations of %s:%d: %v", s.Address, s.Port, err)
+		}
+		tb.services, tb.dests = append(tb.services, s), append(tb.dests, ds)
+	}
+	link, err := netlink.LinkByName("kube-ipvs0")
+	if err != nil {
+		t.Fatalf("kube-ipvs0: %v", err)
+	}
+	if tb.addrs, err = netlink.AddrList(link, netlink.FAMILY_V4); err != nil {
+		t.Fatalf("kube-ipvs0 addresses: %v", err)
+	}
+	return tb
+}
+
+// floor: the kernel's floor for the cold start (issue 11, target 1): the
+// table the proxy programmed at its cold start, programmed again into
+// the clean kernel by moby/ipvs and netlink alone, one request per
+// virtual server, destination and address, one after the other, as the
+// kernel's IPVS configuration path serializes them; then removed.
+func (b *bench) floor(tb table, cold time.Duration) {
+	t := b.t
+	const hashed = 0x2 // IP_VS_SVC_F_HASHED: reported by the kernel, refused back
+	t0 := time.Now()
+	dummy := &netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Name: "kube-ipvs0"}}
+	if err := netlink.LinkAdd(dummy); err != nil {
+		t.Fatalf("floor: add kube-ipvs0: %v", err)
+	}
+	for _, a := range tb.addrs {
+		a := netlink.Addr{IPNet: &net.IPNet{IP: a.IP, Mask: a.Mask}}
+		if err := netlink.AddrAdd(dummy, &a); err != nil {
+			t.Fatalf("floor: add address %s: %v", a.IPNet, err)
+		}
+	}
+	for i, s := range tb.services {
+		s.Flags &^= hashed
+		if err := b.k.h.NewService(s); err != nil {
+			t.Fatalf("floor: add virtual server %s:%d: %v", s.Address, s.Port, err)
+		}
+		for _, d := range tb.dests[i] {
+			if err := b.k.h.NewDestination(s, d); err != nil {
+				t.Fatalf("floor: add destination %s:%d to %s:%d: %v", d.Address, d.Port, s.Address, s.Port, err)
+			}
+		}
+	}
+	took := time.Since(t0)
+	if got, err := b.k.count(); err != nil || got != b.want {
+		t.Fatalf("floor: the kernel holds %+v (err %v), want %+v", got, err, b.want)
+	}
+	if err := b.k.h.Flush(); err != nil {
+		t.Fatalf("floor: flush: %v", err)
+	}
+	if err := netlink.LinkDel(dummy); err != nil {
+		t.Fatalf("floor: delete kube-ipvs0: %v", err)
+	}
+	t.Logf("floor: %d virtual servers, their destinations and %d addresses programmed in %v; the cold start took %.2f× that",
+		len(tb.services), len(tb.addrs), took.Round(time.Millisecond), cold.Seconds()/took.Seconds())
+	b.run.Add("floor: the same table by moby/ipvs and netlink, one request each", took.Seconds(), "s")
+	b.run.Add("cold start / floor", cold.Seconds()/took.Seconds(), "")
+}
