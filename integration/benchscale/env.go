@@ -35,6 +35,11 @@ type Phases struct {
 	// ChurnRate endpoint changes a second for ChurnSeconds, each to
 	// another service (KIP_BENCH_SCALE_CHURN_RATE, _CHURN_SECONDS).
 	ChurnRate, ChurnSeconds int
+	// Profile (1) runs the proxy with --profiling and reports its heap
+	// profile after the cold start and at the end
+	// (KIP_BENCH_SCALE_PROFILE; the host writes them next to the console
+	// log as <stamp>-<N>-<proxy>-<round>-<when>.heap.pprof).
+	Profile int
 }
 
 // DefaultPhases are the sizes `make bench-scale` uses.
@@ -51,6 +56,7 @@ var phaseEnv = []struct {
 	{"KIP_BENCH_SCALE_NEW_SERVICES", func(p *Phases) *int { return &p.NewServices }},
 	{"KIP_BENCH_SCALE_CHURN_RATE", func(p *Phases) *int { return &p.ChurnRate }},
 	{"KIP_BENCH_SCALE_CHURN_SECONDS", func(p *Phases) *int { return &p.ChurnSeconds }},
+	{"KIP_BENCH_SCALE_PROFILE", func(p *Phases) *int { return &p.Profile }},
 }
 
 const envIdle = "KIP_BENCH_SCALE_IDLE"

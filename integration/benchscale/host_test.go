@@ -115,6 +115,17 @@ func measureScale(t *testing.T, repo, consoleLog string, w Workload, phases Phas
 	if err != nil {
 		t.Fatal(err)
 	}
+	profiles, err := ParseProfiles(console)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range profiles {
+		path := fmt.Sprintf("%s-%s-%d-%s.heap.pprof", strings.TrimSuffix(consoleLog, ".console.log"), p.Proxy, p.Round+1, p.When)
+		if err := os.WriteFile(path, p.Pprof, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("heap profile: %s", path)
+	}
 	if len(got) != runs {
 		t.Fatalf("the VM reported %d runs, want %d", len(got), runs)
 	}

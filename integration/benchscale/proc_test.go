@@ -36,13 +36,17 @@ type proxyProc struct {
 // startProxy runs bin in the real mode with the DaemonSet's command line
 // and deploy/base's config file (the host put it at ConfigPath): what
 // users get is what is measured.
-func startProxy(t *testing.T, bin, logPath string) *proxyProc {
+func startProxy(t *testing.T, bin, logPath string, profiling bool) *proxyProc {
 	t.Helper()
 	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "--config="+ConfigPath, "--hostname-override="+NodeName)
+	args := []string{"--config=" + ConfigPath, "--hostname-override=" + NodeName}
+	if profiling {
+		args = append(args, "--profiling")
+	}
+	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = f, f
 	if err := cmd.Start(); err != nil {
 		f.Close()

@@ -43,6 +43,35 @@ func (r Run) Line() string {
 	return ResultPrefix + string(b)
 }
 
+// ProfilePrefix starts the console line on which the VM half reports a
+// heap profile (KIP_BENCH_SCALE_PROFILE=1): a Profile as JSON.
+const ProfilePrefix = "BENCH-SCALE-PROFILE "
+
+// Profile is a heap profile of one run (pprof's gzipped protobuf).
+type Profile struct {
+	Proxy string `json:"proxy"`
+	Round int    `json:"round"`
+	When  string `json:"when"`
+	Pprof []byte `json:"pprof"`
+}
+
+// ParseProfiles reads the ProfilePrefix lines of a console log.
+func ParseProfiles(console string) ([]Profile, error) {
+	var out []Profile
+	for _, l := range strings.Split(console, "\n") {
+		_, js, ok := strings.Cut(l, ProfilePrefix)
+		if !ok {
+			continue
+		}
+		var p Profile
+		if err := json.Unmarshal([]byte(strings.TrimSpace(js)), &p); err != nil {
+			return nil, fmt.Errorf("profile line: %w", err)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
 // ParseRuns reads the ResultPrefix lines of a console log.
 func ParseRuns(console string) ([]Run, error) {
 	var runs []Run

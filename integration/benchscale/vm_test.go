@@ -103,6 +103,7 @@ func (b *bench) measure(t *testing.T, bin proxyBin, round int) Run {
 		t.Fatalf("the kernel is not clean before the run: %+v (err %v)", got, err)
 	}
 	cold := b.coldStart()
+	b.heapProfile("after-cold-start")
 	table := b.k.snapshot(t)
 	b.idle()
 	b.endpointChanges()
@@ -112,6 +113,7 @@ func (b *bench) measure(t *testing.T, bin proxyBin, round int) Run {
 	rss, hwm := b.p.memory(t)
 	run.Add("memory at the end: RSS", rss, "MiB")
 	run.Add("memory at the end: peak RSS (VmHWM)", hwm, "MiB")
+	b.heapProfile("at-the-end")
 	b.restart()
 	b.cleanup()
 	b.floor(table, cold)
@@ -126,7 +128,7 @@ func (b *bench) start() (time.Duration, metrics) {
 	t.Helper()
 	logPath := fmt.Sprintf("/tmp/proxy-%s-%d.log", b.bin.label, time.Now().UnixNano())
 	start := time.Now()
-	b.p = startProxy(t, b.bin.path, logPath)
+	b.p = startProxy(t, b.bin.path, logPath, b.phases.Profile == 1)
 	limit := 5*time.Minute + time.Duration(b.w.Services)*60*time.Millisecond
 	for {
 		if b.p.exited() {
