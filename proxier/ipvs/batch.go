@@ -154,10 +154,10 @@ func (b *batch) virtualServer(k Key, svc policy.ServiceKey, mayDelete bool) {
 			if err := w.call("add-service", func() error { return w.kernel.AddVirtualServer(vs) }); err != nil {
 				return fmt.Errorf("add virtual server %s: %w", k, err)
 			}
-			w.mirror[k] = &actual{vs: vs, dests: map[netip.AddrPort]Destination{}, managed: true}
+			w.mirror[k] = &actual{vs: vs, managed: true}
 			return nil
 		}})
-		for _, d := range want.order {
+		for _, d := range want.dests {
 			b.destination(phaseAdd, "add", want, d)
 		}
 	default:
@@ -182,32 +182,30 @@ func (b *batch) virtualServer(k Key, svc policy.ServiceKey, mayDelete bool) {
 // planned retired.
 func (b *batch) destinations(want *wanted, have *actual) {
 	k := want.vs.Key
-	for _, d := range want.order {
-		b.w.forgetDrain(k, d)
-		cur, ok := have.dests[d]
+	for _, d := range want.dests {
+		b.w.forgetDrain(k, d.AddrPort())
+		cur, ok := have.dests.get(d.AddrPort())
 		switch {
 		case !ok:
 			b.destination(phaseAdd, "add", want, d)
-		case cur.Weight != want.dests[d] || cur.Forward != ForwardMasq:
+		case cur.Weight != d.Weight || cur.Forward != ForwardMasq:
 			b.destination(phaseUpdate, "update", want, d)
 		}
 	}
 	var leaving []netip.AddrPort
-	for d := range have.dests {
-		if _, ok := want.dests[d]; !ok {
-			leaving = append(leaving, d)
+	for _, d := range have.dests { // sorted
+		if !want.dests.has(d.AddrPort()) {
+			leaving = append(leaving, d.AddrPort())
 		}
 	}
-	slices.SortFunc(leaving, netip.AddrPort.Compare)
 	for _, d := range leaving {
 		b.retire(k, want.svc, d)
 	}
 }
 
 // destination plans adding or updating one planned destination.
-func (b *batch) destination(ph phase, verb string, want *wanted, ap netip.AddrPort) {
-	w, k := b.w, want.vs.Key
-	d := Destination{Addr: ap.Addr(), Port: ap.Port(), Weight: want.dests[ap], Forward: ForwardMasq}
+func (b *batch) destination(ph phase, verb string, want *wanted, d Destination) {
+	w, k, ap := b.w, want.vs.Key, d.AddrPort()
 	b.add(step{phase: ph, key: k, svcs: svcs(want.svc), run: func() error {
 		a := w.mirror[k]
 		if a == nil {
@@ -222,7 +220,7 @@ func (b *batch) destination(ph phase, verb string, want *wanted, ap netip.AddrPo
 		if err != nil {
 			return fmt.Errorf("%s destination %s of virtual server %s: %w", verb, ap, k, err)
 		}
-		a.dests[ap] = d
+		a.dests.put(d)
 		return nil
 	}})
 }
@@ -328,8 +326,7 @@ type wanted struct {
 	svc   policy.ServiceKey
 	kind  policy.Kind
 	vs    VirtualServer
-	dests map[netip.AddrPort]int // weight
-	order []netip.AddrPort       // plan order (sorted)
+	dests destList // NAT, with the plan's weights
 }
 
 // keyOf returns the kernel key of a planned virtual server.
@@ -366,17 +363,15 @@ func translate(svc policy.ServiceKey, vs *policy.VirtualServer) (*wanted, error)
 		w.vs.Flags |= FlagPersistent
 		w.vs.Timeout = vs.PersistenceTimeoutSeconds
 	}
-	w.dests = make(map[netip.AddrPort]int, len(vs.Destinations))
+	ds := make([]Destination, 0, len(vs.Destinations))
 	for _, d := range vs.Destinations {
-		ap := netip.AddrPortFrom(d.Address.Unmap(), d.Port)
-		if ap.Addr().Is4() != k.Address.Is4() {
-			return nil, fmt.Errorf("virtual server %s: destination %s of another family", k, ap)
+		a := d.Address.Unmap()
+		if a.Is4() != k.Address.Is4() {
+			return nil, fmt.Errorf("virtual server %s: destination %s of another family", k, netip.AddrPortFrom(a, d.Port))
 		}
-		if _, dup := w.dests[ap]; !dup {
-			w.order = append(w.order, ap)
-		}
-		w.dests[ap] = int(d.Weight)
+		ds = append(ds, Destination{Addr: a, Port: d.Port, Weight: int(d.Weight), Forward: ForwardMasq})
 	}
+	w.dests = newDestList(ds)
 	return w, nil
 }
 

@@ -36,7 +36,7 @@ func (b *batch) retireNow(k Key, d netip.AddrPort) error {
 	if err := b.refresh(a); err != nil {
 		return err
 	}
-	cur, ok := a.dests[d]
+	cur, ok := a.dests.get(d)
 	if !ok {
 		w.forgetDrain(k, d)
 		return nil
@@ -51,7 +51,7 @@ func (b *batch) retireNow(k Key, d netip.AddrPort) error {
 		if err := w.call("update-destination", func() error { return w.kernel.UpdateDestination(k, cur) }); err != nil {
 			return fmt.Errorf("drain destination %s of virtual server %s: %w", d, k, err)
 		}
-		a.dests[d] = cur
+		a.dests.put(cur)
 	}
 	if !draining {
 		w.setDrain(k, d, b.now)
@@ -70,10 +70,7 @@ func (b *batch) refresh(a *actual) error {
 	if err != nil {
 		return fmt.Errorf("list destinations of virtual server %s: %w", k, err)
 	}
-	a.dests = make(map[netip.AddrPort]Destination, len(ds))
-	for _, d := range ds {
-		a.dests[d.AddrPort()] = d
-	}
+	a.dests = newDestList(ds)
 	b.fresh[k] = true
 	return nil
 }
@@ -82,7 +79,7 @@ func (b *batch) refresh(a *actual) error {
 // the conntrack entries whose reply comes from the endpoint.
 func (b *batch) deleteDestination(a *actual, d netip.AddrPort) error {
 	w, k := b.w, a.vs.Key
-	dest, ok := a.dests[d]
+	dest, ok := a.dests.get(d)
 	if !ok {
 		dest = Destination{Addr: d.Addr(), Port: d.Port()}
 	}
@@ -91,7 +88,7 @@ func (b *batch) deleteDestination(a *actual, d netip.AddrPort) error {
 	}); err != nil {
 		return fmt.Errorf("delete destination %s of virtual server %s: %w", d, k, err)
 	}
-	delete(a.dests, d)
+	a.dests.remove(d)
 	w.forgetDrain(k, d)
 	if k.Protocol != policy.ProtocolUDP {
 		return nil

@@ -94,10 +94,7 @@ func (w *Writer) readKernel() error {
 		if err != nil {
 			return fmt.Errorf("list destinations of virtual server %s: %w", vs.Key, err)
 		}
-		a := &actual{vs: vs, dests: make(map[netip.AddrPort]Destination, len(ds))}
-		for _, d := range ds {
-			a.dests[d.AddrPort()] = d
-		}
+		a := &actual{vs: vs, dests: newDestList(ds)}
 		if old := w.mirror[vs.Key]; old != nil {
 			a.managed = old.managed
 		}
@@ -163,8 +160,7 @@ func (a *actual) destination(d netip.AddrPort) (Destination, bool) {
 	if a == nil {
 		return Destination{}, false
 	}
-	x, ok := a.dests[d]
-	return x, ok
+	return a.dests.get(d)
 }
 
 type sysctl struct{ key, value string }

@@ -257,33 +257,30 @@ func (w *Writer) refresh(k Key, r *repairCursor) error {
 	if err != nil {
 		return fmt.Errorf("list destinations of virtual server %s: %w", k, err)
 	}
-	if old != nil && sameDestinations(old.dests, ds) { // the usual case: no new map
+	if old != nil && sameDestinations(old.dests, ds) { // the usual case: no new list
 		old.vs = vs
 		for _, d := range ds {
-			old.dests[d.AddrPort()] = d // connection counts, for drains
+			old.dests.put(d) // connection counts, for drains
 		}
 		return nil
 	}
-	a := &actual{vs: vs, dests: make(map[netip.AddrPort]Destination, len(ds)), managed: old != nil && old.managed}
-	for _, d := range ds {
-		a.dests[d.AddrPort()] = d
-	}
+	a := &actual{vs: vs, dests: newDestList(ds), managed: old != nil && old.managed}
 	w.mirror[k] = a
 	for d := range w.draining[k] {
-		if _, ok := a.dests[d]; !ok {
+		if !a.dests.has(d) {
 			w.forgetDrain(k, d)
 		}
 	}
 	return nil
 }
 
-// sameDestinations reports whether ds holds exactly the addresses of m.
-func sameDestinations(m map[netip.AddrPort]Destination, ds []Destination) bool {
-	if len(m) != len(ds) {
+// sameDestinations reports whether ds holds exactly the addresses of l.
+func sameDestinations(l destList, ds []Destination) bool {
+	if len(l) != len(ds) {
 		return false
 	}
 	for _, d := range ds {
-		if _, ok := m[d.AddrPort()]; !ok {
+		if !l.has(d.AddrPort()) {
 			return false
 		}
 	}

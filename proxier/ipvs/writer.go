@@ -86,7 +86,7 @@ type Writer struct {
 // actual is the mirror of one kernel virtual server.
 type actual struct {
 	vs    VirtualServer
-	dests map[netip.AddrPort]Destination
+	dests destList
 	// managed: created or adopted by this Writer, so deleting it when it
 	// leaves the plan is ours to do even where ownership rules no longer
 	// say so (its NodePort was removed, say).
