@@ -75,8 +75,33 @@ func (b *batch) blame(svc policy.ServiceKey) {
 // service records a service's new virtual servers and notes its old and
 // new virtual servers and their addresses for plan.
 func (b *batch) service(svc policy.ServiceKey, vss []policy.VirtualServer) {
-	b.services[svc] = true
 	touched, addrs, errs := b.w.setDesired(svc, vss)
+	b.reconcile(svc, touched, addrs, errs)
+}
+
+// retry reconciles a service whose last batch failed in the kernel: its
+// virtual servers as last translated, and their addresses, again. A
+// service with virtual servers it could not have is retried with service
+// instead (Writer.desired), since what blocked them may be gone.
+func (b *batch) retry(svc policy.ServiceKey) {
+	if vss, ok := b.w.desired[svc]; ok {
+		b.service(svc, vss)
+		return
+	}
+	keys := slices.Clone(b.w.owned[svc])
+	var addrs []netip.Addr
+	for _, k := range keys {
+		if x := b.w.want[k]; x != nil && x.binds() {
+			addrs = append(addrs, k.Address)
+		}
+	}
+	b.reconcile(svc, keys, addrs, nil)
+}
+
+// reconcile notes a service's touched virtual servers (and its stale
+// ones) and their addresses for plan, and its errors.
+func (b *batch) reconcile(svc policy.ServiceKey, touched []Key, addrs []netip.Addr, errs []error) {
+	b.services[svc] = true
 	var stale []Key
 	for k, s := range b.w.stale {
 		if s == svc {
@@ -406,7 +431,6 @@ func (w *Writer) setDesired(svc policy.ServiceKey, vss []policy.VirtualServer) (
 	if len(vss) == 0 {
 		return touched, addrs, nil
 	}
-	w.desired[svc] = vss
 	var keys []Key
 	for i := range vss {
 		x, err := translate(svc, &vss[i])
@@ -433,6 +457,9 @@ func (w *Writer) setDesired(svc policy.ServiceKey, vss []policy.VirtualServer) (
 	}
 	if len(keys) > 0 {
 		w.owned[svc] = keys
+	}
+	if len(errs) > 0 {
+		w.desired[svc] = vss // retried whole (batch.retry)
 	}
 	return touched, addrs, errs
 }

@@ -70,6 +70,10 @@ type Writer struct {
 	linkExists bool
 	linkIndex  int // the dummy interface's index, when linkExists
 
+	// desired holds the planned virtual servers of the services that
+	// could not have all of them (untranslatable, or claimed by another
+	// service), to translate them again at their retry; other services
+	// are retried from want.
 	desired  map[policy.ServiceKey][]policy.VirtualServer
 	owned    map[policy.ServiceKey][]Key
 	want     map[Key]*wanted
@@ -172,7 +176,7 @@ func (w *Writer) Apply(changes []policy.ServicePlan) error {
 	}
 	for _, svc := range slices.SortedFunc(maps.Keys(w.failed), policy.ServiceKey.Compare) {
 		if r := w.failed[svc]; !changed[svc] && !now.Before(r.at) {
-			b.service(svc, w.desired[svc])
+			b.retry(svc)
 		}
 	}
 	if !w.started {
