@@ -1,10 +1,9 @@
 package nft
 
 import (
-	"runtime"
 	"testing"
 
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/retained"
 )
 
 // Benchmarks of the periodic resync's CPU cost over the Fake (whose own
@@ -42,39 +41,17 @@ func BenchmarkRepairNoChange5000(b *testing.B) {
 }
 
 // BenchmarkRetainedState10000 reports what a Writer holds once it has
-// programmed 10,000 services (5 elements each): the live heap after a
-// Resync that adopts a table another Writer programmed (so the Fake's
-// own table is not counted), the plan dropped. Its retained-B figure is
-// the nftables writer's share of the proxy's RSS (issue 11, target 3).
+// programmed 10,000 services (5 elements each): a Resync that adopts a
+// table another Writer programmed (so the Fake's own table is not
+// counted). Its retained-B figure is the nftables writer's share of the
+// proxy's RSS (issue 11, target 3).
 func BenchmarkRetainedState10000(b *testing.B) {
 	f := NewFake()
 	if err := New(testConfig, f).Resync(manyServices(10000)); err != nil {
 		b.Fatal(err)
 	}
-	var retained float64
-	for b.Loop() {
-		b.StopTimer()
-		plan := manyServices(10000)
-		before := liveHeap()
-		b.StartTimer()
+	retained.Report(b, func() (any, error) {
 		w := New(testConfig, f)
-		if err := w.Resync(plan); err != nil {
-			b.Fatal(err)
-		}
-		b.StopTimer()
-		plan = policy.Plan{}
-		retained = float64(liveHeap() - before)
-		runtime.KeepAlive(w)
-		runtime.KeepAlive(plan)
-		b.StartTimer()
-	}
-	b.ReportMetric(retained, "retained-B")
-}
-
-// liveHeap is the live heap after a full collection.
-func liveHeap() uint64 {
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return m.HeapAlloc
+		return w, w.Resync(manyServices(10000))
+	})
 }

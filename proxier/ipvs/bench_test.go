@@ -3,10 +3,10 @@ package ipvs
 import (
 	"fmt"
 	"net/netip"
-	"runtime"
 	"testing"
 	"time"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/retained"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 )
 
@@ -52,38 +52,17 @@ func BenchmarkRepairNoChange5000(b *testing.B) {
 }
 
 // BenchmarkRetainedState10000 reports what a Writer holds once it has
-// programmed 10,000 services x 10 destinations: the live heap after a
-// Resync that adopts a kernel another Writer programmed (so the fake
-// kernel's own table is not counted), the plan dropped. Its retained-B
-// figure is the Writer's share of the proxy's RSS (issue 11, target 3).
+// programmed 10,000 services x 10 destinations: a Resync that adopts a
+// kernel another Writer programmed (so the fake kernel's own table is not
+// counted). Its retained-B figure is the Writer's share of the proxy's
+// RSS (issue 11, target 3).
 func BenchmarkRetainedState10000(b *testing.B) {
 	k, l, ct, sys := NewFakeKernel(), NewFakeLinks(), NewFakeConntrack(), NewFakeSysctls()
 	if err := New(Config{Now: time.Now}, k, l, ct, sys).Resync(scalePlan(10000)); err != nil {
 		b.Fatal(err)
 	}
-	var retained float64
-	for b.Loop() {
-		b.StopTimer()
-		plan := scalePlan(10000)
-		before := liveHeap()
-		b.StartTimer()
+	retained.Report(b, func() (any, error) {
 		w := New(Config{Now: time.Now}, k, l, ct, sys)
-		if err := w.Resync(plan); err != nil {
-			b.Fatal(err)
-		}
-		b.StopTimer()
-		plan = policy.Plan{}
-		retained = float64(liveHeap() - before)
-		runtime.KeepAlive(w)
-		b.StartTimer()
-	}
-	b.ReportMetric(retained, "retained-B")
-}
-
-// liveHeap is the live heap after a full collection.
-func liveHeap() uint64 {
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return m.HeapAlloc
+		return w, w.Resync(scalePlan(10000))
+	})
 }
