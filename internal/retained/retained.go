@@ -1,7 +1,3 @@
-// Package retained measures, in Go benchmarks, how much memory a value
-// keeps alive: the live heap its construction adds, after full
-// collections. The writers use it to report their state's share of the
-// proxy's RSS (issue 11).
 package retained
 
 import (
