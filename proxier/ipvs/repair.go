@@ -108,14 +108,15 @@ func (w *Writer) indexDump(r *repairCursor, vss []VirtualServer) {
 }
 
 // awaitDump waits up to budget for the background services dump of the
-// Repair r and takes it in. It reports whether r has its dump; an error
-// ends the Repair and asks for a Resync.
-func (w *Writer) awaitDump(r *repairCursor, budget time.Duration) (bool, error) {
+// Repair r, delivered on ch (r.dumped, read under the lock), and takes it
+// in. It reports whether r has its dump; an error ends the Repair and
+// asks for a Resync.
+func (w *Writer) awaitDump(r *repairCursor, ch <-chan servicesDump, budget time.Duration) (bool, error) {
 	t := time.NewTimer(budget)
 	defer t.Stop()
 	var d servicesDump
 	select {
-	case d = <-r.dumped:
+	case d = <-ch:
 	case <-t.C:
 		return false, nil
 	}
@@ -160,8 +161,9 @@ func (w *Writer) RepairStep(budget time.Duration) (done bool, err error) {
 	if r := w.repair; r != nil && r.dumped != nil && !w.full {
 		// The services dump is under way: wait for it without the lock,
 		// so that the caller can Apply between two such steps.
+		ch := r.dumped
 		w.mu.Unlock()
-		if _, err := w.awaitDump(r, budget); err != nil {
+		if _, err := w.awaitDump(r, ch, budget); err != nil {
 			return true, err
 		}
 		w.mu.Lock()
