@@ -45,7 +45,7 @@
 // KIP_BENCH_SCALE_IDLE (seconds, 65), KIP_BENCH_SCALE_CHANGES (100),
 // KIP_BENCH_SCALE_BURST (500), KIP_BENCH_SCALE_NEW_SERVICES (50),
 // KIP_BENCH_SCALE_CHURN_RATE (20), KIP_BENCH_SCALE_CHURN_SECONDS (60) and
-// KIP_BENCH_SCALE_PROFILE (1: --profiling, and the proxy's heap profiles
+// KIP_BENCH_SCALE_PROFILE (1: enableProfiling, and the proxy's heap profiles
 // after the cold start and at the end written next to the console log);
 // and
 // hack/vmlab/run.sh's VMLAB_MEM (4096 here), VMLAB_SMP, VMLAB_TIMEOUT

@@ -35,7 +35,7 @@ type Phases struct {
 	// ChurnRate endpoint changes a second for ChurnSeconds, each to
 	// another service (KIP_BENCH_SCALE_CHURN_RATE, _CHURN_SECONDS).
 	ChurnRate, ChurnSeconds int
-	// Profile (1) runs the proxy with --profiling and reports its heap
+	// Profile (1) runs the proxy with enableProfiling and reports its heap
 	// profile after the cold start and at the end
 	// (KIP_BENCH_SCALE_PROFILE; the host writes them next to the console
 	// log as <stamp>-<N>-<proxy>-<round>-<when>.heap.pprof).

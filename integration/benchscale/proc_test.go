@@ -4,12 +4,14 @@ package benchscale
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -42,11 +44,13 @@ func startProxy(t *testing.T, bin, logPath string, profiling bool) *proxyProc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	args := []string{"--config=" + ConfigPath, "--hostname-override=" + NodeName}
+	config := ConfigPath
 	if profiling {
-		args = append(args, "--profiling")
+		// With --config, kube-proxy's flags (--profiling among them) are
+		// ignored: the config file must say enableProfiling.
+		config = profilingConfig(t)
 	}
-	cmd := exec.Command(bin, args...)
+	cmd := exec.Command(bin, "--config="+config, "--hostname-override="+NodeName)
 	cmd.Stdout, cmd.Stderr = f, f
 	if err := cmd.Start(); err != nil {
 		f.Close()
@@ -264,4 +268,21 @@ func (p *proxyProc) counters(t *testing.T) counters {
 func (c counters) delta(later counters) counters {
 	return counters{at: c.at, cpu: later.cpu - c.cpu, syncs: later.syncs - c.syncs,
 		syncS: later.syncS - c.syncS, ops: later.ops - c.ops}
+}
+
+// profilingConfig is deploy/base's config file with enableProfiling.
+func profilingConfig(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(ConfigPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(b, []byte("enableProfiling:")) {
+		t.Fatalf("%s already sets enableProfiling; KIP_BENCH_SCALE_PROFILE would set it twice", ConfigPath)
+	}
+	path := filepath.Join(t.TempDir(), "config-profiling.conf")
+	if err := os.WriteFile(path, append(b, "\nenableProfiling: true\n"...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
