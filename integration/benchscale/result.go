@@ -57,36 +57,29 @@ type Profile struct {
 
 // ParseProfiles reads the ProfilePrefix lines of a console log.
 func ParseProfiles(console string) ([]Profile, error) {
-	var out []Profile
-	for _, l := range strings.Split(console, "\n") {
-		_, js, ok := strings.Cut(l, ProfilePrefix)
-		if !ok {
-			continue
-		}
-		var p Profile
-		if err := json.Unmarshal([]byte(strings.TrimSpace(js)), &p); err != nil {
-			return nil, fmt.Errorf("profile line: %w", err)
-		}
-		out = append(out, p)
-	}
-	return out, nil
+	return parseLines[Profile](console, ProfilePrefix, "profile")
 }
 
 // ParseRuns reads the ResultPrefix lines of a console log.
 func ParseRuns(console string) ([]Run, error) {
-	var runs []Run
+	return parseLines[Run](console, ResultPrefix, "result")
+}
+
+// parseLines decodes the JSON after prefix on each console line that has it.
+func parseLines[T any](console, prefix, what string) ([]T, error) {
+	var out []T
 	for _, l := range strings.Split(console, "\n") {
-		_, js, ok := strings.Cut(l, ResultPrefix)
+		_, js, ok := strings.Cut(l, prefix)
 		if !ok {
 			continue
 		}
-		var r Run
-		if err := json.Unmarshal([]byte(strings.TrimSpace(js)), &r); err != nil {
-			return nil, fmt.Errorf("result line %q: %w", l, err)
+		var v T
+		if err := json.Unmarshal([]byte(strings.TrimSpace(js)), &v); err != nil {
+			return nil, fmt.Errorf("%s line %.200q: %w", what, l, err)
 		}
-		runs = append(runs, r)
+		out = append(out, v)
 	}
-	return runs, nil
+	return out, nil
 }
 
 // Table renders runs of one scale side by side: one row per measurement
