@@ -59,9 +59,9 @@ func (b *bench) churn() {
 
 	written := make(chan *change, n)
 	watched := make(chan struct{})
+	k := newKernel(b.t) // opened here: t.Fatal must not run in the watcher
 	go func() { // the watcher
 		defer close(watched)
-		k := newKernel(b.t)
 		var pending []*change
 		open := true
 		deadline := time.Time{}
