@@ -60,7 +60,7 @@ func (b *bench) churn() {
 	written := make(chan *change, n)
 	watched := make(chan struct{})
 	k := newKernel(b.t) // opened here: t.Fatal must not run in the watcher
-	go func() { // the watcher
+	go func() {         // the watcher
 		defer close(watched)
 		var pending []*change
 		open := true
