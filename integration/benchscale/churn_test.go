@@ -4,12 +4,8 @@ package benchscale
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
-	"io"
 	"math"
 	"net"
-	"net/http"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -287,27 +283,4 @@ func (b *bench) floor(tb table, cold time.Duration) {
 		len(tb.services), len(tb.addrs), took.Round(time.Millisecond), cold.Seconds()/took.Seconds())
 	b.run.Add("floor: the same table by moby/ipvs and netlink, one request each", took.Seconds(), "s")
 	b.run.Add("cold start / floor", cold.Seconds()/took.Seconds(), "")
-}
-
-// heapProfile reports the proxy's heap profile (after a forced GC) on a
-// ProfilePrefix line when KIP_BENCH_SCALE_PROFILE=1.
-func (b *bench) heapProfile(when string) {
-	if b.phases.Profile != 1 {
-		return
-	}
-	c := http.Client{Timeout: time.Minute}
-	resp, err := c.Get("http://" + metricsAddr + "/debug/pprof/heap?gc=1")
-	if err != nil {
-		b.p.fatal(b.t, "heap profile: %v", err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		b.p.fatal(b.t, "heap profile: %s, %v", resp.Status, err)
-	}
-	js, err := json.Marshal(Profile{Proxy: b.bin.label, Round: b.run.Round, When: when, Pprof: body})
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	fmt.Println(ProfilePrefix + string(js))
 }

@@ -120,11 +120,15 @@ func measureScale(t *testing.T, repo, consoleLog string, w Workload, phases Phas
 		t.Fatal(err)
 	}
 	for _, p := range profiles {
-		path := fmt.Sprintf("%s-%s-%d-%s.heap.pprof", strings.TrimSuffix(consoleLog, ".console.log"), p.Proxy, p.Round+1, p.When)
+		kind := p.Kind
+		if kind == "" {
+			kind = "heap"
+		}
+		path := fmt.Sprintf("%s-%s-%d-%s.%s.pprof", strings.TrimSuffix(consoleLog, ".console.log"), p.Proxy, p.Round+1, p.When, kind)
 		if err := os.WriteFile(path, p.Pprof, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("heap profile: %s", path)
+		t.Logf("%s profile: %s", kind, path)
 	}
 	if len(got) != runs {
 		t.Fatalf("the VM reported %d runs, want %d", len(got), runs)

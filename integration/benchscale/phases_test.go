@@ -23,7 +23,7 @@ const mib = 1 << 20
 // coldStart: the proxy starts against a clean kernel and an apiserver
 // that holds the whole workload (a new node, or the first rollout).
 func (b *bench) coldStart() time.Duration {
-	took, m := b.start()
+	took, m := b.start("cold start")
 	cpu := b.p.cpu(b.t)
 	rss, _ := b.p.memory(b.t)
 	b.t.Logf("cold start: converged in %v, %v CPU, %.0f MiB", took.Round(time.Millisecond), cpu, rss)
@@ -206,7 +206,7 @@ func (b *bench) serviceChurn() {
 // many IPVS changes it made (none are needed).
 func (b *bench) restart() {
 	exit := b.p.stop(b.t)
-	took, m := b.start()
+	took, m := b.start("restart")
 	b.t.Logf("restart: exit %v, converged in %v, %.0f IPVS ops", exit.Round(time.Millisecond), took.Round(time.Millisecond), m.sum(mNetlinkOps, opsAttempted))
 	b.run.Add("restart: exit on SIGTERM", exit.Seconds(), "s")
 	b.run.Add("restart: converged", took.Seconds(), "s")

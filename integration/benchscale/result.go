@@ -44,14 +44,16 @@ func (r Run) Line() string {
 }
 
 // ProfilePrefix starts the console line on which the VM half reports a
-// heap profile (KIP_BENCH_SCALE_PROFILE=1): a Profile as JSON.
+// profile (KIP_BENCH_SCALE_PROFILE=1): a Profile as JSON.
 const ProfilePrefix = "BENCH-SCALE-PROFILE "
 
-// Profile is a heap profile of one run (pprof's gzipped protobuf).
+// Profile is a profile of one run (pprof's gzipped protobuf): a heap
+// profile, or a window of the CPU profile.
 type Profile struct {
 	Proxy string `json:"proxy"`
 	Round int    `json:"round"`
 	When  string `json:"when"`
+	Kind  string `json:"kind,omitempty"` // "heap" (the default) or "cpu"
 	Pprof []byte `json:"pprof"`
 }
 

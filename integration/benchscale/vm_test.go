@@ -123,12 +123,13 @@ func (b *bench) measure(t *testing.T, bin proxyBin, round int) Run {
 // start runs the proxy and waits until it has synced the whole workload
 // (kube_ipvs_proxy_virtual_servers adds up to it after a sync); then
 // checks the kernel, untimed.
-func (b *bench) start() (time.Duration, metrics) {
+func (b *bench) start(phase string) (time.Duration, metrics) {
 	t := b.t
 	t.Helper()
 	logPath := fmt.Sprintf("/tmp/proxy-%s-%d.log", b.bin.label, time.Now().UnixNano())
 	start := time.Now()
 	b.p = startProxy(t, b.bin.path, logPath, b.phases.Profile == 1)
+	cp := b.profileStart(phase, start)
 	limit := 5*time.Minute + time.Duration(b.w.Services)*60*time.Millisecond
 	for {
 		if b.p.exited() {
@@ -137,6 +138,8 @@ func (b *bench) start() (time.Duration, metrics) {
 		m, err := scrape()
 		if err == nil && m.has(mLastSync) && int(m.sum(mVS)) == b.want.VirtualServers {
 			took := time.Since(start)
+			cp.stop(b)
+			b.startupTimeline(phase, start)
 			b.k.waitCount(t, b.want, 2*time.Minute)
 			return took, m
 		}

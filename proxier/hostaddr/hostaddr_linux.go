@@ -67,17 +67,70 @@ func (n Netlink) Watch(ctx context.Context, changed func()) {
 	}
 }
 
-// drain forwards updates until the channel closes or ctx ends.
-func (Netlink) drain(ctx context.Context, updates <-chan netlink.AddrUpdate, changed func()) {
+// drain calls changed for the updates until the channel closes or ctx
+// ends. A burst of updates costs one call: those already queued when one
+// arrives are taken with it. Updates of the excluded interface's
+// addresses are dropped: the IPVS writer adds one per service VIP (a
+// cold start at 10,000 services makes thousands), none is a node
+// address, and each would otherwise cost a List of every address.
+func (n Netlink) drain(ctx context.Context, updates <-chan netlink.AddrUpdate, changed func()) {
+	var ex excluded
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case _, ok := <-updates:
+		case u, ok := <-updates:
 			if !ok {
 				return
 			}
-			changed()
+			relevant := !n.isExcluded(&ex, u.LinkIndex)
+			for queued := true; queued; {
+				select {
+				case u, ok := <-updates:
+					if !ok {
+						if relevant {
+							changed()
+						}
+						return
+					}
+					relevant = relevant || !n.isExcluded(&ex, u.LinkIndex)
+				default:
+					queued = false
+				}
+			}
+			if relevant {
+				changed()
+			}
 		}
 	}
+}
+
+// excluded remembers the excluded interface's index, and when it was
+// last seen to be that interface's.
+type excluded struct {
+	index   int
+	checked time.Time
+}
+
+// excludedRecheck bounds how long an index is trusted to still be the
+// excluded interface's. The kernel does not hand a deleted link's index
+// to a new one soon (indexes grow), so this is a safety margin only.
+const excludedRecheck = 10 * time.Second
+
+// isExcluded reports whether index is the excluded interface's, asking
+// the kernel when it is not the one remembered or that one is old.
+func (n Netlink) isExcluded(ex *excluded, index int) bool {
+	if n.Exclude == "" || index <= 0 {
+		return false
+	}
+	now := time.Now()
+	if index == ex.index && now.Sub(ex.checked) < excludedRecheck {
+		return true
+	}
+	l, err := netlink.LinkByIndex(index)
+	if err != nil || l.Attrs().Name != n.Exclude {
+		return false
+	}
+	ex.index, ex.checked = index, now
+	return true
 }

@@ -8,56 +8,108 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
 
-// netlinkLinks is Links over rtnetlink (github.com/vishvananda/netlink).
-type netlinkLinks struct{}
+// netlinkLinks is Links over rtnetlink (github.com/vishvananda/netlink),
+// on one handle whose sockets are reused (the package's functions open
+// a socket per request), with the last link looked up by name cached:
+// a cold start adds an address per service VIP, and looking the dummy
+// interface up before each one doubled the requests. A cached link that
+// was deleted answers ENODEV (the kernel never hands its index to
+// another link: indexes only grow), and is then looked up again once.
+type netlinkLinks struct {
+	h *netlink.Handle
 
-var _ Links = netlinkLinks{}
+	mu     sync.Mutex
+	cached netlink.Link // by its name; nil when none
+}
 
-func linkByName(name string) (netlink.Link, error) {
-	l, err := netlink.LinkByName(name)
+var _ Links = (*netlinkLinks)(nil)
+
+func newNetlinkLinks() (*netlinkLinks, error) {
+	h, err := netlink.NewHandle()
+	if err != nil {
+		return nil, fmt.Errorf("rtnetlink handle: %w", err)
+	}
+	return &netlinkLinks{h: h}, nil
+}
+
+// Close releases the handle's sockets.
+func (l *netlinkLinks) Close() { l.h.Close() }
+
+func (l *netlinkLinks) linkByName(name string) (netlink.Link, error) {
+	lk, err := l.h.LinkByName(name)
 	var nf netlink.LinkNotFoundError
 	if errors.As(err, &nf) {
 		return nil, syscall.ENODEV
 	}
-	return l, err
+	return lk, err
+}
+
+// onLink runs fn on the link named name: the cached one if it has that
+// name, and looked up again if fn finds it gone (ENODEV).
+func (l *netlinkLinks) onLink(name string, fn func(netlink.Link) error) error {
+	l.mu.Lock()
+	lk := l.cached
+	l.mu.Unlock()
+	if lk != nil && lk.Attrs().Name == name {
+		err := fn(lk)
+		if !errors.Is(err, syscall.ENODEV) {
+			return err
+		}
+	}
+	lk, err := l.linkByName(name)
+	l.mu.Lock()
+	l.cached = lk
+	l.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return fn(lk)
 }
 
 func ipNet(p netip.Prefix) *net.IPNet {
 	return &net.IPNet{IP: net.IP(p.Addr().AsSlice()), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
 }
 
-func (netlinkLinks) Link(name string) (LinkInfo, error) {
-	l, err := linkByName(name)
+func (l *netlinkLinks) Link(name string) (LinkInfo, error) {
+	lk, err := l.linkByName(name)
+	l.mu.Lock()
+	l.cached = lk
+	l.mu.Unlock()
 	if err != nil {
 		return LinkInfo{}, err
 	}
-	return LinkInfo{Index: l.Attrs().Index, Kind: l.Type()}, nil
+	return LinkInfo{Index: lk.Attrs().Index, Kind: lk.Type()}, nil
 }
 
-func (netlinkLinks) AddDummy(name string) error {
-	return netlink.LinkAdd(&netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Name: name}})
+func (l *netlinkLinks) AddDummy(name string) error {
+	return l.h.LinkAdd(&netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Name: name}})
 }
 
-func (netlinkLinks) DeleteLink(name string) error {
-	l, err := linkByName(name)
+func (l *netlinkLinks) DeleteLink(name string) error {
+	lk, err := l.linkByName(name)
 	if err != nil {
 		return err
 	}
-	return netlink.LinkDel(l)
+	l.mu.Lock()
+	l.cached = nil
+	l.mu.Unlock()
+	return l.h.LinkDel(lk)
 }
 
-func (netlinkLinks) Addrs(name string) ([]netip.Prefix, error) {
-	l, err := linkByName(name)
-	if err != nil {
-		return nil, err
-	}
-	addrs, err := netlink.AddrList(l, netlink.FAMILY_ALL)
+func (l *netlinkLinks) Addrs(name string) ([]netip.Prefix, error) {
+	var addrs []netlink.Addr
+	err := l.onLink(name, func(lk netlink.Link) error {
+		var err error
+		addrs, err = l.h.AddrList(lk, netlink.FAMILY_ALL)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -73,20 +125,12 @@ func (netlinkLinks) Addrs(name string) ([]netip.Prefix, error) {
 	return out, nil
 }
 
-func (netlinkLinks) AddAddr(name string, p netip.Prefix) error {
-	l, err := linkByName(name)
-	if err != nil {
-		return err
-	}
-	return netlink.AddrAdd(l, &netlink.Addr{IPNet: ipNet(p)})
+func (l *netlinkLinks) AddAddr(name string, p netip.Prefix) error {
+	return l.onLink(name, func(lk netlink.Link) error { return l.h.AddrAdd(lk, &netlink.Addr{IPNet: ipNet(p)}) })
 }
 
-func (netlinkLinks) DelAddr(name string, p netip.Prefix) error {
-	l, err := linkByName(name)
-	if err != nil {
-		return err
-	}
-	return netlink.AddrDel(l, &netlink.Addr{IPNet: ipNet(p)})
+func (l *netlinkLinks) DelAddr(name string, p netip.Prefix) error {
+	return l.onLink(name, func(lk netlink.Link) error { return l.h.AddrDel(lk, &netlink.Addr{IPNet: ipNet(p)}) })
 }
 
 // netlinkConntrack is Conntrack over ctnetlink.
@@ -136,19 +180,25 @@ func (procSysctls) Set(key, value string) error {
 // RepairReader), the dummy interface and conntrack
 // through github.com/vishvananda/netlink, sysctls through /proc/sys.
 func NewLinux(cfg Config) (*Writer, error) {
+	links, err := newNetlinkLinks()
+	if err != nil {
+		return nil, err
+	}
 	h, err := mobyipvsNew()
 	if err != nil {
+		links.Close()
 		return nil, err
 	}
 	if cfg.RepairReader == nil {
 		reader, err := mobyipvsNew()
 		if err != nil {
 			h.Close()
+			links.Close()
 			return nil, fmt.Errorf("repair reader: %w", err)
 		}
 		cfg.RepairReader = reader
 	}
-	return New(cfg, h, netlinkLinks{}, netlinkConntrack{}, procSysctls{}), nil
+	return New(cfg, h, links, netlinkConntrack{}, procSysctls{}), nil
 }
 
 // NewLinuxAdapters returns the running kernel's adapters, the ones
@@ -156,9 +206,14 @@ func NewLinux(cfg Config) (*Writer, error) {
 // contract (integration/ipvswriter's TestKernelContract). close releases
 // the IPVS handle.
 func NewLinuxAdapters() (k Kernel, l Links, ct Conntrack, sys Sysctls, close func(), err error) {
-	h, err := mobyipvsNew()
+	links, err := newNetlinkLinks()
 	if err != nil {
 		return nil, nil, nil, nil, nil, err
 	}
-	return h, netlinkLinks{}, netlinkConntrack{}, procSysctls{}, h.Close, nil
+	h, err := mobyipvsNew()
+	if err != nil {
+		links.Close()
+		return nil, nil, nil, nil, nil, err
+	}
+	return h, links, netlinkConntrack{}, procSysctls{}, func() { h.Close(); links.Close() }, nil
 }

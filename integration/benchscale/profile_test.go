@@ -1,0 +1,157 @@
+//go:build integration
+
+package benchscale
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+)
+
+// cpuWindow is the length of one CPU profile window during a start (the
+// cold start, the restart): pprof's endpoint profiles for a fixed time,
+// so a start is covered by consecutive windows, which also say when the
+// CPU went where (`go tool pprof` merges them).
+const cpuWindow = 5 * time.Second
+
+// heapProfile reports the proxy's heap profile (after a forced GC) on a
+// ProfilePrefix line when KIP_BENCH_SCALE_PROFILE=1.
+func (b *bench) heapProfile(when string) {
+	if b.phases.Profile != 1 {
+		return
+	}
+	c := http.Client{Timeout: time.Minute}
+	body, err := fetch(context.Background(), &c, "http://"+metricsAddr+"/debug/pprof/heap?gc=1")
+	if err != nil {
+		b.p.fatal(b.t, "heap profile: %v", err)
+	}
+	b.report(Profile{Proxy: b.bin.label, Round: b.run.Round, When: when, Kind: "heap", Pprof: body})
+}
+
+func (b *bench) report(p Profile) {
+	js, err := json.Marshal(p)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	fmt.Println(ProfilePrefix + string(js))
+}
+
+func fetch(ctx context.Context, c *http.Client, url string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	return body, err
+}
+
+// cpuProfiler takes the proxy's CPU profile in consecutive windows from
+// the moment its metrics server answers until stop.
+type cpuProfiler struct {
+	phase  string
+	start  time.Time
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	got    []Profile
+}
+
+// profileStart starts a cpuProfiler when KIP_BENCH_SCALE_PROFILE=1 (nil
+// otherwise); start is the process start.
+func (b *bench) profileStart(phase string, start time.Time) *cpuProfiler {
+	if b.phases.Profile != 1 {
+		return nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cp := &cpuProfiler{phase: phase, start: start, cancel: cancel}
+	cp.wg.Add(1)
+	go func() {
+		defer cp.wg.Done()
+		c := http.Client{}
+		url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", metricsAddr, int(cpuWindow/time.Second))
+		for ctx.Err() == nil {
+			from := time.Since(start)
+			body, err := fetch(ctx, &c, url)
+			if err != nil {
+				// Not serving yet, or stopped mid-window.
+				select {
+				case <-ctx.Done():
+				case <-time.After(20 * time.Millisecond):
+				}
+				continue
+			}
+			cp.mu.Lock()
+			cp.got = append(cp.got, Profile{Proxy: b.bin.label, Round: b.run.Round, Kind: "cpu",
+				When: fmt.Sprintf("%s-%05.1fs", strings.ReplaceAll(phase, " ", "-"), from.Seconds()), Pprof: body})
+			cp.mu.Unlock()
+		}
+	}()
+	return cp
+}
+
+// stop ends the windows (the one under way is lost) and reports those
+// taken.
+func (cp *cpuProfiler) stop(b *bench) {
+	if cp == nil {
+		return
+	}
+	cp.cancel()
+	cp.wg.Wait()
+	for _, p := range cp.got {
+		b.report(p)
+	}
+	b.t.Logf("%s: %d CPU profile windows of %v", cp.phase, len(cp.got), cpuWindow)
+}
+
+// startupTimeline logs when the proxy logged its startup milestones,
+// from the process start: where the cold start went before the first
+// sync.
+func (b *bench) startupTimeline(phase string, start time.Time) {
+	data, err := os.ReadFile(b.p.logPath)
+	if err != nil {
+		b.t.Logf("%s: timeline: %v", phase, err)
+		return
+	}
+	var marks []string
+	for _, l := range strings.Split(string(data), "\n") {
+		for _, m := range []string{"Starting the proxy", "Informer caches synced", `"Synced" full=true`} {
+			if !strings.Contains(l, m) {
+				continue
+			}
+			if at, ok := klogTime(l, start); ok {
+				marks = append(marks, fmt.Sprintf("%s at %.2fs", strings.Trim(m, `"`), at.Seconds()))
+			}
+		}
+	}
+	b.t.Logf("%s: timeline from the process start: %s", phase, strings.Join(marks, "; "))
+}
+
+// klogTime reads a klog header's time ("I1124 14:02:05.123456 ...") as
+// an offset from start (same day, local time).
+func klogTime(line string, start time.Time) (time.Duration, bool) {
+	f := strings.Fields(line)
+	if len(f) < 2 || len(f[0]) != 5 {
+		return 0, false
+	}
+	t, err := time.ParseInLocation("15:04:05.000000", f[1], time.Local)
+	if err != nil {
+		return 0, false
+	}
+	y, mo, d := start.Date()
+	t = time.Date(y, mo, d, t.Hour(), t.Minute(), t.Second(), t.Nanosecond(), time.Local)
+	return t.Sub(start), true
+}

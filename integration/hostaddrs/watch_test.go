@@ -1,0 +1,107 @@
+//go:build integration
+
+package hostaddrs
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxier/hostaddr"
+)
+
+const (
+	dummy = "kube-ipvs0"
+	node  = "node-test0"
+)
+
+func addLink(t *testing.T, name string) netlink.Link {
+	t.Helper()
+	l := &netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Name: name}}
+	if err := netlink.LinkAdd(l); err != nil {
+		t.Fatalf("add %s: %v", name, err)
+	}
+	t.Cleanup(func() { _ = netlink.LinkDel(l) })
+	return l
+}
+
+func addAddr(t *testing.T, l netlink.Link, cidr string) {
+	t.Helper()
+	p := netip.MustParsePrefix(cidr)
+	a := &netlink.Addr{IPNet: &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}}
+	if err := netlink.AddrAdd(l, a); err != nil {
+		t.Fatalf("add %s to %s: %v", cidr, l.Attrs().Name, err)
+	}
+}
+
+// TestWatchIgnoresTheDummyInterface: the IPVS writer adds an address to
+// the dummy interface per service VIP; none is a node address, so the
+// watch does not report them (each report costs a List of every address
+// on the host, which at a cold start of thousands of services competed
+// with the writer for rtnetlink). An address on any other interface is
+// reported, and List leaves the dummy interface's out.
+func TestWatchIgnoresTheDummyInterface(t *testing.T) {
+	n := hostaddr.Netlink{Exclude: dummy}
+	ex := addLink(t, dummy)
+	other := addLink(t, node)
+	var calls atomic.Int32
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); n.Watch(ctx, func() { calls.Add(1) }) }()
+	t.Cleanup(func() { cancel(); <-done })
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %d calls", what, calls.Load())
+			}
+		}
+	}
+	waitFor("the call after subscribing", func() bool { return calls.Load() >= 1 })
+	time.Sleep(200 * time.Millisecond)
+	base := calls.Load()
+
+	for i := range 500 {
+		addAddr(t, ex, fmt.Sprintf("10.96.%d.%d/32", i/250, i%250+1))
+	}
+	time.Sleep(500 * time.Millisecond)
+	if got := calls.Load() - base; got != 0 {
+		t.Errorf("500 addresses on %s: %d calls, want 0", dummy, got)
+	}
+
+	addAddr(t, other, "198.51.100.7/24")
+	waitFor("an address on "+node, func() bool { return calls.Load() > base })
+	addrs, err := n.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(addrs, netip.MustParseAddr("198.51.100.7")) {
+		t.Errorf("List: %v, want 198.51.100.7 in it", addrs)
+	}
+	if slices.Contains(addrs, netip.MustParseAddr("10.96.0.1")) {
+		t.Errorf("List: %v, want no address of %s", addrs, dummy)
+	}
+
+	// The dummy interface made again (a new index): still left out, after
+	// at most one lookup.
+	if err := netlink.LinkDel(ex); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	base = calls.Load()
+	again := addLink(t, dummy)
+	for i := range 100 {
+		addAddr(t, again, fmt.Sprintf("10.97.0.%d/32", i+1))
+	}
+	time.Sleep(500 * time.Millisecond)
+	if got := calls.Load() - base; got != 0 {
+		t.Errorf("100 addresses on the recreated %s: %d calls, want 0", dummy, got)
+	}
+}
