@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
+	"runtime/debug"
 	"slices"
 	"time"
 
@@ -173,7 +174,26 @@ func (p *Proxier) sync(periodic bool) error {
 	}
 	p.log.V(2).Info("Synced", "full", full, "recomputed", len(w.plans), "applied", len(changes),
 		"pendingServices", w.svcPending, "elapsed", elapsed)
+	if full {
+		p.releaseMemory()
+	}
 	return nil
+}
+
+// releaseMemory returns the heap a full sync freed to the OS, beside the
+// loop, when Config.ReleaseMemory is set; one at a time.
+func (p *Proxier) releaseMemory() {
+	if !p.cfg.ReleaseMemory || !p.releasing.CompareAndSwap(false, true) {
+		return
+	}
+	release := p.freeOSMemory
+	if release == nil {
+		release = debug.FreeOSMemory
+	}
+	go func() {
+		defer p.releasing.Store(false)
+		release()
+	}()
 }
 
 // after reports a sync to health, the observer and OnPlan.

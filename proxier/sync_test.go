@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -293,5 +294,31 @@ func TestOnPlan(t *testing.T) {
 	tp.syncNow(false)
 	if len(plans) != 2 || len(plans[0].VirtualServers) != 3 || len(plans[1].VirtualServers) != 2 {
 		t.Errorf("OnPlan: got %d plans %v, want the whole plan after each sync (3 then 2 virtual servers)", len(plans), plans)
+	}
+}
+
+// TestReleaseMemoryAfterFullSyncsOnly: with ReleaseMemory, a successful
+// full sync returns the heap it freed to the OS; an incremental sync
+// does not, nor does anything without ReleaseMemory.
+func TestReleaseMemoryAfterFullSyncsOnly(t *testing.T) {
+	for _, on := range []bool{true, false} {
+		t.Run(fmt.Sprint("ReleaseMemory=", on), func(t *testing.T) {
+			var released atomic.Int32
+			tp := newTestProxier(t, func(c *Config) { c.ReleaseMemory = on })
+			tp.freeOSMemory = func() { released.Add(1) }
+			baseline(tp)
+			tp.syncNow(false) // the first sync is full
+			want := int32(0)
+			if on {
+				want = 1
+				waitFor(t, "the release after the first sync", func() bool { return released.Load() == 1 })
+			}
+			tp.slice(slice("db-1", "db", ep{"10.244.2.6", "node-b"}))
+			tp.syncNow(false) // incremental
+			time.Sleep(20 * time.Millisecond)
+			if got := released.Load(); got != want {
+				t.Errorf("releases after a full and an incremental sync: %d, want %d", got, want)
+			}
+		})
 	}
 }

@@ -18,7 +18,7 @@ import (
 // cold start, the restart): pprof's endpoint profiles for a fixed time,
 // so a start is covered by consecutive windows, which also say when the
 // CPU went where (`go tool pprof` merges them).
-const cpuWindow = 5 * time.Second
+const cpuWindow = 2 * time.Second
 
 // heapProfile reports the proxy's heap profile (after a forced GC) on a
 // ProfilePrefix line when KIP_BENCH_SCALE_PROFILE=1.

@@ -174,12 +174,14 @@ func (b *batch) virtualServer(k Key, svc policy.ServiceKey, mayDelete bool) {
 			return nil
 		}})
 	case have == nil:
-		vs := want.vs
+		vs, n := want.vs, len(want.dests)
 		b.add(step{phase: phaseAdd, key: k, svcs: svcs(want.svc), run: func() error {
 			if err := w.call("add-service", func() error { return w.kernel.AddVirtualServer(vs) }); err != nil {
 				return fmt.Errorf("add virtual server %s: %w", k, err)
 			}
-			w.mirror[k] = &actual{vs: vs, managed: true}
+			// Sized for the destinations that follow: one at a time, they
+			// would grow it to up to twice that (issue 11, memory).
+			w.mirror[k] = &actual{vs: vs, managed: true, dests: make(destList, 0, n)}
 			return nil
 		}})
 		for _, d := range want.dests {

@@ -111,7 +111,7 @@ func Watch(ctx context.Context, o *Options, open DataPlaneOpener, stdout io.Writ
 		Client: cs, MetadataClient: md, DataPlane: dp,
 		Observer: m, Health: proxyHealth, ServiceHealth: serviceHealth,
 		Recorder: events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kube-ipvs-proxy", Host: rc.NodeName}),
-		OnPlan:   onPlan, HostAddresses: hostAddrs,
+		OnPlan:   onPlan, HostAddresses: hostAddrs, ReleaseMemory: true,
 	})
 	if err != nil {
 		return fmt.Errorf("configure the proxy: %w", err)
