@@ -85,12 +85,12 @@ type Config struct {
 	// NodePort addresses, as kube-proxy's IPVS mode. Without it, the
 	// Node's status addresses are used (--dry-run).
 	HostAddresses HostAddresses
-	// ReleaseMemory, if set, returns the heap a full sync freed to the
-	// OS once it succeeds (debug.FreeOSMemory, beside the loop). A full
-	// sync holds the whole plan and its kernel batch at once: at 5,000
+	// ReleaseMemory, if set, returns the heap freed by a successful full
+	// sync or periodic repair to the OS (debug.FreeOSMemory, beside the
+	// loop). A full sync holds the whole plan and its kernel batch at
+	// once, and a repair reads the whole kernel table back: at 5,000
 	// services the cold start's peak left RSS at four times the live heap
-	// (issue 11, target 3). Incremental syncs and periodic repairs do
-	// not call it.
+	// (issue 11, target 3). Incremental syncs do not call it.
 	ReleaseMemory bool
 }
 

@@ -77,6 +77,7 @@ func (p *Proxier) repair() error {
 		return err
 	}
 	p.log.V(2).Info("Repaired", "slices", rs.Slices, "syncsBetweenSlices", rs.Between, "longestSlice", rs.Longest, "elapsed", elapsed)
+	p.releaseMemory() // it read the whole kernel table
 	return nil
 }
 

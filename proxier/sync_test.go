@@ -297,28 +297,39 @@ func TestOnPlan(t *testing.T) {
 	}
 }
 
-// TestReleaseMemoryAfterFullSyncsOnly: with ReleaseMemory, a successful
-// full sync returns the heap it freed to the OS; an incremental sync
+// TestReleaseMemoryAfterFullSyncsAndRepairs: with ReleaseMemory, a
+// successful full sync and a periodic repair (which read or write the
+// whole table) return the heap they freed to the OS; an incremental sync
 // does not, nor does anything without ReleaseMemory.
-func TestReleaseMemoryAfterFullSyncsOnly(t *testing.T) {
+func TestReleaseMemoryAfterFullSyncsAndRepairs(t *testing.T) {
 	for _, on := range []bool{true, false} {
 		t.Run(fmt.Sprint("ReleaseMemory=", on), func(t *testing.T) {
 			var released atomic.Int32
-			tp := newTestProxier(t, func(c *Config) { c.ReleaseMemory = on })
+			dp := &repairingDataPlane{fakeDataPlane: &fakeDataPlane{}, slices: 2}
+			tp := newTestProxier(t, func(c *Config) { c.DataPlane, c.ReleaseMemory = dp, on })
+			tp.dp = dp.fakeDataPlane
 			tp.freeOSMemory = func() { released.Add(1) }
+			expect := func(what string, n int32) {
+				t.Helper()
+				if !on {
+					n = 0
+				}
+				waitFor(t, fmt.Sprintf("%d releases after %s", n, what), func() bool { return released.Load() == n })
+				time.Sleep(20 * time.Millisecond) // and no more
+				if got := released.Load(); got != n {
+					t.Fatalf("after %s: %d releases, want %d", what, got, n)
+				}
+			}
 			baseline(tp)
 			tp.syncNow(false) // the first sync is full
-			want := int32(0)
-			if on {
-				want = 1
-				waitFor(t, "the release after the first sync", func() bool { return released.Load() == 1 })
-			}
+			expect("the first (full) sync", 1)
 			tp.slice(slice("db-1", "db", ep{"10.244.2.6", "node-b"}))
-			tp.syncNow(false) // incremental
-			time.Sleep(20 * time.Millisecond)
-			if got := released.Load(); got != want {
-				t.Errorf("releases after a full and an incremental sync: %d, want %d", got, want)
+			tp.syncNow(false)
+			expect("an incremental sync", 1)
+			if err := tp.sync(true); err != nil {
+				t.Fatalf("periodic sync: %v", err)
 			}
+			expect("a periodic repair", 2)
 		})
 	}
 }
