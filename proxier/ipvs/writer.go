@@ -218,6 +218,11 @@ func (w *Writer) Resync(plan policy.Plan) error {
 	w.failed = map[policy.ServiceKey]*retry{}
 	w.stale = map[Key]policy.ServiceKey{}
 	b := w.newBatch(w.cfg.Now())
+	adds := len(plan.VirtualServers)
+	for i := range plan.VirtualServers {
+		adds += len(plan.VirtualServers[i].Destinations)
+	}
+	b.expect(phaseAdd, adds) // at most: a cold start adds them all
 	for _, sp := range plan.ByService() {
 		b.service(sp.Service, sp.VirtualServers)
 	}
