@@ -136,6 +136,12 @@ type Proxier struct {
 	releasing atomic.Bool
 	// freeOSMemory is debug.FreeOSMemory; tests replace it.
 	freeOSMemory func()
+	// hostAddrMu orders host-address refreshes; hostAddrRetrying says
+	// one is scheduled after a failed List, hostAddrRetry after how long
+	// (hostAddressRetry; tests shorten it).
+	hostAddrMu       sync.Mutex
+	hostAddrRetrying atomic.Bool
+	hostAddrRetry    time.Duration
 	// stopping is Run's ctx.Done(): a repair stops at its next slice
 	// when it is closed (nil before Run: never).
 	stopping <-chan struct{}
@@ -186,7 +192,7 @@ func New(cfg Config) (*Proxier, error) {
 	}
 	p := &Proxier{cfg: cfg, log: klog.Background(),
 		obs: cfg.Observer, health: cfg.Health, svcHealth: cfg.ServiceHealth, events: newAnnotationEvents(cfg.Recorder),
-		planEvents: newPlanEvents(cfg.Recorder)}
+		planEvents: newPlanEvents(cfg.Recorder), hostAddrRetry: hostAddressRetry}
 	if p.obs == nil {
 		p.obs = nopObserver{}
 	}

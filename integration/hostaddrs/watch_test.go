@@ -4,6 +4,7 @@ package hostaddrs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -103,5 +104,70 @@ func TestWatchIgnoresTheDummyInterface(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 	if got := calls.Load() - base; got != 0 {
 		t.Errorf("100 addresses on the recreated %s: %d calls, want 0", dummy, got)
+	}
+}
+
+// churnPause is the pause between two address changes of the churn
+// beside the dumps: without one, every attempt would be interrupted (a
+// cold start; then the proxier retries List a second later, see
+// proxier.TestHostAddressesRetriedAfterAFailedList).
+const churnPause = 20 * time.Millisecond
+
+// TestListRedoesInterruptedDumps: a dump of every address that spans
+// several messages while another address changes comes back marked
+// interrupted (NLM_F_DUMP_INTR), as when the IPVS writer adds an address
+// per service VIP while a node-address event asks for a List. List
+// redoes such a dump instead of failing at once: before it did, 56 of
+// 100 Lists failed beside this churn at a 5 ms pause, 91 unpaused.
+func TestListRedoesInterruptedDumps(t *testing.T) {
+	n := hostaddr.Netlink{Exclude: dummy}
+	ex := addLink(t, dummy)
+	other := addLink(t, node)
+	addAddr(t, other, "198.51.100.7/24")
+	for i := range 2000 { // enough for a dump of several messages
+		addAddr(t, ex, fmt.Sprintf("10.96.%d.%d/32", i/250, i%250+1))
+	}
+	stop := make(chan struct{})
+	churned := make(chan int)
+	go func() {
+		a := &netlink.Addr{IPNet: &net.IPNet{IP: net.IPv4(10, 98, 0, 1), Mask: net.CIDRMask(32, 32)}}
+		k := 0
+		for {
+			select {
+			case <-stop:
+				churned <- k
+				return
+			default:
+			}
+			_ = netlink.AddrAdd(ex, a)
+			time.Sleep(churnPause)
+			_ = netlink.AddrDel(ex, a)
+			time.Sleep(churnPause)
+			k++
+		}
+	}()
+	failed, raw := 0, 0
+	for range 100 {
+		// The same dump, not redone: proof that the churn interrupts some.
+		if _, err := netlink.AddrList(nil, netlink.FAMILY_ALL); errors.Is(err, netlink.ErrDumpInterrupted) {
+			raw++
+		}
+		addrs, err := n.List()
+		if err != nil {
+			failed++
+			t.Logf("List: %v", err)
+			continue
+		}
+		if !slices.Contains(addrs, netip.MustParseAddr("198.51.100.7")) {
+			t.Errorf("List: %v, want 198.51.100.7 in it", addrs)
+		}
+	}
+	close(stop)
+	t.Logf("100 Lists beside %d address changes: %d failed; %d of 100 single dumps were interrupted", <-churned, failed, raw)
+	if raw == 0 {
+		t.Fatal("no dump was interrupted: the churn proves nothing")
+	}
+	if failed > 0 {
+		t.Errorf("%d of 100 Lists failed beside address churn, want 0", failed)
 	}
 }

@@ -4,10 +4,12 @@ package ipvswriter
 
 import (
 	"errors"
+	"net"
 	"net/netip"
 	"slices"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/vishvananda/netlink"
 )
@@ -71,5 +73,76 @@ func TestLinksFollowARecreatedInterface(t *testing.T) {
 	}
 	if err := s.l.DelAddr(dummy, b); err != nil {
 		t.Fatalf("DelAddr on the recreated interface: %v", err)
+	}
+}
+
+// churnPause is the pause between two address changes of the churn
+// beside the dumps (a host's own addresses change far less often).
+const churnPause = 20 * time.Millisecond
+
+// TestLinksAddrsRedoesInterruptedDumps: the kernel dumps every address of
+// the namespace for Addrs, and marks the dump interrupted (NLM_F_DUMP_INTR)
+// when an address changes while it spans several messages. Addrs redoes
+// such a dump instead of failing the sync that asked.
+func TestLinksAddrsRedoesInterruptedDumps(t *testing.T) {
+	clean(t)
+	s := linuxSeams(t)
+	if err := s.l.AddDummy(dummy); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.l.DeleteLink(dummy) })
+	const n = 2000 // enough for a dump of several messages
+	for i := range n {
+		if err := s.l.AddAddr(dummy, netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 96, byte(i / 250), byte(i%250 + 1)}), 32)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	other := &netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Name: "churn0"}}
+	if err := netlink.LinkAdd(other); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = netlink.LinkDel(other) })
+	stop := make(chan struct{})
+	churned := make(chan int)
+	go func() {
+		a := &netlink.Addr{IPNet: &net.IPNet{IP: net.IPv4(192, 0, 2, 1), Mask: net.CIDRMask(32, 32)}}
+		k := 0
+		for {
+			select {
+			case <-stop:
+				churned <- k
+				return
+			default:
+			}
+			_ = netlink.AddrAdd(other, a)
+			time.Sleep(churnPause)
+			_ = netlink.AddrDel(other, a)
+			time.Sleep(churnPause)
+			k++
+		}
+	}()
+	failed, raw := 0, 0
+	for range 100 {
+		// The same dump, not redone: proof that the churn interrupts some.
+		if _, err := netlink.AddrList(nil, netlink.FAMILY_ALL); errors.Is(err, netlink.ErrDumpInterrupted) {
+			raw++
+		}
+		got, err := s.l.Addrs(dummy)
+		if err != nil {
+			failed++
+			t.Logf("Addrs: %v", err)
+			continue
+		}
+		if len(got) != n {
+			t.Errorf("Addrs: %d addresses, want %d", len(got), n)
+		}
+	}
+	close(stop)
+	t.Logf("100 Addrs beside %d address changes elsewhere: %d failed; %d of 100 single dumps were interrupted", <-churned, failed, raw)
+	if raw == 0 {
+		t.Fatal("no dump was interrupted: the churn proves nothing")
+	}
+	if failed > 0 {
+		t.Errorf("%d of 100 Addrs failed beside address churn, want 0", failed)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -103,12 +104,26 @@ func (l *netlinkLinks) DeleteLink(name string) error {
 	return l.h.LinkDel(lk)
 }
 
+// addrDumpAttempts bounds how often Addrs redoes a dump the kernel marks
+// as interrupted (NLM_F_DUMP_INTR: an address of the namespace changed
+// while it ran). Attempt k waits k*addrDumpBackoff first, so that a
+// burst of changes (a pod's interface coming up) can pass.
+const (
+	addrDumpAttempts = 5
+	addrDumpBackoff  = 10 * time.Millisecond
+)
+
 func (l *netlinkLinks) Addrs(name string) ([]netip.Prefix, error) {
 	var addrs []netlink.Addr
 	err := l.onLink(name, func(lk netlink.Link) error {
 		var err error
-		addrs, err = l.h.AddrList(lk, netlink.FAMILY_ALL)
-		return err
+		for k := range addrDumpAttempts {
+			time.Sleep(time.Duration(k) * addrDumpBackoff)
+			if addrs, err = l.h.AddrList(lk, netlink.FAMILY_ALL); !errors.Is(err, netlink.ErrDumpInterrupted) {
+				return err
+			}
+		}
+		return fmt.Errorf("%w (%d attempts)", err, addrDumpAttempts)
 	})
 	if err != nil {
 		return nil, err
