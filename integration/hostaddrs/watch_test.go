@@ -4,9 +4,7 @@ package hostaddrs
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"slices"
 	"sync/atomic"
@@ -15,6 +13,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/integration/labnet"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxier/hostaddr"
 )
 
@@ -36,7 +35,7 @@ func addLink(t *testing.T, name string) netlink.Link {
 func addAddr(t *testing.T, l netlink.Link, cidr string) {
 	t.Helper()
 	p := netip.MustParsePrefix(cidr)
-	a := &netlink.Addr{IPNet: &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}}
+	a := &netlink.Addr{IPNet: labnet.IPNet(p)}
 	if err := netlink.AddrAdd(l, a); err != nil {
 		t.Fatalf("add %s to %s: %v", cidr, l.Attrs().Name, err)
 	}
@@ -127,29 +126,10 @@ func TestListRedoesInterruptedDumps(t *testing.T) {
 	for i := range 2000 { // enough for a dump of several messages
 		addAddr(t, ex, fmt.Sprintf("10.96.%d.%d/32", i/250, i%250+1))
 	}
-	stop := make(chan struct{})
-	churned := make(chan int)
-	go func() {
-		a := &netlink.Addr{IPNet: &net.IPNet{IP: net.IPv4(10, 98, 0, 1), Mask: net.CIDRMask(32, 32)}}
-		k := 0
-		for {
-			select {
-			case <-stop:
-				churned <- k
-				return
-			default:
-			}
-			_ = netlink.AddrAdd(ex, a)
-			time.Sleep(churnPause)
-			_ = netlink.AddrDel(ex, a)
-			time.Sleep(churnPause)
-			k++
-		}
-	}()
+	stop := labnet.ChurnAddress(ex, netip.MustParsePrefix("10.98.0.1/32"), churnPause)
 	failed, raw := 0, 0
 	for range 100 {
-		// The same dump, not redone: proof that the churn interrupts some.
-		if _, err := netlink.AddrList(nil, netlink.FAMILY_ALL); errors.Is(err, netlink.ErrDumpInterrupted) {
+		if labnet.InterruptedDump() { // not redone: proof that the churn interrupts some
 			raw++
 		}
 		addrs, err := n.List()
@@ -162,8 +142,7 @@ func TestListRedoesInterruptedDumps(t *testing.T) {
 			t.Errorf("List: %v, want 198.51.100.7 in it", addrs)
 		}
 	}
-	close(stop)
-	t.Logf("100 Lists beside %d address changes: %d failed; %d of 100 single dumps were interrupted", <-churned, failed, raw)
+	t.Logf("100 Lists beside %d address changes: %d failed; %d of 100 single dumps were interrupted", stop(), failed, raw)
 	if raw == 0 {
 		t.Fatal("no dump was interrupted: the churn proves nothing")
 	}

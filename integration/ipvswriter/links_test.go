@@ -4,7 +4,6 @@ package ipvswriter
 
 import (
 	"errors"
-	"net"
 	"net/netip"
 	"slices"
 	"syscall"
@@ -12,6 +11,8 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/integration/labnet"
 )
 
 // TestLinksFollowARecreatedInterface: the Linux Links adapter keeps the
@@ -102,29 +103,10 @@ func TestLinksAddrsRedoesInterruptedDumps(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = netlink.LinkDel(other) })
-	stop := make(chan struct{})
-	churned := make(chan int)
-	go func() {
-		a := &netlink.Addr{IPNet: &net.IPNet{IP: net.IPv4(192, 0, 2, 1), Mask: net.CIDRMask(32, 32)}}
-		k := 0
-		for {
-			select {
-			case <-stop:
-				churned <- k
-				return
-			default:
-			}
-			_ = netlink.AddrAdd(other, a)
-			time.Sleep(churnPause)
-			_ = netlink.AddrDel(other, a)
-			time.Sleep(churnPause)
-			k++
-		}
-	}()
+	stop := labnet.ChurnAddress(other, netip.MustParsePrefix("192.0.2.1/32"), churnPause)
 	failed, raw := 0, 0
 	for range 100 {
-		// The same dump, not redone: proof that the churn interrupts some.
-		if _, err := netlink.AddrList(nil, netlink.FAMILY_ALL); errors.Is(err, netlink.ErrDumpInterrupted) {
+		if labnet.InterruptedDump() { // not redone: proof that the churn interrupts some
 			raw++
 		}
 		got, err := s.l.Addrs(dummy)
@@ -137,8 +119,7 @@ func TestLinksAddrsRedoesInterruptedDumps(t *testing.T) {
 			t.Errorf("Addrs: %d addresses, want %d", len(got), n)
 		}
 	}
-	close(stop)
-	t.Logf("100 Addrs beside %d address changes elsewhere: %d failed; %d of 100 single dumps were interrupted", <-churned, failed, raw)
+	t.Logf("100 Addrs beside %d address changes elsewhere: %d failed; %d of 100 single dumps were interrupted", stop(), failed, raw)
 	if raw == 0 {
 		t.Fatal("no dump was interrupted: the churn proves nothing")
 	}
