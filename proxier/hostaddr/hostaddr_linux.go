@@ -2,13 +2,14 @@ package hostaddr
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/netip"
 	"time"
 
 	"github.com/vishvananda/netlink"
 	"k8s.io/klog/v2"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/netlinkdump"
 )
 
 // Netlink reads the host's addresses over rtnetlink.
@@ -18,32 +19,13 @@ type Netlink struct {
 	Exclude string
 }
 
-// dumpAttempts bounds how often List redoes a dump the kernel marks as
-// interrupted (NLM_F_DUMP_INTR: an address changed while it ran, as
-// when the IPVS writer adds thousands of VIPs at a cold start). Giving
-// up on the first would lose the node-address change that asked for it.
-// Attempt k waits k*dumpBackoff first, so that a burst of changes (a
-// pod's interface coming up) can pass.
-const (
-	dumpAttempts = 5
-	dumpBackoff  = 10 * time.Millisecond
-)
-
 // List returns the host's usable addresses (see Select): two netlink
 // dumps (links, then every address), whatever the number of links, since
 // it runs on every address event and pods come and go. Dumps the kernel
-// reports as interrupted are redone.
-func (n Netlink) List() ([]netip.Addr, error) {
-	var err error
-	for k := range dumpAttempts {
-		time.Sleep(time.Duration(k) * dumpBackoff)
-		var addrs []netip.Addr
-		if addrs, err = n.list(); !errors.Is(err, netlink.ErrDumpInterrupted) {
-			return addrs, err
-		}
-	}
-	return nil, fmt.Errorf("%w (%d attempts)", err, dumpAttempts)
-}
+// reports as interrupted are redone (netlinkdump.Redo): giving up on the
+// first, as when the IPVS writer adds thousands of VIPs at a cold start,
+// would lose the node-address change that asked for the List.
+func (n Netlink) List() ([]netip.Addr, error) { return netlinkdump.Redo(n.list) }
 
 func (n Netlink) list() ([]netip.Addr, error) {
 	links, err := netlink.LinkList()

@@ -10,10 +10,11 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"time"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/netlinkdump"
 )
 
 // netlinkLinks is Links over rtnetlink (github.com/vishvananda/netlink),
@@ -104,26 +105,14 @@ func (l *netlinkLinks) DeleteLink(name string) error {
 	return l.h.LinkDel(lk)
 }
 
-// addrDumpAttempts bounds how often Addrs redoes a dump the kernel marks
-// as interrupted (NLM_F_DUMP_INTR: an address of the namespace changed
-// while it ran). Attempt k waits k*addrDumpBackoff first, so that a
-// burst of changes (a pod's interface coming up) can pass.
-const (
-	addrDumpAttempts = 5
-	addrDumpBackoff  = 10 * time.Millisecond
-)
-
+// Addrs lists the addresses of the link named name; a dump the kernel
+// marks as interrupted (an address of the namespace changed while it
+// ran) is redone (netlinkdump.Redo) instead of failing the sync.
 func (l *netlinkLinks) Addrs(name string) ([]netip.Prefix, error) {
 	var addrs []netlink.Addr
-	err := l.onLink(name, func(lk netlink.Link) error {
-		var err error
-		for k := range addrDumpAttempts {
-			time.Sleep(time.Duration(k) * addrDumpBackoff)
-			if addrs, err = l.h.AddrList(lk, netlink.FAMILY_ALL); !errors.Is(err, netlink.ErrDumpInterrupted) {
-				return err
-			}
-		}
-		return fmt.Errorf("%w (%d attempts)", err, addrDumpAttempts)
+	err := l.onLink(name, func(lk netlink.Link) (err error) {
+		addrs, err = netlinkdump.Redo(func() ([]netlink.Addr, error) { return l.h.AddrList(lk, netlink.FAMILY_ALL) })
+		return err
 	})
 	if err != nil {
 		return nil, err

@@ -1,0 +1,38 @@
+package netlinkdump
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/vishvananda/netlink"
+)
+
+// Attempts bounds how often Redo runs a dump; attempt k (from 0) waits
+// k*Backoff first, so that a burst of changes (a pod's interface coming
+// up) can pass. Under changes that never pause every attempt may fail:
+// callers that must not lose the read retry later.
+const (
+	Attempts = 5
+	Backoff  = 10 * time.Millisecond
+)
+
+// sleep is time.Sleep; tests replace it.
+var sleep = time.Sleep
+
+// Redo runs dump until it returns anything but an interrupted dump, at
+// most Attempts times, and returns that. When every attempt was
+// interrupted it returns the zero T and an error wrapping
+// netlink.ErrDumpInterrupted.
+func Redo[T any](dump func() (T, error)) (T, error) {
+	var err error
+	for k := range Attempts {
+		sleep(time.Duration(k) * Backoff)
+		var v T
+		if v, err = dump(); !errors.Is(err, netlink.ErrDumpInterrupted) {
+			return v, err
+		}
+	}
+	var zero T
+	return zero, fmt.Errorf("%w (%d attempts)", err, Attempts)
+}
