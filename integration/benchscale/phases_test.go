@@ -34,7 +34,34 @@ func (b *bench) coldStart() time.Duration {
 	b.run.Add("cold start: IPVS ops", m.sum(mNetlinkOps, opsAttempted), "")
 	b.run.Add("memory after cold start: RSS", rss, "MiB")
 	b.run.Add("memory after cold start: Go heap in use", m.sum(mHeapInuse)/mib, "MiB")
+	b.settledMemory()
 	return took
+}
+
+// settledMemory reads RSS again once it stops falling (the proxy returns
+// what its first sync freed to the OS after the sync, beside the loop),
+// at most settleLimit after convergence, and logs how the Go runtime's
+// share of it splits.
+func (b *bench) settledMemory() {
+	const settleLimit = 20 * time.Second
+	start := time.Now()
+	last, _ := b.p.memory(b.t)
+	for time.Since(start) < settleLimit {
+		time.Sleep(time.Second)
+		rss, _ := b.p.memory(b.t)
+		if rss > 0.99*last {
+			last = rss
+			break
+		}
+		last = rss
+	}
+	b.run.Add("memory after cold start, settled: RSS", last, "MiB")
+	if m, err := scrape(); err == nil {
+		b.t.Logf("cold start: settled after %v at %.0f MiB RSS; Go heap alloc %.0f, in use %.0f, idle %.0f, released %.0f, stacks %.0f, sys %.0f (MiB)",
+			time.Since(start).Round(time.Second), last, m.sum(mHeapAlloc)/mib, m.sum(mHeapInuse)/mib, m.sum(mHeapIdle)/mib,
+			m.sum(mHeapReleased)/mib, m.sum(mStackInuse)/mib, m.sum(mGoSys)/mib)
+		b.run.Add("memory after cold start, settled: Go heap in use", m.sum(mHeapInuse)/mib, "MiB")
+	}
 }
 
 // idle: nothing changes for Idle; the proxy's periodic resyncs are all

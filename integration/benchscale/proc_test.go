@@ -236,13 +236,18 @@ func (m metrics) has(name string) bool {
 
 // The metrics the harness reads; kube-proxy's names where they exist.
 const (
-	mSyncCount   = "kubeproxy_sync_proxy_rules_duration_seconds_count"
-	mSyncSum     = "kubeproxy_sync_proxy_rules_duration_seconds_sum"
-	mLastSync    = "kubeproxy_sync_proxy_rules_last_timestamp_seconds"
-	mVS          = "kube_ipvs_proxy_virtual_servers"
-	mNetlinkOps  = "kube_ipvs_proxy_netlink_ops_total"
-	mHeapInuse   = "go_memstats_heap_inuse_bytes"
-	opsAttempted = `result="attempted"`
+	mSyncCount    = "kubeproxy_sync_proxy_rules_duration_seconds_count"
+	mSyncSum      = "kubeproxy_sync_proxy_rules_duration_seconds_sum"
+	mLastSync     = "kubeproxy_sync_proxy_rules_last_timestamp_seconds"
+	mVS           = "kube_ipvs_proxy_virtual_servers"
+	mNetlinkOps   = "kube_ipvs_proxy_netlink_ops_total"
+	mHeapInuse    = "go_memstats_heap_inuse_bytes"
+	mHeapAlloc    = "go_memstats_heap_alloc_bytes"
+	mHeapIdle     = "go_memstats_heap_idle_bytes"
+	mHeapReleased = "go_memstats_heap_released_bytes"
+	mStackInuse   = "go_memstats_stack_inuse_bytes"
+	mGoSys        = "go_memstats_sys_bytes"
+	opsAttempted  = `result="attempted"`
 )
 
 // counters is what a phase reads before and after itself.
