@@ -40,7 +40,7 @@ var (
 const mixedFamily = "a destination of the other family is mangled by moby/ipvs, not refused"
 
 // weighted is d with another weight.
-func weighted(d ipvs.Destination, w int) ipvs.Destination {
+func weighted(d ipvs.Destination, w int32) ipvs.Destination {
 	d.Weight = w
 	return d
 }

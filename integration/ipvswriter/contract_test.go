@@ -208,7 +208,7 @@ func virt(spec, sched string, flags, timeout uint32) ipvs.VirtualServer {
 }
 
 // dest is a NAT destination "10.244.1.5:8080" or "[fd00::5]:8080".
-func dest(ap string, weight int) ipvs.Destination {
+func dest(ap string, weight int32) ipvs.Destination {
 	a := netip.MustParseAddrPort(ap)
 	return ipvs.Destination{Addr: a.Addr(), Port: a.Port(), Weight: weight, Forward: ipvs.ForwardMasq}
 }

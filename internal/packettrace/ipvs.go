@@ -50,7 +50,7 @@ func readIPVS(k IPVS) (map[vsKey][]ipvsDest, error) {
 		key := vsKey{addr: vs.Address.Unmap(), proto: n, port: vs.Port}
 		out[key] = []ipvsDest{}
 		for _, d := range dests {
-			out[key] = append(out[key], ipvsDest{to: netip.AddrPortFrom(d.Addr.Unmap(), d.Port), weight: d.Weight})
+			out[key] = append(out[key], ipvsDest{to: netip.AddrPortFrom(d.Addr.Unmap(), d.Port), weight: int(d.Weight)})
 		}
 	}
 	return out, nil

@@ -409,7 +409,7 @@ func translate(svc policy.ServiceKey, vs *policy.VirtualServer) (*wanted, error)
 		if a.Is4() != k.Address.Is4() {
 			return nil, fmt.Errorf("virtual server %s: destination %s of another family", k, netip.AddrPortFrom(a, d.Port))
 		}
-		ds = append(ds, Destination{Addr: a, Port: d.Port, Weight: int(d.Weight), Forward: ForwardMasq})
+		ds = append(ds, Destination{Addr: a, Port: d.Port, Weight: d.Weight, Forward: ForwardMasq})
 	}
 	w.dests = newDestList(ds)
 	return w, nil

@@ -243,7 +243,7 @@ func (f *FakeKernel) SetTimeouts(t Timeouts) error {
 }
 
 // SetConns sets a destination's connection counts, as traffic would.
-func (f *FakeKernel) SetConns(k Key, d netip.AddrPort, active, inactive int) error {
+func (f *FakeKernel) SetConns(k Key, d netip.AddrPort, active, inactive uint32) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	v := f.vss[k]

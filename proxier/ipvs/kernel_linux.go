@@ -57,8 +57,8 @@ func mobyDestination(d Destination) *mobyipvs.Destination {
 	return &mobyipvs.Destination{
 		Address:         net.IP(d.Addr.AsSlice()),
 		Port:            d.Port,
-		Weight:          d.Weight,
-		ConnectionFlags: d.Forward,
+		Weight:          int(d.Weight),
+		ConnectionFlags: uint32(d.Forward),
 		AddressFamily:   family(d.Addr),
 	}
 }
@@ -120,9 +120,9 @@ func (m *mobyKernel) Destinations(k Key) ([]Destination, error) {
 			return nil, fmt.Errorf("destination of %s: bad address %v", k, d.Address)
 		}
 		out = append(out, Destination{
-			Addr: addr.Unmap(), Port: d.Port, Weight: d.Weight,
-			Forward:     d.ConnectionFlags & mobyipvs.ConnectionFlagFwdMask,
-			ActiveConns: d.ActiveConnections, InactiveConns: d.InactiveConnections,
+			Addr: addr.Unmap(), Port: d.Port, Weight: int32(d.Weight),
+			Forward:     uint16(d.ConnectionFlags & mobyipvs.ConnectionFlagFwdMask),
+			ActiveConns: uint32(d.ActiveConnections), InactiveConns: uint32(d.InactiveConnections),
 		})
 	}
 	return out, nil
