@@ -76,30 +76,37 @@ func endpointPorts(obj string, ports []discoveryv1.EndpointPort) ([]policy.Endpo
 // converted hints; the engine never modifies them.
 type hintSharing struct {
 	seen [4]struct {
-		h            *discoveryv1.EndpointHints
-		zones, nodes []string
+		h    *discoveryv1.EndpointHints
+		conv *policy.Hints
 	}
 	n int
 }
 
-func (hs *hintSharing) convert(h *discoveryv1.EndpointHints) (zones, nodes []string) {
+// convert returns h converted; nil when it names no zone and no node
+// (the engine treats that as no hints).
+func (hs *hintSharing) convert(h *discoveryv1.EndpointHints) *policy.Hints {
 	for _, s := range hs.seen[:hs.n] {
 		if s.h == h {
-			return s.zones, s.nodes
+			return s.conv
 		}
 	}
-	for _, z := range h.ForZones {
-		zones = append(zones, z.Name)
+	var conv *policy.Hints
+	if len(h.ForZones) > 0 || len(h.ForNodes) > 0 {
+		conv = &policy.Hints{}
+		for _, z := range h.ForZones {
+			conv.ForZones = append(conv.ForZones, z.Name)
+		}
+		for _, n := range h.ForNodes {
+			conv.ForNodes = append(conv.ForNodes, n.Name)
+		}
+		conv.ForZones = conv.ForZones[:len(conv.ForZones):len(conv.ForZones)]
+		conv.ForNodes = conv.ForNodes[:len(conv.ForNodes):len(conv.ForNodes)]
 	}
-	for _, n := range h.ForNodes {
-		nodes = append(nodes, n.Name)
-	}
-	zones, nodes = zones[:len(zones):len(zones)], nodes[:len(nodes):len(nodes)]
 	if hs.n < len(hs.seen) {
-		hs.seen[hs.n].h, hs.seen[hs.n].zones, hs.seen[hs.n].nodes = h, zones, nodes
+		hs.seen[hs.n].h, hs.seen[hs.n].conv = h, conv
 		hs.n++
 	}
-	return zones, nodes
+	return conv
 }
 
 func endpoint(obj string, i int, e *discoveryv1.Endpoint, ipv4 bool, hs *hintSharing) (policy.Endpoint, error) {
@@ -137,7 +144,7 @@ func endpoint(obj string, i int, e *discoveryv1.Endpoint, ipv4 bool, hs *hintSha
 		ep.Zone = *e.Zone
 	}
 	if h := e.Hints; h != nil {
-		ep.ForZones, ep.ForNodes = hs.convert(h)
+		ep.Hints = hs.convert(h)
 	}
 	return ep, nil
 }

@@ -454,7 +454,7 @@ func TestEndpointSlice(t *testing.T) {
 			})),
 			want: wantSlice(withEndpoint(policy.Endpoint{
 				Address: addrs("10.1.0.1")[0], Ready: true, Serving: true,
-				ForZones: []string{"zone-1", "zone-2"}, ForNodes: []string{"node-a", "node-b"},
+				Hints: &policy.Hints{ForZones: []string{"zone-1", "zone-2"}, ForNodes: []string{"node-a", "node-b"}},
 			})),
 		},
 		{
@@ -464,7 +464,7 @@ func TestEndpointSlice(t *testing.T) {
 				Hints:     &discoveryv1.EndpointHints{ForZones: []discoveryv1.ForZone{{Name: "zone-1"}}},
 			})),
 			want: wantSlice(withEndpoint(policy.Endpoint{
-				Address: addrs("10.1.0.1")[0], Ready: true, Serving: true, ForZones: []string{"zone-1"},
+				Address: addrs("10.1.0.1")[0], Ready: true, Serving: true, Hints: &policy.Hints{ForZones: []string{"zone-1"}},
 			})),
 		},
 		{
@@ -488,7 +488,7 @@ func TestEndpointSlice(t *testing.T) {
 			)),
 			want: wantSlice(func(s *policy.EndpointSlice) {
 				s.Endpoints = []policy.Endpoint{
-					{Address: addrs("10.1.0.1")[0], Ready: true, Serving: true, NodeName: "node-a", ForZones: []string{"zone-1"}},
+					{Address: addrs("10.1.0.1")[0], Ready: true, Serving: true, NodeName: "node-a", Hints: &policy.Hints{ForZones: []string{"zone-1"}}},
 					{Address: addrs("10.1.0.2")[0], Terminating: true, Zone: "zone-2"},
 				}
 			}),
@@ -517,7 +517,7 @@ func TestEndpointSliceDoesNotShareHintSlices(t *testing.T) {
 		t.Fatal(err)
 	}
 	in.Endpoints[0].Hints.ForZones[0].Name = "changed"
-	if z := got.Endpoints[0].ForZones; len(z) != 1 || z[0] != "zone-1" {
+	if z := got.Endpoints[0].ForZones(); len(z) != 1 || z[0] != "zone-1" {
 		t.Errorf("ForZones = %v after changing the input, want [zone-1]", z)
 	}
 }

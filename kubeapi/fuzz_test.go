@@ -140,8 +140,8 @@ func FuzzEndpointSlice(f *testing.F) {
 		if ep.NodeName != node || ep.Zone != zone {
 			t.Fatalf("nodeName/zone = %q/%q, want %q/%q", ep.NodeName, ep.Zone, node, zone)
 		}
-		if has(fzHints) != (slices.Equal(ep.ForZones, []string{zone}) && slices.Equal(ep.ForNodes, []string{node})) {
-			t.Fatalf("hints %v gave forZones %q forNodes %q", has(fzHints), ep.ForZones, ep.ForNodes)
+		if has(fzHints) != (slices.Equal(ep.ForZones(), []string{zone}) && slices.Equal(ep.ForNodes(), []string{node})) {
+			t.Fatalf("hints %v gave forZones %q forNodes %q", has(fzHints), ep.ForZones(), ep.ForNodes())
 		}
 		if e2 := got.Endpoints[1]; !e2.Ready || !e2.Serving || e2.Terminating {
 			t.Fatalf("endpoint without conditions got %+v", e2)

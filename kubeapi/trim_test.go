@@ -241,7 +241,7 @@ func TestEndpointSliceSharesTrimmedHints(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	z := func(i int) []string { return got.Endpoints[i].ForZones }
+	z := func(i int) []string { return got.Endpoints[i].ForZones() }
 	if &z(0)[0] != &z(1)[0] || &z(0)[0] == &z(2)[0] {
 		t.Errorf("endpoints with equal trimmed hints should share their zones, others not: %p %p %p", z(0), z(1), z(2))
 	}

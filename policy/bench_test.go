@@ -57,7 +57,7 @@ func benchCluster(tb testing.TB) (*Engine, []ServiceKey) {
 			ep := Endpoint{Address: netip.AddrFrom4([4]byte{10, byte(64 + j), byte(i >> 8), byte(i)}),
 				Ready: j != 3, Serving: j != 3, NodeName: nodeName(n), Zone: zone(n)}
 			if hints {
-				ep.ForZones = []string{zone(n)}
+				ep.Hints = &Hints{ForZones: []string{zone(n)}}
 			}
 			sl.Endpoints = append(sl.Endpoints, ep)
 		}

@@ -34,7 +34,7 @@ func FuzzCompute(f *testing.F) {
 				Ready: b&16 != 0, Serving: b&32 != 0, Terminating: b&64 != 0,
 			}
 			if b&128 != 0 {
-				e.ForZones, e.ForNodes = []string{zoneNames[b>>2&3]}, []string{nodeNames[b&3]}
+				e.Hints = &Hints{ForZones: []string{zoneNames[b>>2&3]}, ForNodes: []string{nodeNames[b&3]}}
 			}
 			known[e.Address] = true
 			sl[i%2].Endpoints = append(sl[i%2].Endpoints, e)

@@ -34,10 +34,18 @@ func ep(addr string, opts ...epOpt) Endpoint {
 	return e
 }
 
-func on(node, zone string) epOpt  { return func(e *Endpoint) { e.NodeName, e.Zone = node, zone } }
-func local() epOpt                { return on(thisNode, thisZone) }
-func zones(z ...string) epOpt     { return func(e *Endpoint) { e.ForZones = z } }
-func nodes(n ...string) epOpt     { return func(e *Endpoint) { e.ForNodes = n } }
+func on(node, zone string) epOpt { return func(e *Endpoint) { e.NodeName, e.Zone = node, zone } }
+func local() epOpt               { return on(thisNode, thisZone) }
+func zones(z ...string) epOpt    { return func(e *Endpoint) { hintsOf(e).ForZones = z } }
+func nodes(n ...string) epOpt    { return func(e *Endpoint) { hintsOf(e).ForNodes = n } }
+
+// hintsOf returns e's hints, new ones when it has none.
+func hintsOf(e *Endpoint) *Hints {
+	if e.Hints == nil {
+		e.Hints = &Hints{}
+	}
+	return e.Hints
+}
 func notReady(e *Endpoint)        { e.Ready, e.Serving, e.Terminating = false, false, false }
 func terminating(e *Endpoint)     { e.Ready, e.Serving, e.Terminating = false, true, true }
 func terminatingDead(e *Endpoint) { e.Ready, e.Serving, e.Terminating = false, false, true }

@@ -101,8 +101,35 @@ type Endpoint struct {
 	Terminating bool
 	NodeName    string
 	Zone        string
-	ForZones    []string
-	ForNodes    []string
+	// Hints are the endpoint's topology hints, nil when it has none.
+	// Endpoints with equal hints may share one Hints: the engine never
+	// modifies them. A pointer, not two slices, because most endpoints
+	// have none and there are 100,000 at 10,000 services (72 bytes an
+	// endpoint instead of 112; issue 11, memory).
+	Hints *Hints
+}
+
+// Hints are an endpoint's topology hints: the zones and the nodes it
+// is meant for (EndpointSlice hints.forZones, hints.forNodes).
+type Hints struct {
+	ForZones []string
+	ForNodes []string
+}
+
+// ForZones returns the zones the endpoint's hints name; none without hints.
+func (e *Endpoint) ForZones() []string {
+	if e.Hints == nil {
+		return nil
+	}
+	return e.Hints.ForZones
+}
+
+// ForNodes returns the nodes the endpoint's hints name; none without hints.
+func (e *Endpoint) ForNodes() []string {
+	if e.Hints == nil {
+		return nil
+	}
+	return e.Hints.ForNodes
 }
 
 // Node is what the engine needs of a Node: this node's labels and

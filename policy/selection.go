@@ -36,23 +36,23 @@ func topologyMode(cands []candidate, nodeName, zone string) (hintMode, string) {
 			continue
 		}
 		anyReady = true
-		if len(c.ForZones) == 0 {
+		if len(c.ForZones()) == 0 {
 			allZone = false
 			if missingZone == nil {
 				missingZone = c
 			}
 		} else {
 			anyZone = true
-			forZone = forZone || slices.Contains(c.ForZones, zone)
+			forZone = forZone || slices.Contains(c.ForZones(), zone)
 		}
-		if len(c.ForNodes) == 0 {
+		if len(c.ForNodes()) == 0 {
 			allNode = false
 			if missingNode == nil {
 				missingNode = c
 			}
 		} else {
 			anyNode = true
-			forNode = forNode || slices.Contains(c.ForNodes, nodeName)
+			forNode = forNode || slices.Contains(c.ForNodes(), nodeName)
 		}
 	}
 	if !anyReady {
@@ -96,8 +96,8 @@ func clusterSelection(cands []candidate, nodeName, zone string) selection {
 			continue
 		}
 		ready++
-		if mode == hintsNode && !slices.Contains(c.ForNodes, nodeName) ||
-			mode == hintsZone && !slices.Contains(c.ForZones, zone) {
+		if mode == hintsNode && !slices.Contains(c.ForNodes(), nodeName) ||
+			mode == hintsZone && !slices.Contains(c.ForZones(), zone) {
 			continue
 		}
 		dests = append(dests, c.destination(1))

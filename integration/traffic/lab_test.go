@@ -131,9 +131,22 @@ func (l *lab) ep6(pod string, mods ...func(*policy.Endpoint)) policy.Endpoint {
 	return e
 }
 
-func notReady(e *policy.Endpoint)                 { e.Ready, e.Serving = false, false }
-func forZones(z ...string) func(*policy.Endpoint) { return func(e *policy.Endpoint) { e.ForZones = z } }
-func forNodes(n ...string) func(*policy.Endpoint) { return func(e *policy.Endpoint) { e.ForNodes = n } }
+func notReady(e *policy.Endpoint) { e.Ready, e.Serving = false, false }
+func forZones(z ...string) func(*policy.Endpoint) {
+	return func(e *policy.Endpoint) { hintsOf(e).ForZones = z }
+}
+
+func forNodes(n ...string) func(*policy.Endpoint) {
+	return func(e *policy.Endpoint) { hintsOf(e).ForNodes = n }
+}
+
+// hintsOf returns e's hints, new ones when it has none.
+func hintsOf(e *policy.Endpoint) *policy.Hints {
+	if e.Hints == nil {
+		e.Hints = &policy.Hints{}
+	}
+	return e.Hints
+}
 
 // setService upserts the service and its endpoints, one slice per
 // family present, replacing the previous ones.
