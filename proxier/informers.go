@@ -129,7 +129,7 @@ func (p *Proxier) serviceHandler() cache.ResourceEventHandler {
 		},
 		DeleteFunc: func(obj any) {
 			if svc, ok := objectOf[*convertedService](obj); ok {
-				p.onServiceDelete(svc.Namespace, svc.Name)
+				p.onServiceDelete(svc.namespace, svc.name)
 			}
 		},
 	}
@@ -177,7 +177,7 @@ func (p *Proxier) sliceHandler() cache.ResourceEventHandler {
 		},
 		DeleteFunc: func(obj any) {
 			if s, ok := objectOf[*convertedSlice](obj); ok {
-				p.queued(p.t.deleteSlice(s.Namespace, s.Name))
+				p.queued(p.t.deleteSlice(s.namespace, s.name))
 			}
 		},
 	}

@@ -87,7 +87,7 @@ func (t *tracker) upsertService(svc *corev1.Service) change {
 
 // applyService applies a converted Service add or update.
 func (t *tracker) applyService(svc *convertedService) change {
-	key := serviceKey(svc.Namespace, svc.Name)
+	key := serviceKey(svc.namespace, svc.name)
 	ps, err := svc.conv, svc.err
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -165,7 +165,7 @@ func (t *tracker) applySlice(s *convertedSlice) change {
 	}
 	var affected []policy.ServiceKey
 	if s.conv == nil { // no longer one the engine uses
-		affected = t.engine.DeleteEndpointSlice(s.Namespace, s.Name)
+		affected = t.engine.DeleteEndpointSlice(s.namespace, s.name)
 	} else {
 		affected = t.engine.UpsertEndpointSlice(s.conv)
 		if tt, ok := t.triggerTime(s); ok {
@@ -200,8 +200,8 @@ func (t *tracker) markSlicesLocked(affected []policy.ServiceKey) change {
 // triggerTime returns the slice's endpoints.kubernetes.io/last-change-trigger-time
 // if it is later than since.
 func (t *tracker) triggerTime(s *convertedSlice) (time.Time, bool) {
-	if s.badTrigger != "" {
-		t.logger.V(2).Info("Ignoring unparsable trigger time", "endpointSlice", klog.KObj(s), "value", s.badTrigger, "err", s.triggerErr)
+	if s.bad != nil {
+		t.logger.V(2).Info("Ignoring unparsable trigger time", "endpointSlice", klog.KObj(s), "value", s.bad.value, "err", s.bad.err)
 		return time.Time{}, false
 	}
 	return s.trigger, s.hasTrigger && s.trigger.After(t.since)

@@ -22,14 +22,19 @@ var interner = kubeapi.NewInterner()
 // time. The engine keeps the converted slice; the API object is dropped
 // once converted, so the endpoints are held once, not twice.
 type convertedSlice struct {
-	metav1.ObjectMeta // namespace, name, resourceVersion
-	conv              *policy.EndpointSlice
-	err               error
-	trigger           time.Time
-	hasTrigger        bool
-	// badTrigger is an unparsable trigger time, and triggerErr why.
-	badTrigger string
-	triggerErr error
+	identity
+	conv       *policy.EndpointSlice
+	err        error
+	trigger    time.Time
+	hasTrigger bool
+	// bad is an unparsable trigger time and why; nil for most slices.
+	bad *badTrigger
+}
+
+// badTrigger is an EndpointSlice's unparsable trigger time annotation.
+type badTrigger struct {
+	value string
+	err   error
 }
 
 // newConvertedSlice converts s (trimmed first, so that its strings are
@@ -37,12 +42,11 @@ type convertedSlice struct {
 func newConvertedSlice(s *discoveryv1.EndpointSlice) *convertedSlice {
 	s = interner.TrimEndpointSlice(s)
 	conv, err := kubeapi.EndpointSlice(s)
-	out := &convertedSlice{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Name, ResourceVersion: s.ResourceVersion},
-		conv: conv, err: err}
+	out := &convertedSlice{identity: identityOf(&s.ObjectMeta), conv: conv, err: err}
 	if v, ok := s.Annotations[corev1.EndpointsLastChangeTriggerTime]; ok {
 		tt, err := time.Parse(time.RFC3339Nano, v)
 		if err != nil {
-			out.badTrigger, out.triggerErr = v, err
+			out.bad = &badTrigger{value: v, err: err}
 		} else {
 			out.trigger, out.hasTrigger = tt, true
 		}
@@ -53,22 +57,21 @@ func newConvertedSlice(s *discoveryv1.EndpointSlice) *convertedSlice {
 // convertedService is a Service as the Services informer's cache holds
 // it: its identity and its conversion (for --service-proxy-name).
 type convertedService struct {
-	metav1.ObjectMeta // namespace, name, UID, resourceVersion
-	conv              *policy.Service
-	err               error
+	identity
+	conv *policy.Service
+	err  error
 }
 
 func newConvertedService(svc *corev1.Service, proxyName string) *convertedService {
 	svc = interner.TrimService(svc)
 	conv, err := kubeapi.Service(svc, proxyName)
-	return &convertedService{ObjectMeta: metav1.ObjectMeta{Namespace: svc.Namespace, Name: svc.Name, UID: svc.UID,
-		ResourceVersion: svc.ResourceVersion}, conv: conv, err: err}
+	return &convertedService{identity: identityOf(&svc.ObjectMeta), conv: conv, err: err}
 }
 
 // ref is the Service an Event names.
 func (c *convertedService) ref() *corev1.Service {
-	return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: c.Name, UID: c.UID,
-		ResourceVersion: c.ResourceVersion}}
+	return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: c.namespace, Name: c.name, UID: c.uid,
+		ResourceVersion: c.resourceVersion}}
 }
 
 // transform is the informers' transform: Services and EndpointSlices are

@@ -1,6 +1,7 @@
 package proxier
 
 import (
+	"k8s.io/client-go/tools/cache"
 	"net/netip"
 	"testing"
 
@@ -38,7 +39,7 @@ func TestTrimObject(t *testing.T) {
 		{"an EndpointSlice is held converted", sl,
 			func(o any) any {
 				c := o.(*convertedSlice)
-				return []any{c.Name, c.ResourceVersion, len(c.conv.Endpoints), c.err}
+				return []any{c.name, c.resourceVersion, len(c.conv.Endpoints), c.err}
 			},
 			[]any{"web-1", "", 1, error(nil)}},
 		{"this Node keeps its labels and loses its annotations", n,
@@ -64,7 +65,7 @@ func TestTrimObject(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if diff := cmp.Diff(out, again, cmp.AllowUnexported(convertedSlice{}), cmpopts.EquateComparable(netip.Addr{})); diff != "" {
+			if diff := cmp.Diff(out, again, cmp.AllowUnexported(convertedSlice{}, identity{}), cmpopts.EquateComparable(netip.Addr{})); diff != "" {
 				t.Errorf("not idempotent (-once +twice):\n%s", diff)
 			}
 		})
@@ -87,8 +88,8 @@ func TestInformerCachesHoldTrimmedObjects(t *testing.T) {
 		t.Fatalf("default/web not cached: %v", err)
 	}
 	got := obj.(*convertedService)
-	if diff := cmp.Diff(map[string]string{policy.AnnotationScheduler: "wrr"}, got.conv.Annotations); diff != "" || got.Labels != nil {
-		t.Errorf("cached Service: labels %v, annotations (-want +got):\n%s", got.Labels, diff)
+	if diff := cmp.Diff(map[string]string{policy.AnnotationScheduler: "wrr"}, got.conv.Annotations); diff != "" || got.GetLabels() != nil {
+		t.Errorf("cached Service: labels %v, annotations (-want +got):\n%s", got.GetLabels(), diff)
 	}
 	calls := tp.dp.snapshot()
 	if len(calls) == 0 || len(calls[0].plan.VirtualServers) != 1 {
@@ -96,5 +97,42 @@ func TestInformerCachesHoldTrimmedObjects(t *testing.T) {
 	}
 	if vs := calls[0].plan.VirtualServers[0]; vs.Scheduler != "wrr" || len(vs.Destinations) != 1 {
 		t.Errorf("virtual server %+v, want scheduler wrr and one destination", vs)
+	}
+}
+
+// The trigger time annotation is read once, at conversion: a valid one
+// is kept as a time, an unparsable one as its text and why, and none is
+// neither; the slice's identity is the cache's key and resync check.
+func TestConvertedSliceKeepsTriggerAndIdentity(t *testing.T) {
+	for _, tc := range []struct {
+		name, annotation string
+		wantTrigger      bool
+		wantBad          string
+	}{
+		{name: "no annotation"},
+		{name: "a valid trigger time is kept", annotation: "2026-11-24T10:00:00Z", wantTrigger: true},
+		{name: "an unparsable one is kept as text", annotation: "yesterday", wantBad: "yesterday"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := slice("web-1", "web", ep{"10.1.0.1", testNode})
+			s.ResourceVersion = "42"
+			if tc.annotation != "" {
+				s.Annotations = map[string]string{corev1.EndpointsLastChangeTriggerTime: tc.annotation}
+			}
+			c := newConvertedSlice(s)
+			if c.hasTrigger != tc.wantTrigger {
+				t.Errorf("hasTrigger = %v, want %v", c.hasTrigger, tc.wantTrigger)
+			}
+			switch {
+			case tc.wantBad == "" && c.bad != nil:
+				t.Errorf("bad trigger %+v, want none", c.bad)
+			case tc.wantBad != "" && (c.bad == nil || c.bad.value != tc.wantBad || c.bad.err == nil):
+				t.Errorf("bad trigger %+v, want %q with its error", c.bad, tc.wantBad)
+			}
+			key, err := cache.MetaNamespaceKeyFunc(c)
+			if err != nil || key != "default/web-1" || c.GetResourceVersion() != "42" {
+				t.Errorf("key %q (%v), resource version %q; want default/web-1, 42", key, err, c.GetResourceVersion())
+			}
+		})
 	}
 }
