@@ -252,7 +252,7 @@ func (b *batch) destination(ph phase, verb string, want *wanted, d Destination) 
 		if err != nil {
 			return fmt.Errorf("%s destination %s of virtual server %s: %w", verb, ap, k, err)
 		}
-		a.dests.put(d)
+		a.put(d)
 		return nil
 	}})
 }
@@ -301,6 +301,9 @@ func (b *batch) run() {
 			b.runStep(s, failed)
 		}
 		b.steps[ph] = nil // their closures hold what they program
+	}
+	for k := range b.vsDone {
+		b.w.share(k)
 	}
 	b.finish()
 }

@@ -61,3 +61,58 @@ func (l *destList) remove(ap netip.AddrPort) {
 		*l = slices.Delete(*l, i, i+1)
 	}
 }
+
+// sameSettings reports whether l and o hold the same destinations with
+// the same weights and forwarding methods; connection counts aside.
+func (l destList) sameSettings(o destList) bool {
+	return slices.EqualFunc(l, o, func(a, b Destination) bool {
+		return a.Addr == b.Addr && a.Port == b.Port && a.Weight == b.Weight && a.Forward == b.Forward
+	})
+}
+
+// put adds or replaces a mirrored destination, first copying a list
+// shared with the wanted one.
+func (a *actual) put(d Destination) {
+	a.own()
+	a.dests.put(d)
+}
+
+// remove deletes a mirrored destination, first copying a list shared
+// with the wanted one.
+func (a *actual) remove(ap netip.AddrPort) {
+	if !a.dests.has(ap) {
+		return
+	}
+	a.own()
+	a.dests.remove(ap)
+}
+
+// setDests replaces the mirrored destinations with l, read from the
+// kernel.
+func (a *actual) setDests(l destList) { a.dests, a.shared = l, false }
+
+func (a *actual) own() {
+	if a.shared {
+		a.dests, a.shared = slices.Clone(a.dests), false
+	}
+}
+
+// share makes a virtual server's mirrored destinations its wanted list
+// when the kernel holds what is wanted (connection counts aside: they
+// are read afresh by each drain), so that the Writer holds the
+// destinations of a virtual server in sync once, not twice (issue 11,
+// memory). The lists are never changed in place while shared: the wanted
+// one is replaced whole by a new plan, the mirrored one copied first by
+// put and remove.
+func (w *Writer) share(k Key) {
+	want, have := w.want[k], w.mirror[k]
+	if want == nil || have == nil || len(want.dests) == 0 {
+		return
+	}
+	if have.shared && len(have.dests) > 0 && &have.dests[0] == &want.dests[0] {
+		return
+	}
+	if have.dests.sameSettings(want.dests) {
+		have.dests, have.shared = want.dests, true
+	}
+}

@@ -51,7 +51,7 @@ func (b *batch) retireNow(k Key, d netip.AddrPort) error {
 		if err := w.call("update-destination", func() error { return w.kernel.UpdateDestination(k, cur) }); err != nil {
 			return fmt.Errorf("drain destination %s of virtual server %s: %w", d, k, err)
 		}
-		a.dests.put(cur)
+		a.put(cur)
 	}
 	if !draining {
 		w.setDrain(k, d, b.now)
@@ -70,7 +70,7 @@ func (b *batch) refresh(a *actual) error {
 	if err != nil {
 		return fmt.Errorf("list destinations of virtual server %s: %w", k, err)
 	}
-	a.dests = newDestList(ds)
+	a.setDests(newDestList(ds))
 	b.fresh[k] = true
 	return nil
 }
@@ -88,7 +88,7 @@ func (b *batch) deleteDestination(a *actual, d netip.AddrPort) error {
 	}); err != nil {
 		return fmt.Errorf("delete destination %s of virtual server %s: %w", d, k, err)
 	}
-	a.dests.remove(d)
+	a.remove(d)
 	w.forgetDrain(k, d)
 	if k.Protocol != policy.ProtocolUDP {
 		return nil

@@ -262,7 +262,13 @@ func (w *Writer) refresh(k Key, r *repairCursor) error {
 	if old != nil && sameDestinations(old.dests, ds) { // the usual case: no new list
 		old.vs = vs
 		for _, d := range ds {
-			old.dests.put(d) // connection counts, for drains
+			// A weight or forwarding method changed behind our back is
+			// drift the batch repairs; connection counts are not kept
+			// (each drain reads them afresh), so an unchanged list stays
+			// shared with the wanted one.
+			if cur, _ := old.dests.get(d.AddrPort()); cur.Weight != d.Weight || cur.Forward != d.Forward {
+				old.put(d)
+			}
 		}
 		return nil
 	}

@@ -91,6 +91,10 @@ type Writer struct {
 type actual struct {
 	vs    VirtualServer
 	dests destList
+	// shared: dests is the wanted virtual server's list (equal to it at
+	// the end of a batch; Writer.share), which put and remove copy before
+	// they change it.
+	shared bool
 	// managed: created or adopted by this Writer, so deleting it when it
 	// leaves the plan is ours to do even where ownership rules no longer
 	// say so (its NodePort was removed, say).
