@@ -57,7 +57,7 @@ func (b *bench) settledMemory() {
 		series = append(series, fmt.Sprintf("%.0f", rss))
 	}
 	b.run.Add("memory after cold start, settled: RSS", rss, "MiB")
-	b.t.Logf("cold start: RSS once a second after convergence (MiB): %s", strings.Join(series, " "))
+	b.t.Logf("cold start: RSS once a second after convergence (MiB): %s; now %s", strings.Join(series, " "), b.p.rssSplit(b.t))
 	if m, err := scrape(); err == nil {
 		b.t.Logf("cold start: settled at %.0f MiB RSS; Go heap alloc %.0f, in use %.0f, idle %.0f, released %.0f, stacks %.0f, sys %.0f (MiB)",
 			rss, m.sum(mHeapAlloc)/mib, m.sum(mHeapInuse)/mib, m.sum(mHeapIdle)/mib,

@@ -166,6 +166,23 @@ func (p *proxyProc) memory(t *testing.T) (rss, hwm float64) {
 	return rss, hwm
 }
 
+// rssSplit reads how the proxy's resident memory splits: anonymous
+// (heap, stacks, runtime) and file-backed (the binary's pages).
+func (p *proxyProc) rssSplit(t *testing.T) string {
+	t.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	if err != nil {
+		return err.Error()
+	}
+	var parts []string
+	for _, l := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(l, "RssAnon:") || strings.HasPrefix(l, "RssFile:") || strings.HasPrefix(l, "RssShmem:") {
+			parts = append(parts, strings.Join(strings.Fields(l), " "))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
 // metrics is one scrape of /metrics: each series ("name{labels}") and
 // its value.
 type metrics map[string]float64
