@@ -391,7 +391,19 @@ func (t *tracker) checkout(full, wantPlan bool) work {
 		}
 	}
 	w.svcPending, w.epPending = len(t.svcPending), len(t.epPending)
+	t.dirty, t.svcPending, t.epPending = emptied(t.dirty), emptied(t.svcPending), emptied(t.epPending)
+	t.triggers = emptied(t.triggers)
 	return w
+}
+
+// emptied returns m, or a new map when m is empty: a map keeps the room
+// it grew to, and the start marks every service (10,000 entries' room in
+// each of these maps, held for the process's life; issue 11, memory).
+func emptied[K comparable, V any](m map[K]V) map[K]V {
+	if len(m) == 0 {
+		return map[K]V{}
+	}
+	return m
 }
 
 // dirtyKeysLocked lists, sorted, the services an incremental sync
