@@ -3,9 +3,7 @@ package proxier
 import (
 	"fmt"
 	"maps"
-	"reflect"
 	"runtime/debug"
-	"slices"
 	"time"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
@@ -14,11 +12,12 @@ import (
 // syncState is what the sync goroutine remembers between syncs; only it
 // touches it.
 type syncState struct {
-	// applied is the last computed plan of each service, as given to the
-	// data plane. Services without virtual servers or health check are
-	// left out.
-	applied map[policy.ServiceKey]policy.ServicePlan
+	// applied is what is kept of the last computed plan of each service,
+	// as given to the data plane. Services without virtual servers or
+	// health check are left out.
+	applied map[policy.ServiceKey]appliedPlan
 	totals  totals
+	buf     []byte // digestOf's scratch space
 	// The healthCheckNodePort services and their local ready endpoints;
 	// healthDirty says ServiceHealth has not seen them yet.
 	hcPorts     map[policy.ServiceKey]uint16
@@ -33,7 +32,7 @@ type syncState struct {
 }
 
 func newSyncState() syncState {
-	return syncState{applied: map[policy.ServiceKey]policy.ServicePlan{}, totals: newTotals(),
+	return syncState{applied: map[policy.ServiceKey]appliedPlan{}, totals: newTotals(),
 		hcPorts: map[policy.ServiceKey]uint16{}, localReady: map[policy.ServiceKey]int{}, healthDirty: true, full: true}
 }
 
@@ -52,33 +51,60 @@ func newTotals() totals {
 // counts as having no local endpoints, as kube-proxy, when a virtual
 // server under a Local traffic policy drops its traffic (WhenEmpty Drop:
 // the service has endpoints, none on this node).
-func (t *totals) add(sp policy.ServicePlan, sign int) {
-	var internal, external bool
-	for i := range sp.VirtualServers {
-		vs := &sp.VirtualServers[i]
-		t.byKind[vs.Kind] += sign
-		if vs.TrafficPolicy == policy.PolicyLocal && len(vs.Destinations) == 0 && vs.WhenEmpty == policy.EmptyDrop {
-			internal = internal || vs.Kind == policy.KindClusterIP
-			external = external || vs.Kind != policy.KindClusterIP
-		}
+func (t *totals) add(ap appliedPlan, sign int) {
+	for _, k := range ap.kinds {
+		t.byKind[k] += sign
 	}
-	if internal {
+	if ap.noLocalInternal {
 		t.noLocalInternal += sign
 	}
-	if external {
+	if ap.noLocalExternal {
 		t.noLocalExternal += sign
 	}
 }
 
+// appliedPlan is what the loop keeps of a service's applied plan: its
+// digest, and what the gauges sum.
+type appliedPlan struct {
+	digest planDigest
+	kinds  []policy.Kind // of each virtual server
+	// noLocalInternal, noLocalExternal: the service drops its internal
+	// (external) traffic for want of a local endpoint.
+	noLocalInternal, noLocalExternal bool
+}
+
+// summary returns what is kept of sp.
+func (s *syncState) summary(sp policy.ServicePlan) appliedPlan {
+	var ap appliedPlan
+	ap.digest, s.buf = digestOf(sp.VirtualServers, s.buf)
+	if len(sp.VirtualServers) > 0 {
+		ap.kinds = make([]policy.Kind, len(sp.VirtualServers))
+	}
+	for i := range sp.VirtualServers {
+		vs := &sp.VirtualServers[i]
+		ap.kinds[i] = vs.Kind
+		if vs.TrafficPolicy == policy.PolicyLocal && len(vs.Destinations) == 0 && vs.WhenEmpty == policy.EmptyDrop {
+			ap.noLocalInternal = ap.noLocalInternal || vs.Kind == policy.KindClusterIP
+			ap.noLocalExternal = ap.noLocalExternal || vs.Kind != policy.KindClusterIP
+		}
+	}
+	return ap
+}
+
 // set records a service's new plan.
 func (s *syncState) set(sp policy.ServicePlan) {
+	s.record(sp, s.summary(sp))
+}
+
+// record records a service's new plan, summarized as ap.
+func (s *syncState) record(sp policy.ServicePlan, ap appliedPlan) {
 	k := sp.Service
 	s.totals.add(s.applied[k], -1)
-	s.totals.add(sp, 1)
+	s.totals.add(ap, 1)
 	if len(sp.VirtualServers) == 0 && sp.HealthCheckNodePort == 0 {
 		delete(s.applied, k)
 	} else {
-		s.applied[k] = sp
+		s.applied[k] = ap
 	}
 	port, hasPort := s.hcPorts[k]
 	switch {
@@ -111,21 +137,13 @@ func (s *syncState) replace(plans []policy.ServicePlan) {
 func (s *syncState) update(plans []policy.ServicePlan) []policy.ServicePlan {
 	var changes []policy.ServicePlan
 	for _, sp := range plans {
-		if !sameVirtualServers(s.applied[sp.Service].VirtualServers, sp.VirtualServers) {
+		ap := s.summary(sp)
+		if ap.digest != s.applied[sp.Service].digest {
 			changes = append(changes, sp)
 		}
-		s.set(sp)
+		s.record(sp, ap)
 	}
 	return changes
-}
-
-// sameVirtualServers compares what the kernel sees: everything but the
-// human-readable Reason.
-func sameVirtualServers(a, b []policy.VirtualServer) bool {
-	return slices.EqualFunc(a, b, func(x, y policy.VirtualServer) bool {
-		x.Reason, y.Reason = "", ""
-		return reflect.DeepEqual(x, y)
-	})
 }
 
 // sync is the runner's function. A periodic sync repairs the kernel
