@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -40,6 +41,31 @@ func (b *bench) coldStart() time.Duration {
 	return took
 }
 
+// logSyncsAfterFirst logs the proxy's syncs and repairs since its first
+// full sync (its "Synced" and "Repaired" lines, at most 10): what ran
+// while the memory settled.
+func (b *bench) logSyncsAfterFirst() {
+	data, err := os.ReadFile(b.p.logPath)
+	if err != nil {
+		b.t.Logf("cold start: syncs after the first: %v", err)
+		return
+	}
+	var lines []string
+	n, first := 0, false
+	for _, l := range strings.Split(string(data), "\n") {
+		switch {
+		case !first:
+			first = strings.Contains(l, `"Synced" full=true`)
+		case strings.Contains(l, `"Synced"`) || strings.Contains(l, `"Repaired"`):
+			n++
+			if len(lines) < 10 {
+				lines = append(lines, l)
+			}
+		}
+	}
+	b.t.Logf("cold start: %d syncs or repairs logged after the first full sync (the first 10):\n%s", n, strings.Join(lines, "\n"))
+}
+
 // settledMemory reads RSS for settleFor after convergence, once a
 // second: the proxy returns what its first sync freed to the OS beside
 // the loop, after the sync, and that takes seconds at 10,000 services
@@ -58,6 +84,7 @@ func (b *bench) settledMemory() {
 	}
 	b.run.Add("memory after cold start, settled: RSS", rss, "MiB")
 	b.t.Logf("cold start: RSS once a second after convergence (MiB): %s; now %s", strings.Join(series, " "), b.p.rssSplit(b.t))
+	b.logSyncsAfterFirst()
 	if m, err := scrape(); err == nil {
 		b.t.Logf("cold start: settled at %.0f MiB RSS; Go heap alloc %.0f, in use %.0f, idle %.0f, released %.0f, stacks %.0f, sys %.0f (MiB)",
 			rss, m.sum(mHeapAlloc)/mib, m.sum(mHeapInuse)/mib, m.sum(mHeapIdle)/mib,
