@@ -3,13 +3,18 @@ package proxier
 import (
 	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/informers"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	discoveryinformers "k8s.io/client-go/informers/discovery/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/kubeapi"
@@ -56,25 +61,36 @@ func (p *Proxier) newInformers() (*informerSet, error) {
 	tweak := func(f func(*metav1.ListOptions)) informers.SharedInformerOption {
 		return informers.WithTweakListOptions(f)
 	}
-	svcF := informers.NewSharedInformerFactoryWithOptions(c, resync, informers.WithTransform(p.transform),
-		tweak(func(o *metav1.ListOptions) {
-			o.LabelSelector = svcSel
-			o.FieldSelector = fields.OneTermNotEqualSelector("spec.clusterIP", corev1.ClusterIPNone).String()
-		}))
-	sliceF := informers.NewSharedInformerFactoryWithOptions(c, resync, informers.WithTransform(p.transform),
-		tweak(func(o *metav1.ListOptions) { o.LabelSelector = sliceSelector() }))
+	svcF := informers.NewSharedInformerFactoryWithOptions(c, resync, informers.WithTransform(p.transform))
+	sliceF := informers.NewSharedInformerFactoryWithOptions(c, resync, informers.WithTransform(p.transform))
 	nodeF := informers.NewSharedInformerFactoryWithOptions(c, resync, informers.WithTransform(p.transform),
 		tweak(func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", p.cfg.NodeName).String()
 		}))
 
 	set := &informerSet{factories: []informers.SharedInformerFactory{svcF, sliceF, nodeF}}
+	// The factories' own informers keep a namespace index nothing here
+	// reads (a set of keys per namespace: 20,000 entries at 10,000
+	// services); these have none. The factories still set the transform
+	// and hand out the same informers (Core().V1().Services().Informer()).
+	noIndex := cache.Indexers{}
+	svcInf := svcF.InformerFor(&corev1.Service{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+		return coreinformers.NewFilteredServiceInformer(c, metav1.NamespaceAll, resync, noIndex, func(o *metav1.ListOptions) {
+			o.LabelSelector = svcSel
+			o.FieldSelector = fields.OneTermNotEqualSelector("spec.clusterIP", corev1.ClusterIPNone).String()
+		})
+	})
+	sliceInf := sliceF.InformerFor(&discoveryv1.EndpointSlice{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+		return discoveryinformers.NewFilteredEndpointSliceInformer(c, metav1.NamespaceAll, resync, noIndex, func(o *metav1.ListOptions) {
+			o.LabelSelector = sliceSelector()
+		})
+	})
 	for _, h := range []struct {
 		inf     cache.SharedIndexInformer
 		handler cache.ResourceEventHandler
 	}{
-		{svcF.Core().V1().Services().Informer(), p.serviceHandler()},
-		{sliceF.Discovery().V1().EndpointSlices().Informer(), p.sliceHandler()},
+		{svcInf, p.serviceHandler()},
+		{sliceInf, p.sliceHandler()},
 		{nodeF.Core().V1().Nodes().Informer(), p.nodeHandler()},
 	} {
 		reg, err := h.inf.AddEventHandler(h.handler)
