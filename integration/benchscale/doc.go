@@ -21,7 +21,10 @@
 //     written there today), and measure, in order: a cold start (clean
 //     kernel) until kube_ipvs_proxy_virtual_servers adds up to the
 //     workload after a sync, then the kernel is checked (every virtual
-//     server and destination, the addresses on kube-ipvs0); an idle
+//     server and destination, the addresses on kube-ipvs0) and RSS is
+//     read once a second for 15 s, the last reading being the memory
+//     "after convergence, settled" (the proxy returns the heap its first
+//     sync freed to the OS only after that sync); an idle
 //     window (periodic resyncs only); sequential endpoint changes, each
 //     waited for in IPVS; a burst of changes written at once; services
 //     created and deleted one at a time; churn (20 endpoint changes a
