@@ -88,10 +88,7 @@ func appendBool(b []byte, v bool) []byte {
 // its zone.
 func appendAddr(b []byte, a netip.Addr) []byte {
 	b = append(b, byte(a.BitLen()/8))
-	a16 := a.As16()
-	if !a.IsValid() {
-		a16 = [16]byte{}
-	}
+	a16 := a.As16() // all zero for the zero Addr
 	b = append(b, a16[:]...)
 	return appendString(b, a.Zone())
 }

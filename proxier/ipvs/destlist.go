@@ -109,9 +109,6 @@ func (w *Writer) share(k Key) {
 	if want == nil || have == nil || len(want.dests) == 0 {
 		return
 	}
-	if have.shared && len(have.dests) > 0 && &have.dests[0] == &want.dests[0] {
-		return
-	}
 	if have.dests.sameSettings(want.dests) {
 		have.dests, have.shared = want.dests, true
 	}
