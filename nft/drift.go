@@ -90,11 +90,11 @@ func (w *Writer) setDrift(m *mirror, id setID, s *nftables.Set) (d diff, read in
 			eid, _, _ := kernelElement(id, e)
 			have[eid] = true
 		}
-		for eid, h := range m.refs {
-			if eid.set == id && !have[eid] {
-				d.add = append(d.add, element{id: eid, v: h.list[0].v})
+		m.each(func(e element) {
+			if e.id.set == id && !have[e.id] {
+				d.add = append(d.add, e)
 			}
-		}
+		})
 	}
 	sortElements := func(es []element) {
 		slices.SortFunc(es, func(a, b element) int { return compareIDs(a.id, b.id) })

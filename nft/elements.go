@@ -62,11 +62,19 @@ const linearDedup = 16
 // contributions returns the elements a service's virtual servers need,
 // without duplicates, in a stable order. A virtual server with an address
 // that is not IP or a protocol that is not TCP, UDP or SCTP has none.
+//
+// The result is kept by the mirror as long as the service is, so it is
+// returned at its length, and elements with equal key bytes (a virtual
+// server's key in several sets) share one string.
 func contributions(vss []policy.VirtualServer) []contribution {
 	var out []contribution
 	var seen map[elemID]bool // past linearDedup elements; a linear scan before
+	var last string          // the previous element's key
 	add := func(id setID, key keyBuf, v value) {
-		e := elemID{set: id, key: string(key)}
+		if string(key) != last {
+			last = string(key)
+		}
+		e := elemID{set: id, key: last}
 		if seen == nil && len(out) < linearDedup {
 			for _, c := range out {
 				if c.id == e {
@@ -89,6 +97,9 @@ func contributions(vss []policy.VirtualServer) []contribution {
 	}
 	for i := range vss {
 		virtualServerElements(&vss[i], add)
+	}
+	if cap(out) > len(out) {
+		out = slices.Clone(out)
 	}
 	return out
 }

@@ -155,6 +155,12 @@ func (id setID) def() *setDef { return &setDefs[id/2] }
 
 func (id setID) family() *family { return families[id%2] }
 
+// hasValues says whether the set is a map: its elements carry a value.
+func (id setID) hasValues() bool {
+	d := id.def()
+	return d.verdictMap || len(d.data) > 0
+}
+
 func (id setID) name() string { return id.def().base + id.family().suffix }
 
 // keyLen is the length of one key (not counting an interval end).
