@@ -11,7 +11,19 @@ import (
 
 // EndpointSlice converts s. It returns (nil, nil) for slices the engine
 // does not use: FQDN slices and slices without the service-name label.
+// Its endpoints share a Place only with the endpoint before them, on the
+// same node in the same zone; EndpointSliceInterned shares them across
+// slices.
 func EndpointSlice(s *discoveryv1.EndpointSlice) (*policy.EndpointSlice, error) {
+	return EndpointSliceInterned(s, nil)
+}
+
+// EndpointSliceInterned converts s as EndpointSlice does, but gives its
+// endpoints the Places that in hands out (Interner.Place), shared with
+// every slice converted through in: a slice's ten endpoints usually run
+// on ten nodes, so sharing only within it gains nothing. A nil in makes
+// it EndpointSlice.
+func EndpointSliceInterned(s *discoveryv1.EndpointSlice, in *Interner) (*policy.EndpointSlice, error) {
 	obj := ObjectName("EndpointSlice", s.Namespace, s.Name)
 	if s.Name == "" {
 		return nil, invalid(obj, "metadata.name", "must not be empty")
@@ -33,9 +45,9 @@ func EndpointSlice(s *discoveryv1.EndpointSlice) (*policy.EndpointSlice, error) 
 		return nil, err
 	}
 	out.Endpoints = make([]policy.Endpoint, 0, len(s.Endpoints))
-	var hs hintSharing
+	sh := sharing{places: placeSharing{in: in}}
 	for i := range s.Endpoints {
-		ep, err := endpoint(obj, i, &s.Endpoints[i], out.IPv4, &hs)
+		ep, err := endpoint(obj, i, &s.Endpoints[i], out.IPv4, &sh)
 		if err != nil {
 			return nil, err
 		}
@@ -69,6 +81,42 @@ func endpointPorts(obj string, ports []discoveryv1.EndpointPort) ([]policy.Endpo
 		out = append(out, policy.EndpointPort{Name: name, Protocol: pr, Port: uint16(*p.Port)})
 	}
 	return out, nil
+}
+
+// sharing is what the endpoints of one slice share: hints, places.
+type sharing struct {
+	hints  hintSharing
+	places placeSharing
+}
+
+// placeSharing gives the endpoints of one slice their Places: the
+// Interner's when there is one, else the previous endpoint's when equal,
+// else a new one.
+type placeSharing struct {
+	in   *Interner
+	last *policy.Place
+}
+
+// place returns the Place of an endpoint on node in zone, nil when both
+// are nil or empty.
+func (ps *placeSharing) place(node, zone *string) *policy.Place {
+	var n, z string
+	if node != nil {
+		n = *node
+	}
+	if zone != nil {
+		z = *zone
+	}
+	switch {
+	case n == "" && z == "":
+		return nil
+	case ps.in != nil:
+		return ps.in.Place(n, z)
+	case ps.last != nil && ps.last.NodeName == n && ps.last.Zone == z:
+		return ps.last
+	}
+	ps.last = &policy.Place{NodeName: n, Zone: z}
+	return ps.last
 }
 
 // hintSharing lets the endpoints of one slice whose hints are one
@@ -109,7 +157,7 @@ func (hs *hintSharing) convert(h *discoveryv1.EndpointHints) *policy.Hints {
 	return conv
 }
 
-func endpoint(obj string, i int, e *discoveryv1.Endpoint, ipv4 bool, hs *hintSharing) (policy.Endpoint, error) {
+func endpoint(obj string, i int, e *discoveryv1.Endpoint, ipv4 bool, sh *sharing) (policy.Endpoint, error) {
 	field := fmt.Sprintf("endpoints[%d]", i)
 	if len(e.Addresses) == 0 {
 		return policy.Endpoint{}, invalid(obj, field+".addresses", "must not be empty")
@@ -137,14 +185,9 @@ func endpoint(obj string, i int, e *discoveryv1.Endpoint, ipv4 bool, hs *hintSha
 	if c := e.Conditions.Terminating; c != nil {
 		ep.Terminating = *c
 	}
-	if e.NodeName != nil {
-		ep.NodeName = *e.NodeName
-	}
-	if e.Zone != nil {
-		ep.Zone = *e.Zone
-	}
+	ep.Place = sh.places.place(e.NodeName, e.Zone)
 	if h := e.Hints; h != nil {
-		ep.Hints = hs.convert(h)
+		ep.Hints = sh.hints.convert(h)
 	}
 	return ep, nil
 }

@@ -440,7 +440,7 @@ func TestEndpointSlice(t *testing.T) {
 				Addresses: []string{"10.1.0.1"}, NodeName: ptr("node-a"), Zone: ptr("zone-1"),
 			})),
 			want: wantSlice(withEndpoint(policy.Endpoint{
-				Address: addrs("10.1.0.1")[0], Ready: true, Serving: true, NodeName: "node-a", Zone: "zone-1",
+				Address: addrs("10.1.0.1")[0], Ready: true, Serving: true, Place: &policy.Place{NodeName: "node-a", Zone: "zone-1"},
 			})),
 		},
 		{
@@ -488,8 +488,8 @@ func TestEndpointSlice(t *testing.T) {
 			)),
 			want: wantSlice(func(s *policy.EndpointSlice) {
 				s.Endpoints = []policy.Endpoint{
-					{Address: addrs("10.1.0.1")[0], Ready: true, Serving: true, NodeName: "node-a", Hints: &policy.Hints{ForZones: []string{"zone-1"}}},
-					{Address: addrs("10.1.0.2")[0], Terminating: true, Zone: "zone-2"},
+					{Address: addrs("10.1.0.1")[0], Ready: true, Serving: true, Place: &policy.Place{NodeName: "node-a"}, Hints: &policy.Hints{ForZones: []string{"zone-1"}}},
+					{Address: addrs("10.1.0.2")[0], Terminating: true, Place: &policy.Place{Zone: "zone-2"}},
 				}
 			}),
 		},

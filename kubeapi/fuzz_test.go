@@ -137,8 +137,8 @@ func FuzzEndpointSlice(f *testing.F) {
 		if ep.Ready != wantReady || ep.Serving != wantServing || ep.Terminating != wantTerminating {
 			t.Fatalf("conditions %+v gave ready=%v serving=%v terminating=%v", cond, ep.Ready, ep.Serving, ep.Terminating)
 		}
-		if ep.NodeName != node || ep.Zone != zone {
-			t.Fatalf("nodeName/zone = %q/%q, want %q/%q", ep.NodeName, ep.Zone, node, zone)
+		if ep.NodeName() != node || ep.Zone() != zone || (ep.Place == nil) != (node == "" && zone == "") {
+			t.Fatalf("nodeName/zone = %q/%q (place %v), want %q/%q", ep.NodeName(), ep.Zone(), ep.Place, node, zone)
 		}
 		if has(fzHints) != (slices.Equal(ep.ForZones(), []string{zone}) && slices.Equal(ep.ForNodes(), []string{node})) {
 			t.Fatalf("hints %v gave forZones %q forNodes %q", has(fzHints), ep.ForZones(), ep.ForNodes())

@@ -34,11 +34,14 @@ const maxInterned = 1 << 16
 // conditions. Decoding gives every object its own copy of each; 100k
 // endpoints on a few hundred nodes need a few hundred. Objects trimmed
 // with one Interner share memory, so they must be read-only, as every
-// object of an informer's cache already is. Safe for concurrent use.
+// object of an informer's cache already is. The slices converted with
+// one (EndpointSliceInterned) share their endpoints' Places likewise.
+// Safe for concurrent use.
 type Interner struct {
-	mu    sync.Mutex
-	strs  map[string]*string
-	hints map[hintsKey]*discoveryv1.EndpointHints
+	mu     sync.Mutex
+	strs   map[string]*string
+	hints  map[hintsKey]*discoveryv1.EndpointHints
+	places map[policy.Place]*policy.Place
 	// bools holds the shared false and true.
 	bools [2]*bool
 }
@@ -53,7 +56,19 @@ type hintsKey struct {
 // NewInterner returns an empty Interner.
 func NewInterner() *Interner {
 	f, t := false, true
-	return &Interner{strs: map[string]*string{}, hints: map[hintsKey]*discoveryv1.EndpointHints{}, bools: [2]*bool{&f, &t}}
+	return &Interner{strs: map[string]*string{}, hints: map[hintsKey]*discoveryv1.EndpointHints{},
+		places: map[policy.Place]*policy.Place{}, bools: [2]*bool{&f, &t}}
+}
+
+// makeRoomLocked starts afresh when the Interner holds maxInterned
+// strings, hints and places together: what it handed out stays valid,
+// but is no longer shared with what it hands out next.
+func (in *Interner) makeRoomLocked() {
+	if len(in.strs)+len(in.hints)+len(in.places) >= maxInterned {
+		clear(in.strs)
+		clear(in.hints)
+		clear(in.places)
+	}
 }
 
 // String returns the shared copy of s.
@@ -67,10 +82,7 @@ func (in *Interner) ptrLocked(s string) *string {
 	if p, ok := in.strs[s]; ok {
 		return p
 	}
-	if len(in.strs)+len(in.hints) >= maxInterned {
-		clear(in.strs)
-		clear(in.hints)
-	}
+	in.makeRoomLocked()
 	p := &s
 	in.strs[s] = p
 	return p
@@ -108,6 +120,7 @@ func (in *Interner) hintsLocked(h *discoveryv1.EndpointHints) *discoveryv1.Endpo
 	if shared, ok := in.hints[k]; ok {
 		return shared
 	}
+	in.makeRoomLocked()
 	out := &discoveryv1.EndpointHints{}
 	if k.hasZone {
 		out.ForZones = []discoveryv1.ForZone{{Name: *in.ptrLocked(k.zone)}}
@@ -116,6 +129,33 @@ func (in *Interner) hintsLocked(h *discoveryv1.EndpointHints) *discoveryv1.Endpo
 		out.ForNodes = []discoveryv1.ForNode{{Name: *in.ptrLocked(k.node)}}
 	}
 	in.hints[k] = out
+	return out
+}
+
+// Place returns the shared Place of an endpoint on node in zone, nil
+// when both are empty (policy.Endpoint's Place for neither). The engine
+// never modifies a Place, so every endpoint on one node and zone, in any
+// slice, can hold the same one: 100k endpoints on a few hundred nodes
+// need a few hundred.
+func (in *Interner) Place(node, zone string) *policy.Place {
+	if node == "" && zone == "" {
+		return nil
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	k := policy.Place{NodeName: node, Zone: zone}
+	if shared, ok := in.places[k]; ok {
+		return shared
+	}
+	in.makeRoomLocked()
+	out := &policy.Place{}
+	if node != "" {
+		out.NodeName = *in.ptrLocked(node)
+	}
+	if zone != "" {
+		out.Zone = *in.ptrLocked(zone)
+	}
+	in.places[*out] = out // keyed by the interned strings, not the caller's
 	return out
 }
 

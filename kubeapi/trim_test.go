@@ -18,7 +18,10 @@ import (
 // The converters' tests convert through these, which also convert the
 // trimmed object and fail unless both conversions agree: every case of
 // TestService, TestEndpointSlice, TestNode and their invalid and fuzz
-// variants proves that trimming loses nothing the converters read.
+// variants proves that trimming loses nothing the converters read. Every
+// EndpointSlice case also proves that converting through an Interner
+// (EndpointSliceInterned, as the proxier does) gives what converting
+// without one gives.
 
 func checkedService(t *testing.T, svc *corev1.Service, proxyName string) (*policy.Service, error) {
 	t.Helper()
@@ -38,8 +41,11 @@ func checkedService(t *testing.T, svc *corev1.Service, proxyName string) (*polic
 func checkedEndpointSlice(t *testing.T, s *discoveryv1.EndpointSlice) (*policy.EndpointSlice, error) {
 	t.Helper()
 	got, err := EndpointSlice(s)
-	trimmed, terr := EndpointSlice(NewInterner().TrimEndpointSlice(s))
+	in := NewInterner()
+	trimmed, terr := EndpointSlice(in.TrimEndpointSlice(s))
 	agree(t, "EndpointSlice", got, err, trimmed, terr)
+	interned, ierr := EndpointSliceInterned(in.TrimEndpointSlice(s), in)
+	agree(t, "EndpointSliceInterned", got, err, interned, ierr)
 	return got, err
 }
 

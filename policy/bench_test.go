@@ -22,6 +22,16 @@ func benchCluster(tb testing.TB) (*Engine, []ServiceKey) {
 	tb.Helper()
 	zone := func(i int) string { return fmt.Sprintf("zone-%d", i%benchZones) }
 	nodeName := func(i int) string { return fmt.Sprintf("node-%04d", i%benchNodes) }
+	// Endpoints on one node and zone share a Place, as kubeapi's
+	// Interner makes them.
+	places := map[Place]*Place{}
+	placeOf := func(i int) *Place {
+		k := Place{NodeName: nodeName(i), Zone: zone(i)}
+		if places[k] == nil {
+			places[k] = &k
+		}
+		return places[k]
+	}
 	e, err := New(Config{NodeName: nodeName(0)})
 	if err != nil {
 		tb.Fatal(err)
@@ -55,7 +65,7 @@ func benchCluster(tb testing.TB) (*Engine, []ServiceKey) {
 		for j := 0; j < benchPerSvc; j++ {
 			n := i*7 + j*13
 			ep := Endpoint{Address: netip.AddrFrom4([4]byte{10, byte(64 + j), byte(i >> 8), byte(i)}),
-				Ready: j != 3, Serving: j != 3, NodeName: nodeName(n), Zone: zone(n)}
+				Ready: j != 3, Serving: j != 3, Place: placeOf(n)}
 			if hints {
 				ep.Hints = &Hints{ForZones: []string{zone(n)}}
 			}

@@ -44,7 +44,7 @@ func candidates(sl []*EndpointSlice, sp ServicePort, v4 bool, nodeName string) [
 		}
 		for ei := range s.Endpoints {
 			ep := &s.Endpoints[ei]
-			local := nodeName != "" && ep.NodeName == nodeName
+			local := nodeName != "" && ep.NodeName() == nodeName
 			all = append(all, candidate{ep, port, local, int32(si), int32(ei)})
 		}
 	}

@@ -29,9 +29,9 @@ func FuzzCompute(f *testing.F) {
 		known := map[netip.Addr]bool{}
 		for i, b := range data {
 			e := Endpoint{
-				Address:  netip.AddrFrom4([4]byte{10, 0, byte(i % 7), b % 5}),
-				NodeName: nodeNames[b&3], Zone: zoneNames[b>>2&3],
-				Ready: b&16 != 0, Serving: b&32 != 0, Terminating: b&64 != 0,
+				Address: netip.AddrFrom4([4]byte{10, 0, byte(i % 7), b % 5}),
+				Place:   at(nodeNames[b&3], zoneNames[b>>2&3]),
+				Ready:   b&16 != 0, Serving: b&32 != 0, Terminating: b&64 != 0,
 			}
 			if b&128 != 0 {
 				e.Hints = &Hints{ForZones: []string{zoneNames[b>>2&3]}, ForNodes: []string{nodeNames[b&3]}}

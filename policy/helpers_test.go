@@ -27,17 +27,26 @@ type epOpt func(*Endpoint)
 // ep is a ready endpoint on another node in another zone unless opts say
 // otherwise.
 func ep(addr string, opts ...epOpt) Endpoint {
-	e := Endpoint{Address: ip(addr), Ready: true, Serving: true, NodeName: "node-x", Zone: "zone-x"}
+	e := Endpoint{Address: ip(addr), Ready: true, Serving: true, Place: at("node-x", "zone-x")}
 	for _, o := range opts {
 		o(&e)
 	}
 	return e
 }
 
-func on(node, zone string) epOpt { return func(e *Endpoint) { e.NodeName, e.Zone = node, zone } }
+func on(node, zone string) epOpt { return func(e *Endpoint) { e.Place = at(node, zone) } }
 func local() epOpt               { return on(thisNode, thisZone) }
 func zones(z ...string) epOpt    { return func(e *Endpoint) { hintsOf(e).ForZones = z } }
 func nodes(n ...string) epOpt    { return func(e *Endpoint) { hintsOf(e).ForNodes = n } }
+
+// at is the Place of an endpoint on node in zone; nil for neither, as
+// kubeapi converts it.
+func at(node, zone string) *Place {
+	if node == "" && zone == "" {
+		return nil
+	}
+	return &Place{NodeName: node, Zone: zone}
+}
 
 // hintsOf returns e's hints, new ones when it has none.
 func hintsOf(e *Endpoint) *Hints {

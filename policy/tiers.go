@@ -28,7 +28,7 @@ func preferLocal(nodeName, zone string) tiering {
 			switch {
 			case c.local:
 				return 0
-			case zone != "" && c.Zone == zone:
+			case zone != "" && c.Zone() == zone:
 				return 1
 			}
 			return 2
@@ -42,7 +42,7 @@ func preferZone(zone string) tiering {
 		name:   string(PolicyPreferZone),
 		labels: []string{orNone(zone), wildcardKey},
 		tierOf: func(c *candidate) int {
-			if zone != "" && c.Zone == zone {
+			if zone != "" && c.Zone() == zone {
 				return 0
 			}
 			return 1
@@ -66,7 +66,7 @@ func topologyKeys(keys []string, self map[string]string, nodeLabels func(string)
 		name:   "topology-keys",
 		labels: labels,
 		tierOf: func(c *candidate) int {
-			theirs := nodeLabels(c.NodeName)
+			theirs := nodeLabels(c.NodeName())
 			for i, k := range keys {
 				if k == wildcardKey {
 					return i

@@ -218,7 +218,8 @@ func TestSpillFormula(t *testing.T) {
 			eps = append(eps, tierEndpoints(2, "node-b", tc.tiers[1].ready, tc.tiers[1].unready, tc.tiers[1].terminating)...)
 			eps = append(eps, tierEndpoints(3, "node-c", tc.tiers[2].ready, tc.tiers[2].unready, tc.tiers[2].terminating)...)
 			for i := range eps {
-				eps[i].Zone = map[string]string{thisNode: thisZone, "node-b": thisZone, "node-c": "zone-b"}[eps[i].NodeName]
+				node := eps[i].NodeName()
+				eps[i].Place = at(node, map[string]string{thisNode: thisZone, "node-b": thisZone, "node-c": "zone-b"}[node])
 			}
 			e, _ := newEngine(t, world{
 				svcs:   []*Service{svc("web", annotate(AnnotationTrafficPolicy, "PreferLocal", AnnotationOverprovision, tc.factor))},

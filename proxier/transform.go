@@ -14,7 +14,8 @@ import (
 
 // interner is shared by every informer's transform, so that a node or
 // zone name, a namespace or a port name is one string in the process
-// (kubeapi.Interner). Its objects are read-only, as any informer's.
+// (kubeapi.Interner), and an endpoint's node and zone one policy.Place.
+// Its objects are read-only, as any informer's.
 var interner = kubeapi.NewInterner()
 
 // convertedSlice is an EndpointSlice as the EndpointSlices informer's
@@ -38,10 +39,11 @@ type badTrigger struct {
 }
 
 // newConvertedSlice converts s (trimmed first, so that its strings are
-// interned) with kubeapi.EndpointSlice.
+// interned) with kubeapi.EndpointSliceInterned, so that its endpoints
+// share their Places with every other slice's.
 func newConvertedSlice(s *discoveryv1.EndpointSlice) *convertedSlice {
 	s = interner.TrimEndpointSlice(s)
-	conv, err := kubeapi.EndpointSlice(s)
+	conv, err := kubeapi.EndpointSliceInterned(s, interner)
 	out := &convertedSlice{identity: identityOf(&s.ObjectMeta), conv: conv, err: err}
 	if v, ok := s.Annotations[corev1.EndpointsLastChangeTriggerTime]; ok {
 		tt, err := time.Parse(time.RFC3339Nano, v)

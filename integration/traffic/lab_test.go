@@ -117,7 +117,8 @@ func annotate(k, v string) func(*policy.Service) {
 // and in that node's zone.
 func (l *lab) ep(pod string, mods ...func(*policy.Endpoint)) policy.Endpoint {
 	p := l.pod(pod)
-	e := policy.Endpoint{Address: p.v4, Ready: true, Serving: true, NodeName: p.node, Zone: l.node(p.node).zone}
+	e := policy.Endpoint{Address: p.v4, Ready: true, Serving: true,
+		Place: &policy.Place{NodeName: p.node, Zone: l.node(p.node).zone}}
 	for _, m := range mods {
 		m(&e)
 	}
