@@ -89,6 +89,8 @@ func (b *bench) settledMemory() {
 		b.t.Logf("cold start: settled at %.0f MiB RSS; Go heap alloc %.0f, in use %.0f, idle %.0f, released %.0f, stacks %.0f, sys %.0f (MiB)",
 			rss, m.sum(mHeapAlloc)/mib, m.sum(mHeapInuse)/mib, m.sum(mHeapIdle)/mib,
 			m.sum(mHeapReleased)/mib, m.sum(mStackInuse)/mib, m.sum(mGoSys)/mib)
+		b.t.Logf("cold start: settled: runtime metadata: spans %.1f, GC %.1f, other %.1f, profiling buckets %.1f (MiB); next GC at %.0f MiB of heap",
+			m.sum(mSpanInuse)/mib, m.sum(mGCSys)/mib, m.sum(mOtherSys)/mib, m.sum(mBuckHashSys)/mib, m.sum(mNextGC)/mib)
 		b.run.Add("memory after cold start, settled: Go heap in use", m.sum(mHeapInuse)/mib, "MiB")
 	}
 }

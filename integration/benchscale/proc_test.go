@@ -264,6 +264,11 @@ const (
 	mHeapReleased = "go_memstats_heap_released_bytes"
 	mStackInuse   = "go_memstats_stack_inuse_bytes"
 	mGoSys        = "go_memstats_sys_bytes"
+	mSpanInuse    = "go_memstats_mspan_inuse_bytes"
+	mGCSys        = "go_memstats_gc_sys_bytes"
+	mOtherSys     = "go_memstats_other_sys_bytes"
+	mBuckHashSys  = "go_memstats_buck_hash_sys_bytes"
+	mNextGC       = "go_memstats_next_gc_bytes"
 	opsAttempted  = `result="attempted"`
 )
 

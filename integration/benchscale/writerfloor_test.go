@@ -3,8 +3,10 @@
 package benchscale
 
 import (
+	"bytes"
 	"fmt"
 	"net/netip"
+	"runtime/pprof"
 	"time"
 
 	mobyipvs "github.com/moby/ipvs"
@@ -34,11 +36,22 @@ func (b *bench) writerFloor(tb table, cold time.Duration) {
 			return fmt.Errorf("writer: %w", err)
 		}
 		defer w.Close()
+		var prof bytes.Buffer
+		if b.phases.Profile == 1 { // to set beside the cold start's sync
+			if err := pprof.StartCPUProfile(&prof); err != nil {
+				return fmt.Errorf("cpu profile: %w", err)
+			}
+		}
 		t0 := time.Now()
-		if err := w.Resync(plan); err != nil {
+		err = w.Resync(plan)
+		took = time.Since(t0)
+		if b.phases.Profile == 1 {
+			pprof.StopCPUProfile()
+			b.report(Profile{Proxy: b.bin.label, Round: b.run.Round, When: "writer-floor", Kind: "cpu", Pprof: prof.Bytes()})
+		}
+		if err != nil {
 			return fmt.Errorf("resync: %w", err)
 		}
-		took = time.Since(t0)
 		h, err := mobyipvs.New("")
 		if err != nil {
 			return fmt.Errorf("ipvs handle: %w", err)
