@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"runtime/debug"
+	"slices"
 	"time"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
@@ -42,9 +43,15 @@ type totals struct {
 	noLocalInternal, noLocalExternal int // services dropping for want of a local endpoint
 }
 
+// gaugeKinds are the kinds the virtual servers gauge always reports.
+var gaugeKinds = [...]policy.Kind{policy.KindClusterIP, policy.KindNodePort, policy.KindExternalIP, policy.KindLoadBalancer}
+
 func newTotals() totals {
-	return totals{byKind: map[policy.Kind]int{policy.KindClusterIP: 0, policy.KindNodePort: 0,
-		policy.KindExternalIP: 0, policy.KindLoadBalancer: 0}}
+	t := totals{byKind: map[policy.Kind]int{}}
+	for _, k := range gaugeKinds {
+		t.byKind[k] = 0
+	}
+	return t
 }
 
 // add adds (sign 1) or removes (sign -1) one service's plan. A service
@@ -52,7 +59,12 @@ func newTotals() totals {
 // server under a Local traffic policy drops its traffic (WhenEmpty Drop:
 // the service has endpoints, none on this node).
 func (t *totals) add(ap appliedPlan, sign int) {
-	for _, k := range ap.kinds {
+	for i, n := range ap.kinds {
+		if n > 0 {
+			t.byKind[gaugeKinds[i]] += sign * int(n)
+		}
+	}
+	for _, k := range ap.otherKinds {
 		t.byKind[k] += sign
 	}
 	if ap.noLocalInternal {
@@ -67,7 +79,11 @@ func (t *totals) add(ap appliedPlan, sign int) {
 // digest, and what the gauges sum.
 type appliedPlan struct {
 	digest planDigest
-	kinds  []policy.Kind // of each virtual server
+	// kinds counts the virtual servers of each of gaugeKinds: an array,
+	// not a list of kinds, so that a service's summary allocates
+	// nothing (issue 11, memory); otherKinds lists any other kind.
+	kinds      [len(gaugeKinds)]uint32
+	otherKinds []policy.Kind
 	// noLocalInternal, noLocalExternal: the service drops its internal
 	// (external) traffic for want of a local endpoint.
 	noLocalInternal, noLocalExternal bool
@@ -77,12 +93,13 @@ type appliedPlan struct {
 func (s *syncState) summary(sp policy.ServicePlan) appliedPlan {
 	var ap appliedPlan
 	ap.digest, s.buf = digestOf(sp.VirtualServers, s.buf)
-	if len(sp.VirtualServers) > 0 {
-		ap.kinds = make([]policy.Kind, len(sp.VirtualServers))
-	}
 	for i := range sp.VirtualServers {
 		vs := &sp.VirtualServers[i]
-		ap.kinds[i] = vs.Kind
+		if j := slices.Index(gaugeKinds[:], vs.Kind); j >= 0 {
+			ap.kinds[j]++
+		} else {
+			ap.otherKinds = append(ap.otherKinds, vs.Kind)
+		}
 		if vs.TrafficPolicy == policy.PolicyLocal && len(vs.Destinations) == 0 && vs.WhenEmpty == policy.EmptyDrop {
 			ap.noLocalInternal = ap.noLocalInternal || vs.Kind == policy.KindClusterIP
 			ap.noLocalExternal = ap.noLocalExternal || vs.Kind != policy.KindClusterIP

@@ -333,3 +333,32 @@ func TestReleaseMemoryAfterFullSyncsAndRepairs(t *testing.T) {
 		})
 	}
 }
+
+// TestTotalsCountEveryVirtualServer: the virtual servers gauge counts
+// every virtual server of a service by kind, several of one kind
+// included, and a service's summary taken back leaves the totals as they
+// were.
+func TestTotalsCountEveryVirtualServer(t *testing.T) {
+	const other policy.Kind = "Other"
+	sp := policy.ServicePlan{Service: key("web"), VirtualServers: []policy.VirtualServer{
+		{Kind: policy.KindClusterIP}, {Kind: policy.KindClusterIP}, {Kind: policy.KindNodePort}, {Kind: other},
+	}}
+	st := newSyncState()
+	ap := st.summary(sp)
+	tests := []struct {
+		name string
+		sign int
+		want map[policy.Kind]int
+	}{
+		{"added: two ClusterIPs, a NodePort, another kind", 1, map[policy.Kind]int{policy.KindClusterIP: 2, policy.KindNodePort: 1,
+			policy.KindExternalIP: 0, policy.KindLoadBalancer: 0, other: 1}},
+		{"taken back: every kind at zero", -1, map[policy.Kind]int{policy.KindClusterIP: 0, policy.KindNodePort: 0,
+			policy.KindExternalIP: 0, policy.KindLoadBalancer: 0, other: 0}},
+	}
+	for _, tc := range tests {
+		st.totals.add(ap, tc.sign)
+		if !cmp.Equal(st.totals.byKind, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, st.totals.byKind, tc.want)
+		}
+	}
+}
