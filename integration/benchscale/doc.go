@@ -4,7 +4,7 @@
 // what it costs at that scale: time to converge, CPU, memory, IPVS
 // operations, and the latency of changes from the API write to the
 // kernel. It changes no proxy code and reads the proxy only from outside
-// (its process in /proc, its /metrics, the kernel), so that any two
+// (its process in /proc, its /livez and /metrics, the kernel), so that any two
 // commits can be measured alike: KIP_BENCH_SCALE_BASE=<rev> builds a
 // second binary from that revision and measures both in the same VM boot,
 // interleaved.
@@ -20,7 +20,9 @@
 //     deploy/base's config file (minSyncPeriod 0s, syncPeriod 30s as
 //     written there today), and measure, in order: a cold start (clean
 //     kernel) until kube_ipvs_proxy_virtual_servers adds up to the
-//     workload after a sync, then the kernel is checked (every virtual
+//     workload after a sync (/livez, cheap, is asked every 100 ms until
+//     it says a sync was applied; only then /metrics, whose scrape costs
+//     the proxy far more), then the kernel is checked (every virtual
 //     server and destination, the addresses on kube-ipvs0) and RSS is
 //     read once a second for 15 s, the last reading being the memory
 //     "after convergence, settled" (the proxy returns the heap its first

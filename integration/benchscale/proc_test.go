@@ -22,6 +22,8 @@ import (
 const (
 	// metricsAddr is deploy/base's metricsBindAddress.
 	metricsAddr = "127.0.0.1:10249"
+	// healthAddr is deploy/base's healthzBindAddress.
+	healthAddr = "127.0.0.1:10256"
 	// userHZ is the kernel's clock tick for /proc/<pid>/stat (x86: 100).
 	userHZ = 100
 )
@@ -188,6 +190,20 @@ func (p *proxyProc) rssSplit(t *testing.T) string {
 type metrics map[string]float64
 
 // scrape reads the proxy's /metrics.
+// live reports whether the proxy's /livez answers 200: it has applied
+// a sync (503 before the first). Far cheaper to ask than /metrics, whose
+// process collector reads /proc at every scrape.
+func live() bool {
+	c := http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Get("http://" + healthAddr + "/livez")
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode == http.StatusOK
+}
+
 func scrape() (metrics, error) {
 	c := http.Client{Timeout: 10 * time.Second}
 	resp, err := c.Get("http://" + metricsAddr + "/metrics")
