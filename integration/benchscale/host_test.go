@@ -124,7 +124,11 @@ func measureScale(t *testing.T, repo, consoleLog string, w Workload, phases Phas
 		if kind == "" {
 			kind = "heap"
 		}
-		path := fmt.Sprintf("%s-%s-%d-%s.%s.pprof", strings.TrimSuffix(consoleLog, ".console.log"), p.Proxy, p.Round+1, p.When, kind)
+		ext := kind + ".pprof"
+		if kind == "trace" { // a Go execution trace: go tool trace
+			ext = "trace"
+		}
+		path := fmt.Sprintf("%s-%s-%d-%s.%s", strings.TrimSuffix(consoleLog, ".console.log"), p.Proxy, p.Round+1, p.When, ext)
 		if err := os.WriteFile(path, p.Pprof, 0o644); err != nil {
 			t.Fatal(err)
 		}

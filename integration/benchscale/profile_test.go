@@ -100,7 +100,42 @@ func (b *bench) profileStart(phase string, start time.Time) *cpuProfiler {
 			cp.mu.Unlock()
 		}
 	}()
+	if phase == "cold start" {
+		cp.wg.Add(1)
+		go func() {
+			defer cp.wg.Done()
+			cp.trace(ctx, b)
+		}()
+	}
 	return cp
+}
+
+// traceAt and traceFor place the one execution trace of a cold start:
+// at 10,000 services the first sync runs from about 8 s to 45 s after
+// the process start, so the trace shows the IPVS writer's goroutine
+// mid-sync, where it runs and where it waits (`go tool trace
+// -pprof=sched|syscall|sync`); a smaller cold start ends before it.
+const (
+	traceAt  = 20 * time.Second
+	traceFor = 4 * time.Second
+)
+
+func (cp *cpuProfiler) trace(ctx context.Context, b *bench) {
+	select {
+	case <-ctx.Done():
+		return
+	case <-time.After(time.Until(cp.start.Add(traceAt))):
+	}
+	c := http.Client{}
+	url := fmt.Sprintf("http://%s/debug/pprof/trace?seconds=%d", metricsAddr, int(traceFor/time.Second))
+	body, err := fetch(ctx, &c, url)
+	if err != nil {
+		return // converged before it ended
+	}
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	cp.got = append(cp.got, Profile{Proxy: b.bin.label, Round: b.run.Round, Kind: "trace",
+		When: fmt.Sprintf("cold-start-%05.1fs", traceAt.Seconds()), Pprof: body})
 }
 
 // stop ends the windows (the one under way is lost) and reports those
@@ -114,7 +149,7 @@ func (cp *cpuProfiler) stop(b *bench) {
 	for _, p := range cp.got {
 		b.report(p)
 	}
-	b.t.Logf("%s: %d CPU profile windows of %v", cp.phase, len(cp.got), cpuWindow)
+	b.t.Logf("%s: %d profiles: CPU windows of %v, and at a cold start outlasting %v an execution trace", cp.phase, len(cp.got), cpuWindow, traceAt+traceFor)
 }
 
 // startupTimeline logs when the proxy logged its startup milestones,

@@ -53,7 +53,7 @@ type Profile struct {
 	Proxy string `json:"proxy"`
 	Round int    `json:"round"`
 	When  string `json:"when"`
-	Kind  string `json:"kind,omitempty"` // "heap" (the default) or "cpu"
+	Kind  string `json:"kind,omitempty"` // "heap" (the default), "cpu" or "trace" (a Go execution trace)
 	Pprof []byte `json:"pprof"`
 }
 
