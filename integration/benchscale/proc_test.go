@@ -189,7 +189,6 @@ func (p *proxyProc) rssSplit(t *testing.T) string {
 // its value.
 type metrics map[string]float64
 
-// scrape reads the proxy's /metrics.
 // live reports whether the proxy's /livez answers 200: it has applied
 // a sync (503 before the first). Far cheaper to ask than /metrics, whose
 // process collector reads /proc at every scrape.
@@ -204,6 +203,7 @@ func live() bool {
 	return resp.StatusCode == http.StatusOK
 }
 
+// scrape reads the proxy's /metrics.
 func scrape() (metrics, error) {
 	c := http.Client{Timeout: 10 * time.Second}
 	resp, err := c.Get("http://" + metricsAddr + "/metrics")
