@@ -176,3 +176,54 @@ func TestDecodeVSKey(t *testing.T) {
 		})
 	}
 }
+
+// TestProgrammedTellsAColdNode: a node is programmed once a Resync wrote
+// our table, and cold again after Cleanup; a table of another name, or
+// ours without chains, does not count; a failed read is an error.
+func TestProgrammedTellsAColdNode(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		setup   func(t *testing.T, f *Fake)
+		want    bool
+		wantErr string
+	}{
+		{name: "no table: cold", setup: func(*testing.T, *Fake) {}},
+		{name: "after a Resync: programmed", setup: func(t *testing.T, f *Fake) { mustResync(t, f, manyServices(3)) }, want: true},
+		{name: "after Cleanup: cold", setup: func(t *testing.T, f *Fake) {
+			mustResync(t, f, manyServices(3))
+			if err := New(testConfig, f).Cleanup(); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{name: "another table's chains: cold", setup: func(t *testing.T, f *Fake) {
+			other := f.AddTable(&nftables.Table{Family: nftables.TableFamilyINet, Name: "other"})
+			f.AddChain(&nftables.Chain{Table: other, Name: "input"})
+			if err := f.Flush(); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{name: "our table without chains: cold", setup: func(t *testing.T, f *Fake) {
+			f.AddTable(&nftables.Table{Family: nftables.TableFamilyINet, Name: TableName})
+			if err := f.Flush(); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{name: "a failed read is an error", setup: func(t *testing.T, f *Fake) { f.FailNextRead(unix.ENOBUFS) },
+			wantErr: "list chains of family inet"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := NewFake()
+			tc.setup(t, f)
+			got, err := New(testConfig, f).Programmed()
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !errors.Is(err, unix.ENOBUFS) {
+					t.Fatalf("Programmed: %v, want an error containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("Programmed = %v, %v; want %v", got, err, tc.want)
+			}
+		})
+	}
+}

@@ -68,6 +68,8 @@ type nftWriter interface {
 	// RecordedNodePorts reads the table's record of the NodePort virtual
 	// servers we programmed; none, no error, without a table.
 	RecordedNodePorts() ([]policy.VirtualServerKey, error)
+	// Programmed reports whether the kernel holds our table.
+	Programmed() (bool, error)
 }
 
 // ipvsWriter is the IPVS writer as the DataPlane holds it: it adopts the
@@ -76,6 +78,7 @@ type nftWriter interface {
 type ipvsWriter interface {
 	kernelWriter
 	AdoptRecorded(keys []policy.VirtualServerKey)
+	HeadStart(plan policy.Plan) error
 	Failing() []policy.ServiceKey
 	NextRetry() time.Time
 	Ops() map[string]int
@@ -124,8 +127,8 @@ const (
 type DataPlane struct {
 	nft  nftWriter
 	ipvs ipvsWriter
-	// adopted: the first Resync has read the record of NodePort virtual
-	// servers left by an earlier run.
+	// adopted: the first Resync (or HeadStart) has read the record of
+	// NodePort virtual servers left by an earlier run.
 	adopted bool
 	// failures are the services the last Apply or Resync could not
 	// program, or those of the Repair in progress and its Applies.
@@ -215,19 +218,29 @@ func (d *DataPlane) Check() error {
 // goes on without the record, as before there was one.
 func (d *DataPlane) Resync(plan policy.Plan) error {
 	var errs []error
-	if !d.adopted {
-		d.adopted = true
-		recorded, err := d.nft.RecordedNodePorts()
-		if err != nil {
-			errs = append(errs, fmt.Errorf("nftables: adopt recorded NodePort virtual servers: %w", err))
-		}
-		d.ipvs.AdoptRecorded(recorded)
+	if err := d.adopt(); err != nil {
+		errs = append(errs, err)
 	}
 	d.repair = repairIdle
 	nftErr := d.nft.Resync(plan)
 	svcErrs, ipvsErr := ipvs.SplitErrors(d.ipvs.Resync(plan))
 	d.setFailures(svcErrs)
 	return errors.Join(append(errs, wrap("nftables", nftErr), wrap("ipvs", ipvsErr))...)
+}
+
+// adopt, the first time, hands the IPVS writer the NodePort virtual
+// servers the table records (see Resync).
+func (d *DataPlane) adopt() error {
+	if d.adopted {
+		return nil
+	}
+	d.adopted = true
+	recorded, err := d.nft.RecordedNodePorts()
+	d.ipvs.AdoptRecorded(recorded)
+	if err != nil {
+		return fmt.Errorf("nftables: adopt recorded NodePort virtual servers: %w", err)
+	}
+	return nil
 }
 
 // StartRepair begins a Repair of both writers against what they last

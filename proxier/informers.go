@@ -25,6 +25,8 @@ import (
 type informerSet struct {
 	factories []informers.SharedInformerFactory
 	synced    []cache.InformerSynced
+	// Each handler's registration, as in synced.
+	servicesSynced, slicesSynced, nodeSynced cache.InformerSynced
 }
 
 // Label selectors, as kube-proxy: Services of another proxy and
@@ -99,6 +101,7 @@ func (p *Proxier) newInformers() (*informerSet, error) {
 		}
 		set.synced = append(set.synced, reg.HasSynced)
 	}
+	set.servicesSynced, set.slicesSynced, set.nodeSynced = set.synced[0], set.synced[1], set.synced[2]
 	return set, nil
 }
 

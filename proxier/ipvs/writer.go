@@ -60,10 +60,13 @@ type Writer struct {
 	ct      Conntrack
 	sysctls Sysctls
 
-	started   bool // the kernel has been read
-	tuned     bool // sysctls and timeouts applied
-	tuneTried bool
-	full      bool // a failure asks for a Resync
+	started bool // the kernel has been read
+	// headStarted: a HeadStart read the kernel and programmed it, and no
+	// Resync has run since; the next trusts the mirror (HeadStart).
+	headStarted bool
+	tuned       bool // sysctls and timeouts applied
+	tuneTried   bool
+	full        bool // a failure asks for a Resync
 
 	mirror     map[Key]*actual
 	bound      map[netip.Addr]netip.Prefix // addresses on the dummy interface
@@ -211,7 +214,10 @@ func (w *Writer) Resync(plan policy.Plan) error {
 	defer w.mu.Unlock()
 	w.repair = nil
 	var errs []error
-	w.started, w.full = false, false
+	if !w.headStarted || w.full {
+		w.started, w.full = false, false
+	}
+	w.headStarted = false
 	if err := w.start(true); err != nil {
 		if !w.started {
 			return err
@@ -299,6 +305,7 @@ func (w *Writer) Cleanup() error {
 // forget drops all state but the op counts: the next call starts afresh.
 func (w *Writer) forget() {
 	w.started, w.tuned, w.tuneTried, w.full = false, false, false, false
+	w.headStarted = false
 	w.resetDesired()
 	w.resetMirror()
 	w.draining = map[Key]map[netip.AddrPort]time.Time{}
