@@ -130,6 +130,8 @@ type DataPlane struct {
 	// adopted: the first Resync (or HeadStart) has read the record of
 	// NodePort virtual servers left by an earlier run.
 	adopted bool
+	// resynced: a Resync has run (a HeadStart is not one).
+	resynced bool
 	// failures are the services the last Apply or Resync could not
 	// program, or those of the Repair in progress and its Applies.
 	failures []ServiceFailure
@@ -222,6 +224,7 @@ func (d *DataPlane) Resync(plan policy.Plan) error {
 		errs = append(errs, err)
 	}
 	d.repair = repairIdle
+	d.resynced = true
 	nftErr := d.nft.Resync(plan)
 	svcErrs, ipvsErr := ipvs.SplitErrors(d.ipvs.Resync(plan))
 	d.setFailures(svcErrs)
@@ -250,7 +253,7 @@ func (d *DataPlane) adopt() error {
 // or when one is due, it changes nothing and returns an error.
 func (d *DataPlane) StartRepair() error {
 	d.repair = repairIdle
-	if !d.adopted || d.NeedsResync() {
+	if !d.resynced || d.NeedsResync() {
 		return errResyncDue
 	}
 	if err := d.nft.StartRepair(); err != nil {

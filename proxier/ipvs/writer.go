@@ -205,8 +205,9 @@ func (w *Writer) Apply(changes []policy.ServicePlan) error {
 // Resync makes the kernel match the whole plan: it re-reads the kernel's
 // virtual servers, destinations and dummy addresses, adopts what matches,
 // repairs drift (a virtual server deleted by hand, a changed weight),
-// and removes stale virtual servers and addresses that are ours. With
-// nothing changed it only reads: one services dump, one destinations
+// and removes stale virtual servers and addresses that are ours (right
+// after a HeadStart it trusts the mirror that left instead of reading the
+// kernel again). With nothing changed it only reads: one services dump, one destinations
 // dump per virtual server, the dummy interface and its addresses. A
 // Repair in progress is abandoned.
 func (w *Writer) Resync(plan policy.Plan) error {
