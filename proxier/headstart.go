@@ -70,7 +70,11 @@ var _ DataPlaneHeadStart = (*DataPlane)(nil)
 func (p *Proxier) headStart(ctx context.Context, set *informerSet) (wait func()) {
 	wait = func() {}
 	hs, ok := p.cfg.DataPlane.(DataPlaneHeadStart)
-	if !ok || !cache.WaitForCacheSync(ctx.Done(), set.servicesSynced, set.nodeSynced) || set.slicesSynced() {
+	if !ok || !cache.WaitForCacheSync(ctx.Done(), set.servicesSynced, set.nodeSynced) {
+		return wait
+	}
+	if set.slicesSynced() {
+		p.log.Info("No head start: the EndpointSlices were listed by the time the Services and the Node were")
 		return wait
 	}
 	start := p.clock.Now()
@@ -81,7 +85,7 @@ func (p *Proxier) headStart(ctx context.Context, set *informerSet) (wait func())
 		p.log.Error(err, "Head start failed; the first sync programs everything")
 		return wait
 	case rest == nil:
-		p.log.V(2).Info("No head start: this node's data plane was programmed before")
+		p.log.Info("No head start: this node's data plane was programmed before")
 		return wait
 	}
 	p.log.Info("Head start: programming the virtual servers while the EndpointSlices are listed",

@@ -164,7 +164,7 @@ func (b *bench) startupTimeline(phase string, start time.Time) {
 	var marks []string
 	for _, l := range strings.Split(string(data), "\n") {
 		for _, m := range []string{"Starting the proxy", "Head start: ", "Head start done", "Head start failed",
-			"Head start incomplete", "Informer caches synced", `"Synced" full=true`} {
+			"Head start incomplete", "No head start", "Informer caches synced", `"Synced" full=true`} {
 			if !strings.Contains(l, m) {
 				continue
 			}
