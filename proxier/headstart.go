@@ -13,6 +13,9 @@ import (
 // implements it. Without it, a cold start programs everything in the
 // first Resync, after every informer has listed.
 type DataPlaneHeadStart interface {
+	// Cold reports whether nothing of ours is programmed on the node
+	// (and no Resync ran): only then is there a head start to give.
+	Cold() (bool, error)
 	// HeadStart is given the whole plan without endpoints
 	// (policy.Plan.WithoutEndpoints) while the EndpointSlices are still
 	// being listed. It programs at once what must come first and returns
@@ -21,6 +24,19 @@ type DataPlaneHeadStart interface {
 	// for it where they meet. An error means no head start; the first
 	// Resync programs everything, as without one.
 	HeadStart(plan policy.Plan) (rest func() error, err error)
+}
+
+// Cold reports whether the kernel holds no table of ours and no Resync
+// ran: a fresh node, or one kube-proxy ran.
+func (d *DataPlane) Cold() (bool, error) {
+	if d.adopted {
+		return false, nil
+	}
+	programmed, err := d.nft.Programmed()
+	if err != nil {
+		return false, wrap("nftables", err)
+	}
+	return !programmed, nil
 }
 
 // HeadStart programs, on a cold node, what of plan can be programmed
@@ -39,15 +55,8 @@ type DataPlaneHeadStart interface {
 // plan without endpoints would take the hairpin and empty-service
 // elements from it until the first Resync.
 func (d *DataPlane) HeadStart(plan policy.Plan) (rest func() error, err error) {
-	if d.adopted {
-		return nil, nil
-	}
-	programmed, err := d.nft.Programmed()
-	if err != nil {
-		return nil, wrap("nftables", err)
-	}
-	if programmed {
-		return nil, nil
+	if cold, err := d.Cold(); err != nil || !cold {
+		return nil, err
 	}
 	if err := d.adopt(); err != nil {
 		return nil, err
@@ -60,21 +69,37 @@ func (d *DataPlane) HeadStart(plan policy.Plan) (rest func() error, err error) {
 
 var _ DataPlaneHeadStart = (*DataPlane)(nil)
 
-// headStart gives the data plane a head start on a cold start (see
-// DataPlaneHeadStart): once the Services and this node are listed, while
-// the EndpointSlices, the longest list, still are, it programs the plan
-// without endpoints. It returns a function that waits for the part that
-// goes on in the background. With no head start to give (the data plane
-// has none, the EndpointSlices were listed first, ctx ended) it does
-// nothing.
-func (p *Proxier) headStart(ctx context.Context, set *informerSet) (wait func()) {
+// startInformers starts the informers and, on a cold node, gives the data
+// plane its head start (DataPlaneHeadStart). There the EndpointSlices'
+// informer starts only once the Services and this Node are listed: the
+// lists share one connection to the apiserver, and listed together the
+// Services end when the EndpointSlices do, too late for a head start.
+// The plan without endpoints is then programmed while the EndpointSlices
+// are listed. On a node programmed before, every informer starts at once
+// and nothing is programmed before the first sync. It returns a function
+// that waits for the part of the head start that goes on in the
+// background.
+func (p *Proxier) startInformers(ctx context.Context, set *informerSet) (wait func()) {
 	wait = func() {}
 	hs, ok := p.cfg.DataPlane.(DataPlaneHeadStart)
-	if !ok || !cache.WaitForCacheSync(ctx.Done(), set.servicesSynced, set.nodeSynced) {
+	cold := false
+	if ok {
+		var err error
+		switch cold, err = hs.Cold(); {
+		case err != nil:
+			p.log.Error(err, "Cannot tell whether this node was programmed before; no head start")
+		case !cold:
+			p.log.Info("No head start: this node's data plane was programmed before")
+		}
+	}
+	if !cold {
+		set.start(ctx)
 		return wait
 	}
-	if set.slicesSynced() {
-		p.log.Info("No head start: the EndpointSlices were listed by the time the Services and the Node were")
+	set.startServicesAndNode(ctx)
+	listed := cache.WaitForCacheSync(ctx.Done(), set.servicesSynced, set.nodeSynced)
+	set.startSlices(ctx)
+	if !listed {
 		return wait
 	}
 	start := p.clock.Now()
@@ -85,7 +110,6 @@ func (p *Proxier) headStart(ctx context.Context, set *informerSet) (wait func())
 		p.log.Error(err, "Head start failed; the first sync programs everything")
 		return wait
 	case rest == nil:
-		p.log.Info("No head start: this node's data plane was programmed before")
 		return wait
 	}
 	p.log.Info("Head start: programming the virtual servers while the EndpointSlices are listed",

@@ -2,6 +2,7 @@ package proxier
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -110,11 +111,14 @@ func TestDataPlaneHeadStartOnlyOnAColdNode(t *testing.T) {
 // its plan; its IPVS part blocks until release is closed.
 type headStartDataPlane struct {
 	*fakeDataPlane
+	cold    bool
 	mu      sync.Mutex
 	plans   []policy.Plan
 	release chan struct{}
 	restRan bool
 }
+
+func (f *headStartDataPlane) Cold() (bool, error) { return f.cold, nil }
 
 func (f *headStartDataPlane) HeadStart(plan policy.Plan) (func() error, error) {
 	f.mu.Lock()
@@ -129,14 +133,41 @@ func (f *headStartDataPlane) HeadStart(plan policy.Plan) (func() error, error) {
 	}, nil
 }
 
-// TestRunGivesAHeadStartWhileSlicesAreListed: once the Services and the
-// node are listed, and while the EndpointSlices are not, the loop hands
-// the data plane the plan without endpoints; the first sync is still the
+// listOrder records, in order, the resources the informers list.
+func listOrder(tp *testProxier) func() []string {
+	var mu sync.Mutex
+	var order []string
+	tp.client.PrependReactor("list", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		order = append(order, a.GetResource().Resource)
+		return false, nil, nil
+	})
+	return func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(order)
+	}
+}
+
+// TestRunGivesAHeadStartWhileSlicesAreListed: on a cold node the
+// EndpointSlices are listed only after the Services and the node; once
+// those are, and while the EndpointSlices are not, the loop hands the
+// data plane the plan without endpoints; the first sync is still the
 // whole plan, and Run waits for the head start before it returns.
 func TestRunGivesAHeadStartWhileSlicesAreListed(t *testing.T) {
-	hs := &headStartDataPlane{fakeDataPlane: &fakeDataPlane{}, release: make(chan struct{})}
+	hs := &headStartDataPlane{fakeDataPlane: &fakeDataPlane{}, cold: true, release: make(chan struct{})}
 	tp := newTestProxier(t, func(c *Config) { c.DataPlane = hs }, node(testNode, "192.168.0.10", nil),
 		service("web", "10.96.0.10"), service("db", "10.96.0.20"), slice("web-1", "web", ep{"10.244.1.5", testNode}))
+	// The first Services list fails, so that the Services are listed
+	// after a retry: the EndpointSlices must still wait for them.
+	var servicesFailed atomic.Bool
+	tp.client.PrependReactor("list", "services", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if servicesFailed.CompareAndSwap(false, true) {
+			return true, nil, errBoom
+		}
+		return false, nil, nil
+	})
 	// Fails until listed (a reactor must not block: the fake clientset
 	// runs them under its lock).
 	var listed atomic.Bool
@@ -146,6 +177,7 @@ func TestRunGivesAHeadStartWhileSlicesAreListed(t *testing.T) {
 		}
 		return false, nil, nil
 	})
+	order := listOrder(tp) // first in the chain: it sees every attempt
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- tp.Run(ctx) }()
@@ -189,5 +221,30 @@ func TestRunGivesAHeadStartWhileSlicesAreListed(t *testing.T) {
 	defer hs.mu.Unlock()
 	if !hs.restRan || len(hs.plans) != 1 {
 		t.Errorf("head start part ran %v, head starts %d; want true, 1", hs.restRan, len(hs.plans))
+	}
+	// Every attempt: the Services' failed list and its retry, the
+	// EndpointSlices' failed lists and the last one.
+	got := order()
+	first := slices.Index(got, "endpointslices")
+	if first < 0 || slices.Contains(got[first:], "services") || slices.Contains(got[first:], "nodes") {
+		t.Errorf("lists in the order %v; want the EndpointSlices after the Services and the nodes", got)
+	}
+}
+
+// TestRunOnAProgrammedNodeGivesNoHeadStart: on a node programmed before,
+// there is no head start; the first sync is the whole plan.
+func TestRunOnAProgrammedNodeGivesNoHeadStart(t *testing.T) {
+	hs := &headStartDataPlane{fakeDataPlane: &fakeDataPlane{}, release: make(chan struct{})}
+	close(hs.release)
+	tp := newTestProxier(t, func(c *Config) { c.DataPlane = hs }, node(testNode, "192.168.0.10", nil),
+		service("web", "10.96.0.10"), slice("web-1", "web", ep{"10.244.1.5", testNode}))
+	tp.start(t)
+	if got := describeAll(hs.snapshot()); !cmp.Equal(got, []string{"Resync[1]"}) {
+		t.Errorf("first sync: %v, want Resync[1]", got)
+	}
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	if len(hs.plans) != 0 {
+		t.Errorf("%d head starts on a programmed node", len(hs.plans))
 	}
 }

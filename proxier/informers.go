@@ -70,6 +70,7 @@ func (p *Proxier) newInformers() (*informerSet, error) {
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", p.cfg.NodeName).String()
 		}))
 
+	// In this order: startServicesAndNode and startSlices index them.
 	set := &informerSet{factories: []informers.SharedInformerFactory{svcF, sliceF, nodeF}}
 	// The factories' own informers keep a namespace index nothing here
 	// reads (a set of keys per namespace: 20,000 entries at 10,000
@@ -110,6 +111,15 @@ func (s *informerSet) start(ctx context.Context) {
 		f.StartWithContext(ctx)
 	}
 }
+
+// startServicesAndNode starts the Services' and this Node's informers;
+// startSlices the EndpointSlices'. Together they are start.
+func (s *informerSet) startServicesAndNode(ctx context.Context) {
+	s.factories[0].StartWithContext(ctx)
+	s.factories[2].StartWithContext(ctx)
+}
+
+func (s *informerSet) startSlices(ctx context.Context) { s.factories[1].StartWithContext(ctx) }
 
 // shutdown waits for the informers' goroutines; ctx must be done.
 func (s *informerSet) shutdown() {

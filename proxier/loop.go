@@ -262,11 +262,10 @@ func (p *Proxier) Run(ctx context.Context) error {
 	p.services = set.factories[0].Core().V1().Services().Informer().GetStore()
 	p.watchHostAddresses(ctx)
 	p.nodes.run(ctx)
-	set.start(ctx)
 	defer set.shutdown()
 	defer p.nodes.shutdown()
 	p.log.V(2).Info("Waiting for informer caches", "node", p.cfg.NodeName)
-	waitHeadStart := p.headStart(ctx, set)
+	waitHeadStart := p.startInformers(ctx, set)
 	defer waitHeadStart()
 	if !cache.WaitForCacheSync(ctx.Done(), set.synced...) || !p.nodes.waitSynced(ctx) {
 		return nil // ctx done
