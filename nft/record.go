@@ -49,23 +49,6 @@ func (w *Writer) RecordedNodePorts() ([]policy.VirtualServerKey, error) {
 	return slices.Compact(out), nil
 }
 
-// Programmed reports whether the kernel holds a table of ours with
-// chains, as an earlier run leaves it: one dump of the inet family's
-// chains. Without one the node is cold, and nothing of ours filters or
-// masquerades yet.
-func (w *Writer) Programmed() (bool, error) {
-	chains, err := w.conn.ListChainsOfTableFamily(w.table.Family)
-	if err != nil {
-		return false, fmt.Errorf("list chains of family inet: %w", err)
-	}
-	for _, c := range chains {
-		if c.Table != nil && c.Table.Name == TableName {
-			return true, nil
-		}
-	}
-	return false, nil
-}
-
 // decodeVSKey parses a vsKey of fam: address . inet_proto . inet_service,
 // each field padded to 4 bytes.
 func decodeVSKey(b []byte, fam *family) (policy.VirtualServerKey, error) {

@@ -220,19 +220,3 @@ func (p Plan) ByService() []ServicePlan {
 	slices.SortFunc(out, func(a, b ServicePlan) int { return a.Service.Compare(b.Service) })
 	return out
 }
-
-// WithoutEndpoints returns what of p stands before any endpoint is known:
-// every virtual server with its settings, but without destinations and
-// without a verdict for being empty (WhenEmpty unset, so neither rejected
-// nor dropped: its endpoints may just not be listed yet), and no health
-// checks. The proxier programs it on a cold node while the EndpointSlices
-// are still being listed, so that the kernel's slow part, one request per
-// virtual server and address, starts early. p is not changed.
-func (p Plan) WithoutEndpoints() Plan {
-	out := Plan{Node: p.Node, VirtualServers: make([]VirtualServer, len(p.VirtualServers))}
-	for i, vs := range p.VirtualServers {
-		vs.Destinations, vs.WhenEmpty = nil, ""
-		out.VirtualServers[i] = vs
-	}
-	return out
-}

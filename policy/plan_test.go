@@ -1,10 +1,7 @@
 package policy
 
 import (
-	"bytes"
 	"encoding/json"
-	"net/netip"
-	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -84,48 +81,5 @@ func TestServiceKeyTextRoundTrips(t *testing.T) {
 		if err := json.Unmarshal([]byte(`{"service":`+bad+`}`), &hc); err == nil {
 			t.Errorf("Unmarshal(%s) succeeded", bad)
 		}
-	}
-}
-
-// TestWithoutEndpointsKeepsEveryVirtualServerAndNoVerdict: the head start
-// plan has every virtual server with its settings, none of the
-// destinations or empty verdicts (which would reject traffic whose
-// endpoints are only not listed yet), no health checks, and leaves the
-// plan it came from as it was.
-func TestWithoutEndpointsKeepsEveryVirtualServerAndNoVerdict(t *testing.T) {
-	svc := ServiceKey{Namespace: "ns", Name: "a"}
-	full := Plan{
-		Node: "n1",
-		VirtualServers: []VirtualServer{
-			{Service: svc, Kind: KindClusterIP, Address: netip.MustParseAddr("10.0.0.1"), Port: 80, Protocol: ProtocolTCP,
-				Scheduler: "rr", Masquerade: MasqueradeOffCluster, NoTrack: true,
-				Destinations: []Destination{{Address: netip.MustParseAddr("10.1.0.1"), Port: 8080, Weight: 1}}},
-			{Service: svc, Kind: KindNodePort, Address: netip.MustParseAddr("192.168.0.1"), Port: 30080, Protocol: ProtocolTCP,
-				Scheduler: "rr", TrafficPolicy: PolicyLocal, WhenEmpty: EmptyDrop,
-				InternalVia: netip.MustParseAddrPort("10.0.0.1:80")},
-		},
-		HealthChecks: []HealthCheck{{Service: svc, NodePort: 31000}},
-	}
-	before, err := json.Marshal(full)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := full.WithoutEndpoints()
-	if got.Node != "n1" || len(got.HealthChecks) != 0 || len(got.VirtualServers) != 2 {
-		t.Fatalf("got node %q, %d health checks, %d virtual servers; want n1, 0, 2", got.Node, len(got.HealthChecks), len(got.VirtualServers))
-	}
-	for i, vs := range got.VirtualServers {
-		want := full.VirtualServers[i]
-		want.Destinations, want.WhenEmpty = nil, ""
-		if !reflect.DeepEqual(vs, want) {
-			t.Errorf("virtual server %d = %+v, want %+v", i, vs, want)
-		}
-	}
-	after, err := json.Marshal(full)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(before, after) {
-		t.Errorf("WithoutEndpoints changed its plan:\n%s\nwas\n%s", after, before)
 	}
 }

@@ -68,8 +68,6 @@ type nftWriter interface {
 	// RecordedNodePorts reads the table's record of the NodePort virtual
 	// servers we programmed; none, no error, without a table.
 	RecordedNodePorts() ([]policy.VirtualServerKey, error)
-	// Programmed reports whether the kernel holds our table.
-	Programmed() (bool, error)
 }
 
 // ipvsWriter is the IPVS writer as the DataPlane holds it: it adopts the
@@ -78,7 +76,6 @@ type nftWriter interface {
 type ipvsWriter interface {
 	kernelWriter
 	AdoptRecorded(keys []policy.VirtualServerKey)
-	HeadStart(plan policy.Plan) error
 	Failing() []policy.ServiceKey
 	NextRetry() time.Time
 	Ops() map[string]int
@@ -127,11 +124,9 @@ const (
 type DataPlane struct {
 	nft  nftWriter
 	ipvs ipvsWriter
-	// adopted: the first Resync (or HeadStart) has read the record of
-	// NodePort virtual servers left by an earlier run.
+	// adopted: the first Resync has read the record of NodePort virtual
+	// servers left by an earlier run.
 	adopted bool
-	// resynced: a Resync has run (a HeadStart is not one).
-	resynced bool
 	// failures are the services the last Apply or Resync could not
 	// program, or those of the Repair in progress and its Applies.
 	failures []ServiceFailure
@@ -220,30 +215,19 @@ func (d *DataPlane) Check() error {
 // goes on without the record, as before there was one.
 func (d *DataPlane) Resync(plan policy.Plan) error {
 	var errs []error
-	if err := d.adopt(); err != nil {
-		errs = append(errs, err)
+	if !d.adopted {
+		d.adopted = true
+		recorded, err := d.nft.RecordedNodePorts()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("nftables: adopt recorded NodePort virtual servers: %w", err))
+		}
+		d.ipvs.AdoptRecorded(recorded)
 	}
 	d.repair = repairIdle
-	d.resynced = true
 	nftErr := d.nft.Resync(plan)
 	svcErrs, ipvsErr := ipvs.SplitErrors(d.ipvs.Resync(plan))
 	d.setFailures(svcErrs)
 	return errors.Join(append(errs, wrap("nftables", nftErr), wrap("ipvs", ipvsErr))...)
-}
-
-// adopt, the first time, hands the IPVS writer the NodePort virtual
-// servers the table records (see Resync).
-func (d *DataPlane) adopt() error {
-	if d.adopted {
-		return nil
-	}
-	d.adopted = true
-	recorded, err := d.nft.RecordedNodePorts()
-	d.ipvs.AdoptRecorded(recorded)
-	if err != nil {
-		return fmt.Errorf("nftables: adopt recorded NodePort virtual servers: %w", err)
-	}
-	return nil
 }
 
 // StartRepair begins a Repair of both writers against what they last
@@ -253,7 +237,7 @@ func (d *DataPlane) adopt() error {
 // or when one is due, it changes nothing and returns an error.
 func (d *DataPlane) StartRepair() error {
 	d.repair = repairIdle
-	if !d.resynced || d.NeedsResync() {
+	if !d.adopted || d.NeedsResync() {
 		return errResyncDue
 	}
 	if err := d.nft.StartRepair(); err != nil {

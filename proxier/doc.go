@@ -16,9 +16,7 @@
 // succeeds; a failed sync is retried with backoff from 1 s; while idle
 // the loop checks cheaply that our kernel objects still exist and
 // resyncs at once if not. Events on invalid annotations: events.go; the
-// seams to the data plane, metrics and health: seams.go. On a cold node
-// the data plane gets a head start while the EndpointSlices are still
-// being listed: the plan without endpoints, add-only (headstart.go).
+// seams to the data plane, metrics and health: seams.go.
 //
 // DataPlane applies plans to the kernel through the IPVS writer (package
 // proxier/ipvs) and the nftables writer (package nft); it only orders the

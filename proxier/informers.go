@@ -25,8 +25,6 @@ import (
 type informerSet struct {
 	factories []informers.SharedInformerFactory
 	synced    []cache.InformerSynced
-	// Each handler's registration, as in synced.
-	servicesSynced, slicesSynced, nodeSynced cache.InformerSynced
 }
 
 // Label selectors, as kube-proxy: Services of another proxy and
@@ -70,7 +68,6 @@ func (p *Proxier) newInformers() (*informerSet, error) {
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", p.cfg.NodeName).String()
 		}))
 
-	// In this order: startServicesAndNode and startSlices index them.
 	set := &informerSet{factories: []informers.SharedInformerFactory{svcF, sliceF, nodeF}}
 	// The factories' own informers keep a namespace index nothing here
 	// reads (a set of keys per namespace: 20,000 entries at 10,000
@@ -102,7 +99,6 @@ func (p *Proxier) newInformers() (*informerSet, error) {
 		}
 		set.synced = append(set.synced, reg.HasSynced)
 	}
-	set.servicesSynced, set.slicesSynced, set.nodeSynced = set.synced[0], set.synced[1], set.synced[2]
 	return set, nil
 }
 
@@ -111,15 +107,6 @@ func (s *informerSet) start(ctx context.Context) {
 		f.StartWithContext(ctx)
 	}
 }
-
-// startServicesAndNode starts the Services' and this Node's informers;
-// startSlices the EndpointSlices'. Together they are start.
-func (s *informerSet) startServicesAndNode(ctx context.Context) {
-	s.factories[0].StartWithContext(ctx)
-	s.factories[2].StartWithContext(ctx)
-}
-
-func (s *informerSet) startSlices(ctx context.Context) { s.factories[1].StartWithContext(ctx) }
 
 // shutdown waits for the informers' goroutines; ctx must be done.
 func (s *informerSet) shutdown() {

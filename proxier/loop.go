@@ -236,9 +236,8 @@ func (p *Proxier) setClock(c clock.Clock) {
 	}
 }
 
-// Run starts the informers, waits for their caches (on a cold node giving
-// the data plane a head start meanwhile, see DataPlaneHeadStart), makes
-// the first full Resync and then syncs until ctx is done. It never flushes the kernel:
+// Run starts the informers, waits for their caches, makes the first full
+// Resync and then syncs until ctx is done. It never flushes the kernel:
 // on exit, or while the apiserver is unreachable (the informers retry
 // with backoff), the last programmed state stays. It returns nil when ctx
 // ends, and an error only if it cannot start.
@@ -262,11 +261,10 @@ func (p *Proxier) Run(ctx context.Context) error {
 	p.services = set.factories[0].Core().V1().Services().Informer().GetStore()
 	p.watchHostAddresses(ctx)
 	p.nodes.run(ctx)
+	set.start(ctx)
 	defer set.shutdown()
 	defer p.nodes.shutdown()
 	p.log.V(2).Info("Waiting for informer caches", "node", p.cfg.NodeName)
-	waitHeadStart := p.startInformers(ctx, set)
-	defer waitHeadStart()
 	if !cache.WaitForCacheSync(ctx.Done(), set.synced...) || !p.nodes.waitSynced(ctx) {
 		return nil // ctx done
 	}

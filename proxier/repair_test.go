@@ -157,16 +157,6 @@ func TestDataPlaneRepairRules(t *testing.T) {
 		t.Errorf("StartRepair before the first Resync: no error")
 	}
 	plan := policy.Plan{VirtualServers: webPlan("10.244.1.5").VirtualServers}
-	rest, err := f.dp.HeadStart(plan.WithoutEndpoints())
-	if err != nil || rest == nil {
-		t.Fatalf("HeadStart = %v, %v", rest != nil, err)
-	}
-	if err := rest(); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.dp.StartRepair(); err == nil {
-		t.Errorf("StartRepair after a head start, before the first Resync: no error")
-	}
 	if err := f.dp.Resync(plan); err != nil {
 		t.Fatal(err)
 	}

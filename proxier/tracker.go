@@ -396,16 +396,6 @@ func (t *tracker) checkout(full, wantPlan bool) work {
 	return w
 }
 
-// preview computes the whole plan from what the informers have delivered
-// so far, and takes no change: the next sync still computes what it
-// would have.
-func (t *tracker) preview() policy.Plan {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	plan, _ := t.engine.Compute()
-	return plan
-}
-
 // emptied returns m, or a new map when m is empty: a map keeps the room
 // it grew to, and the start marks every service (10,000 entries' room in
 // each of these maps, held for the process's life; issue 11, memory).

@@ -163,13 +163,12 @@ func (b *bench) startupTimeline(phase string, start time.Time) {
 	}
 	var marks []string
 	for _, l := range strings.Split(string(data), "\n") {
-		for _, m := range []string{"Starting the proxy", "Head start: ", "Head start done", "Head start failed",
-			"Head start incomplete", "No head start", "Informer caches synced", `"Synced" full=true`} {
+		for _, m := range []string{"Starting the proxy", "Informer caches synced", `"Synced" full=true`} {
 			if !strings.Contains(l, m) {
 				continue
 			}
 			if at, ok := klogTime(l, start); ok {
-				marks = append(marks, fmt.Sprintf("%s at %.2fs", strings.Trim(m, `": `), at.Seconds()))
+				marks = append(marks, fmt.Sprintf("%s at %.2fs", strings.Trim(m, `"`), at.Seconds()))
 			}
 		}
 	}

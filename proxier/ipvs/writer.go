@@ -60,13 +60,10 @@ type Writer struct {
 	ct      Conntrack
 	sysctls Sysctls
 
-	started bool // the kernel has been read
-	// headStarted: a HeadStart read the kernel and programmed it, and no
-	// Resync has run since; the next trusts the mirror (HeadStart).
-	headStarted bool
-	tuned       bool // sysctls and timeouts applied
-	tuneTried   bool
-	full        bool // a failure asks for a Resync
+	started   bool // the kernel has been read
+	tuned     bool // sysctls and timeouts applied
+	tuneTried bool
+	full      bool // a failure asks for a Resync
 
 	mirror     map[Key]*actual
 	bound      map[netip.Addr]netip.Prefix // addresses on the dummy interface
@@ -205,9 +202,8 @@ func (w *Writer) Apply(changes []policy.ServicePlan) error {
 // Resync makes the kernel match the whole plan: it re-reads the kernel's
 // virtual servers, destinations and dummy addresses, adopts what matches,
 // repairs drift (a virtual server deleted by hand, a changed weight),
-// and removes stale virtual servers and addresses that are ours (right
-// after a HeadStart it trusts the mirror that left instead of reading the
-// kernel again). With nothing changed it only reads: one services dump, one destinations
+// and removes stale virtual servers and addresses that are ours. With
+// nothing changed it only reads: one services dump, one destinations
 // dump per virtual server, the dummy interface and its addresses. A
 // Repair in progress is abandoned.
 func (w *Writer) Resync(plan policy.Plan) error {
@@ -215,10 +211,7 @@ func (w *Writer) Resync(plan policy.Plan) error {
 	defer w.mu.Unlock()
 	w.repair = nil
 	var errs []error
-	if !w.headStarted || w.full {
-		w.started, w.full = false, false
-	}
-	w.headStarted = false
+	w.started, w.full = false, false
 	if err := w.start(true); err != nil {
 		if !w.started {
 			return err
@@ -306,7 +299,6 @@ func (w *Writer) Cleanup() error {
 // forget drops all state but the op counts: the next call starts afresh.
 func (w *Writer) forget() {
 	w.started, w.tuned, w.tuneTried, w.full = false, false, false, false
-	w.headStarted = false
 	w.resetDesired()
 	w.resetMirror()
 	w.draining = map[Key]map[netip.AddrPort]time.Time{}
