@@ -162,7 +162,11 @@ func (b *bench) startupTimeline(phase string, start time.Time) {
 		return
 	}
 	var marks []string
+	listFailures := 0
 	for _, l := range strings.Split(string(data), "\n") {
+		if strings.Contains(l, "Cannot list the host's addresses") {
+			listFailures++
+		}
 		for _, m := range []string{"Starting the proxy", "Informer caches synced", `"Synced" full=true`} {
 			if !strings.Contains(l, m) {
 				continue
@@ -172,7 +176,7 @@ func (b *bench) startupTimeline(phase string, start time.Time) {
 			}
 		}
 	}
-	b.t.Logf("%s: timeline from the process start: %s", phase, strings.Join(marks, "; "))
+	b.t.Logf("%s: timeline from the process start: %s; host-address Lists failed: %d", phase, strings.Join(marks, "; "), listFailures)
 }
 
 // klogTime reads a klog header's time ("I1124 14:02:05.123456 ...") as

@@ -150,3 +150,73 @@ func TestListRedoesInterruptedDumps(t *testing.T) {
 		t.Errorf("%d of 100 Lists failed beside address churn, want 0", failed)
 	}
 }
+
+// TestWatchKeepsItsSubscriptionThroughABurst: 10,000 addresses added to
+// the dummy interface as fast as two writers can, as the IPVS writer does
+// at a cold start of 10,000 services, while two goroutines keep the CPUs
+// busy as the cold start does: the subscription takes every event
+// without overflowing its buffer, so it is never renewed, and renewal's
+// List of every address (changed) is never asked for.
+func TestWatchKeepsItsSubscriptionThroughABurst(t *testing.T) {
+	n := hostaddr.Netlink{Exclude: dummy}
+	ex := addLink(t, dummy)
+	var calls atomic.Int32
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); n.Watch(ctx, func() { calls.Add(1) }) }()
+	t.Cleanup(func() { cancel(); <-done })
+	for deadline := time.Now().Add(5 * time.Second); calls.Load() < 1; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no call after subscribing")
+		}
+	}
+	time.Sleep(200 * time.Millisecond)
+	base := calls.Load()
+
+	busy, stop := make(chan struct{}), make(chan struct{})
+	for range 2 {
+		go func() {
+			defer func() { busy <- struct{}{} }()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+			}
+		}()
+	}
+	start := time.Now()
+	errs := make(chan error, 2)
+	for w := range 2 {
+		go func() {
+			h, err := netlink.NewHandle()
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer h.Close()
+			for i := w; i < 10000; i += 2 {
+				p := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 96, byte(i / 250), byte(i%250 + 1)}), 32)
+				if err := h.AddrAdd(ex, &netlink.Addr{IPNet: labnet.IPNet(p)}); err != nil {
+					errs <- fmt.Errorf("add %s: %w", p, err)
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	close(stop)
+	<-busy
+	<-busy
+	t.Logf("10,000 addresses added in %v", time.Since(start))
+	time.Sleep(1500 * time.Millisecond) // a renewal comes a second after the break
+	if got := calls.Load() - base; got != 0 {
+		t.Errorf("10,000 addresses on %s: %d calls (the subscription was renewed), want 0", dummy, got)
+	}
+}
