@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -143,7 +142,6 @@ func restConfig(c ClientConfig) (*rest.Config, error) {
 	cfg.QPS, cfg.Burst = c.QPS, c.Burst
 	cfg.ContentType, cfg.AcceptContentTypes = c.ContentType, c.AcceptContentTypes
 	cfg.UserAgent = "kube-ipvs-proxy"
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return bufferedBodies{next: rt} })
 	return cfg, nil
 }
 
