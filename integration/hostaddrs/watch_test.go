@@ -41,6 +41,31 @@ func addAddr(t *testing.T, l netlink.Link, cidr string) {
 	}
 }
 
+// watch runs n.Watch until the test ends, counting its calls of changed,
+// and returns once the call after subscribing has come and 200 ms more
+// have passed, with the count then.
+func watch(t *testing.T, n hostaddr.Netlink) (calls *atomic.Int32, base int32) {
+	t.Helper()
+	calls = new(atomic.Int32)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); n.Watch(ctx, func() { calls.Add(1) }) }()
+	t.Cleanup(func() { cancel(); <-done })
+	waitForCalls(t, calls, "the call after subscribing", func() bool { return calls.Load() >= 1 })
+	time.Sleep(200 * time.Millisecond)
+	return calls, calls.Load()
+}
+
+// waitForCalls polls cond for up to 5 s.
+func waitForCalls(t *testing.T, calls *atomic.Int32, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %d calls", what, calls.Load())
+		}
+	}
+}
+
 // TestWatchIgnoresTheDummyInterface: the IPVS writer adds an address to
 // the dummy interface per service VIP; none is a node address, so the
 // watch does not report them (each report costs a List of every address
@@ -51,22 +76,7 @@ func TestWatchIgnoresTheDummyInterface(t *testing.T) {
 	n := hostaddr.Netlink{Exclude: dummy}
 	ex := addLink(t, dummy)
 	other := addLink(t, node)
-	var calls atomic.Int32
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); n.Watch(ctx, func() { calls.Add(1) }) }()
-	t.Cleanup(func() { cancel(); <-done })
-	waitFor := func(what string, cond func() bool) {
-		t.Helper()
-		for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: %d calls", what, calls.Load())
-			}
-		}
-	}
-	waitFor("the call after subscribing", func() bool { return calls.Load() >= 1 })
-	time.Sleep(200 * time.Millisecond)
-	base := calls.Load()
+	calls, base := watch(t, n)
 
 	for i := range 500 {
 		addAddr(t, ex, fmt.Sprintf("10.96.%d.%d/32", i/250, i%250+1))
@@ -77,7 +87,7 @@ func TestWatchIgnoresTheDummyInterface(t *testing.T) {
 	}
 
 	addAddr(t, other, "198.51.100.7/24")
-	waitFor("an address on "+node, func() bool { return calls.Load() > base })
+	waitForCalls(t, calls, "an address on "+node, func() bool { return calls.Load() > base })
 	addrs, err := n.List()
 	if err != nil {
 		t.Fatal(err)
@@ -160,18 +170,7 @@ func TestListRedoesInterruptedDumps(t *testing.T) {
 func TestWatchKeepsItsSubscriptionThroughABurst(t *testing.T) {
 	n := hostaddr.Netlink{Exclude: dummy}
 	ex := addLink(t, dummy)
-	var calls atomic.Int32
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); n.Watch(ctx, func() { calls.Add(1) }) }()
-	t.Cleanup(func() { cancel(); <-done })
-	for deadline := time.Now().Add(5 * time.Second); calls.Load() < 1; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("no call after subscribing")
-		}
-	}
-	time.Sleep(200 * time.Millisecond)
-	base := calls.Load()
+	calls, base := watch(t, n)
 
 	busy, stop := make(chan struct{}), make(chan struct{})
 	for range 2 {
