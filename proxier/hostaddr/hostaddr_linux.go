@@ -2,11 +2,13 @@ package hostaddr
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"time"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 	"k8s.io/klog/v2"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/netlinkdump"
@@ -49,17 +51,42 @@ func (n Netlink) list() ([]netip.Addr, error) {
 	return Select(all, n.Exclude), nil
 }
 
+// subscriptionBuffer is the address subscription's socket receive
+// buffer. The IPVS writer adds an address per service VIP: 10,000 in a
+// few seconds at a cold start of 10k services, each event about 800
+// bytes of buffer in the kernel until the reader takes it. In the VM lab,
+// such a burst beside busy CPUs overflowed the default buffer (about
+// 200 KiB): the subscription ended (ENOBUFS), and its renewal a second
+// later asked for a List of every address, thousands of them, while the
+// adds went on (TestWatchKeepsItsSubscriptionThroughABurst: once in nine
+// runs with the default buffer, never in five with this one). 16 MiB
+// holds the whole burst unread, twice over.
+const subscriptionBuffer = 16 << 20
+
 // Watch calls changed after every address change, until ctx ends. A
 // broken subscription is renewed after a second, and changed is called
-// then too, since events may have been missed.
+// then too, since events may have been missed. The subscription's buffer
+// is subscriptionBuffer, forced past rmem_max (CAP_NET_ADMIN); without
+// the capability, the largest rmem_max allows.
 func (n Netlink) Watch(ctx context.Context, changed func()) {
 	logger := klog.FromContext(ctx)
+	force := true
 	for ctx.Err() == nil {
 		updates := make(chan netlink.AddrUpdate, 64)
 		done := make(chan struct{})
-		err := netlink.AddrSubscribeWithOptions(updates, done, netlink.AddrSubscribeOptions{
-			ErrorCallback: func(err error) { logger.V(2).Info("Address subscription error", "err", err) },
-		})
+		opts := netlink.AddrSubscribeOptions{
+			ErrorCallback:          func(err error) { logger.V(2).Info("Address subscription error", "err", err) },
+			ReceiveBufferSize:      subscriptionBuffer,
+			ReceiveBufferForceSize: force,
+		}
+		err := netlink.AddrSubscribeWithOptions(updates, done, opts)
+		if force && errors.Is(err, unix.EPERM) {
+			// Once per process: the failed attempt's socket is not
+			// closed by the library.
+			logger.Info("Cannot force the address subscription's buffer past rmem_max; using rmem_max", "want", subscriptionBuffer, "err", err)
+			force, opts.ReceiveBufferForceSize = false, false
+			err = netlink.AddrSubscribeWithOptions(updates, done, opts)
+		}
 		if err != nil {
 			logger.Error(err, "Cannot subscribe to address changes; retrying")
 		} else {
