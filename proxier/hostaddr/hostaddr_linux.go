@@ -58,9 +58,9 @@ func (n Netlink) list() ([]netip.Addr, error) {
 // such a burst beside busy CPUs overflowed the default buffer (about
 // 200 KiB): the subscription ended (ENOBUFS), and its renewal a second
 // later asked for a List of every address, thousands of them, while the
-// adds went on (TestWatchKeepsItsSubscriptionThroughABurst: once in nine
-// runs with the default buffer, never in five with this one). 16 MiB
-// holds the whole burst unread, twice over.
+// adds went on (TestWatchKeepsItsSubscriptionThroughABurst: once in seven
+// runs with the default buffer, never in five with 8 MiB). 16 MiB holds
+// the whole burst unread, twice over.
 const subscriptionBuffer = 16 << 20
 
 // Watch calls changed after every address change, until ctx ends. A
