@@ -81,7 +81,7 @@ func (n Netlink) Watch(ctx context.Context, changed func()) {
 		}
 		err := netlink.AddrSubscribeWithOptions(updates, done, opts)
 		if force && errors.Is(err, unix.EPERM) {
-			// Once per process: the failed attempt's socket is not
+			// Once per Watch: the failed attempt's socket is not
 			// closed by the library.
 			logger.Info("Cannot force the address subscription's buffer past rmem_max; using rmem_max", "want", subscriptionBuffer, "err", err)
 			force, opts.ReceiveBufferForceSize = false, false
