@@ -182,6 +182,15 @@ func (p *proxyProc) rssSplit(t *testing.T) string {
 			parts = append(parts, strings.Join(strings.Fields(l), " "))
 		}
 	}
+	// Of the anonymous memory, how much sits in transparent huge pages:
+	// khugepaged can fold pages the runtime released back into them.
+	if data, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", p.cmd.Process.Pid)); err == nil {
+		for _, l := range strings.Split(string(data), "\n") {
+			if strings.HasPrefix(l, "AnonHugePages:") {
+				parts = append(parts, strings.Join(strings.Fields(l), " "))
+			}
+		}
+	}
 	return strings.Join(parts, ", ")
 }
 

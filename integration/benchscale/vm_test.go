@@ -68,6 +68,9 @@ func TestScaleInVM(t *testing.T) {
 	}
 	b := &bench{admin: admin, w: w, want: w.Expected(), phases: phases, gens: map[int]int{}}
 	t.Logf("%d services, %d endpoints; the kernel must hold %+v", n, n*PerService, b.want)
+	if thp, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled"); err == nil {
+		t.Logf("transparent huge pages: %s", strings.TrimSpace(string(thp)))
+	}
 	for round := range phases.Rounds {
 		for _, bin := range bins {
 			t.Run(fmt.Sprintf("%s#%d", bin.label, round+1), func(t *testing.T) {
