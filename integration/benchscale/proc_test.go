@@ -169,7 +169,8 @@ func (p *proxyProc) memory(t *testing.T) (rss, hwm float64) {
 }
 
 // rssSplit reads how the proxy's resident memory splits: anonymous
-// (heap, stacks, runtime) and file-backed (the binary's pages).
+// (heap, stacks, runtime) and file-backed (the binary's pages), and
+// whether the kernel may give it transparent huge pages.
 func (p *proxyProc) rssSplit(t *testing.T) string {
 	t.Helper()
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
@@ -178,7 +179,8 @@ func (p *proxyProc) rssSplit(t *testing.T) string {
 	}
 	var parts []string
 	for _, l := range strings.Split(string(data), "\n") {
-		if strings.HasPrefix(l, "RssAnon:") || strings.HasPrefix(l, "RssFile:") || strings.HasPrefix(l, "RssShmem:") {
+		if strings.HasPrefix(l, "RssAnon:") || strings.HasPrefix(l, "RssFile:") || strings.HasPrefix(l, "RssShmem:") ||
+			strings.HasPrefix(l, "THP_enabled:") {
 			parts = append(parts, strings.Join(strings.Fields(l), " "))
 		}
 	}

@@ -40,6 +40,9 @@ type DataPlaneOpener func() (proxier.DataPlaneWriter, func(), error)
 // server.
 func Watch(ctx context.Context, o *Options, open DataPlaneOpener, stdout io.Writer) error {
 	logger := klog.FromContext(ctx)
+	if err := hugePagesOff(); err != nil {
+		logger.Info("Transparent huge pages stay on for the proxy's memory", "err", err)
+	}
 	rc := o.RunConfig()
 	restCfg, err := restConfig(rc.Client)
 	if err != nil {
