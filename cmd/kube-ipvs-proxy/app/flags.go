@@ -100,7 +100,7 @@ func (s *flagState) kubeProxyFlags() []kubeProxyFlag {
 		used("nodeport-addresses", &c.NodePortAddresses, "CIDRs selecting the node IPs NodePorts accept connections on, or \"primary\"; default: every InternalIP and ExternalIP."),
 		used("profiling", &c.EnableProfiling, "Serve Go's profiles (/debug/pprof/) on the metrics server, as kube-proxy."),
 		used("config-sync-period", &c.ConfigSyncPeriod.Duration, "How often the informers resync from the apiserver; must be greater than 0."),
-		used("feature-gates", &featureGatesValue{m: &c.FeatureGates}, "key=bool pairs of kube-proxy feature gates; unknown gates are warned about and ignored."),
+		used("feature-gates", &featureGatesValue{m: &c.FeatureGates}, "key=bool pairs of kube-proxy feature gates, client-go's among them (e.g. WatchListClient=false); unknown gates are warned about and ignored."),
 		used("healthz-port", &s.healthzPort, "Deprecated: port of the health check server, 0 to disable; use --healthz-bind-address."),
 		used("metrics-port", &s.metricsPort, "Deprecated: port of the metrics server, 0 to disable; use --metrics-bind-address."),
 
@@ -274,10 +274,16 @@ var knownGates = map[string]string{
 }
 
 // gateWarnings names each gate that is unknown or set to a value we do
-// not implement.
+// not implement; client-go's gates are client-go's (clientgates.go).
 func gateWarnings(gates map[string]bool) []string {
 	var out []string
 	for name, on := range gates {
+		if w, ok := clientGateWarning(name, on); ok {
+			if w != "" {
+				out = append(out, w)
+			}
+			continue
+		}
 		want, known := knownGates[name]
 		switch {
 		case !known:

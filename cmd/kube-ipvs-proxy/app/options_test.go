@@ -353,8 +353,10 @@ func TestMinSyncAboveSync(t *testing.T) {
 }
 
 func TestFeatureGateWarnings(t *testing.T) {
-	_, out := mustParse(t, "--feature-gates", "NoSuchGate=true,AllowServiceExternalIPs=false,WinDSR=true,PreferSameTrafficDistribution=true", "--hostname-override", "n")
+	_, out := mustParse(t, "--feature-gates", "NoSuchGate=true,AllowServiceExternalIPs=false,WinDSR=true,PreferSameTrafficDistribution=true,"+
+		"WatchListClient=false,ClientsPreferCBOR=true,InOrderInformers=false,InOrderInformersBatchProcess=true", "--hostname-override", "n")
 	want := "warning: feature gate AllowServiceExternalIPs=false: not implemented, kube-ipvs-proxy behaves as AllowServiceExternalIPs=true; ignored\n" +
+		"warning: feature gate InOrderInformers=false: client-go locks it to true; ignored\n" +
 		"warning: feature gate NoSuchGate: unknown to kube-ipvs-proxy; ignored\n"
 	if out != want {
 		t.Errorf("stderr:\n%s\nwant:\n%s", out, want)

@@ -44,6 +44,7 @@ func Watch(ctx context.Context, o *Options, open DataPlaneOpener, stdout io.Writ
 		logger.Info("Transparent huge pages stay on for the proxy's memory", "err", err)
 	}
 	rc := o.RunConfig()
+	installClientGates(rc.FeatureGates)
 	restCfg, err := restConfig(rc.Client)
 	if err != nil {
 		return fmt.Errorf("api client: %w", err)
