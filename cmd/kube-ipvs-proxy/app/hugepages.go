@@ -12,10 +12,10 @@ import (
 // Where THP is "always" (Debian's kernels), the Go heap that the runtime
 // hands back after a sync stays resident: khugepaged folds each 2 MiB
 // region that still holds one live page back into a whole huge page. At
-// 10k services that kept RssAnon at 127 MiB for a heap of 55 MiB in use;
-// with THP off for the process it was 70 MiB (BENCHMARKS.md, "Transparent
-// huge pages"). The heap is small and short-lived enough that huge pages
-// buy it little.
+// 10k services in the VM lab that kept RssAnon at 109–139 MiB for 56–59
+// MiB of heap in use; with THP off for the process it was 69–71 MiB, and
+// the cold start took no more CPU (BENCHMARKS.md, "Transparent huge
+// pages").
 func hugePagesOff() error {
 	if err := unix.Prctl(unix.PR_SET_THP_DISABLE, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("prctl(PR_SET_THP_DISABLE): %w", err)
