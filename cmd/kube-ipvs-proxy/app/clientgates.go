@@ -3,7 +3,6 @@ package app
 import (
 	"fmt"
 	"maps"
-	"strconv"
 
 	clientfeatures "k8s.io/client-go/features"
 )
@@ -44,7 +43,7 @@ func clientGateWarning(name string, on bool) (warning string, ok bool) {
 	if !ok || !spec.LockToDefault || spec.Default == on {
 		return "", ok
 	}
-	return fmt.Sprintf("feature gate %s=%t: client-go locks it to %s; ignored", name, on, strconv.FormatBool(spec.Default)), true
+	return fmt.Sprintf("feature gate %s=%t: client-go locks it to %t; ignored", name, on, spec.Default), true
 }
 
 // clientGatesGiven picks client-go's gates out of the gates given,
