@@ -55,6 +55,7 @@ func (b *bench) churn() {
 	}
 	before := b.p.counters(b.t)
 	hBefore := b.programming()
+	cp := b.profileStart("churn", time.Now()) // CPU windows through the churn (KIP_BENCH_SCALE_PROFILE=1)
 
 	written := make(chan *change, n)
 	watched := make(chan struct{})
@@ -123,6 +124,7 @@ func (b *bench) churn() {
 	writes := time.Since(t0)
 	close(written)
 	<-watched
+	cp.stop(b)
 	close(errs)
 	for err := range errs {
 		b.t.Fatalf("churn update: %v", err)

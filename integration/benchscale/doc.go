@@ -59,7 +59,7 @@
 // KIP_BENCH_SCALE_CHURN_RATE (20), KIP_BENCH_SCALE_CHURN_SECONDS (60) and
 // KIP_BENCH_SCALE_PROFILE (1: enableProfiling, the proxy's heap profiles
 // after the cold start and at the end, and its CPU profile windows of
-// each start, written next to the console log);
+// each start and of the churn, written next to the console log);
 // and
 // hack/vmlab/run.sh's VMLAB_MEM (4096 here), VMLAB_SMP, VMLAB_TIMEOUT
 // and VMLAB_LOG (default .cache/bench-scale/<time>-<N>.console.log).
