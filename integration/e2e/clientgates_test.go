@@ -13,8 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clientfeatures "k8s.io/client-go/features"
 	"k8s.io/client-go/kubernetes"
-
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/integration/apiserver"
 )
 
 // TestClientGoFeatureGatesThroughTheFlag: --feature-gates sets client-go's
@@ -32,15 +30,8 @@ func TestClientGoFeatureGatesThroughTheFlag(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			c := apiserver.Start(t, apiserver.Options{})
-			admin := kubernetes.NewForConfigOrDie(c.AdminConfig())
+			c, admin := startWithWeb(t)
 			ctx := context.Background()
-			if _, err := admin.CoreV1().Nodes().Create(ctx, node(nodeName, "zone-a", "192.0.2.1"), metav1.CreateOptions{}); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := admin.CoreV1().Services("default").Create(ctx, webService(), metav1.CreateOptions{}); err != nil {
-				t.Fatal(err)
-			}
 			if _, err := admin.DiscoveryV1().EndpointSlices("default").Create(ctx, webSlice(endpoint{addr: "10.1.0.1", node: nodeName, zone: "zone-a"}), metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}

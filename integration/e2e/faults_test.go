@@ -11,9 +11,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/integration/apiserver"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxier"
 )
@@ -87,15 +85,8 @@ func (b *brokenService) Check() error { return nil }
 // kubectl describe shows it), while /healthz stays 200 and the syncs
 // stay incremental.
 func TestServiceFailureEventOnTheService(t *testing.T) {
-	c := apiserver.Start(t, apiserver.Options{})
-	admin := kubernetes.NewForConfigOrDie(c.AdminConfig())
+	c, admin := startWithWeb(t)
 	ctx := context.Background()
-	if _, err := admin.CoreV1().Nodes().Create(ctx, node(nodeName, "zone-a", "192.0.2.1"), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.CoreV1().Services("default").Create(ctx, webService(), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
 	broken := webService()
 	broken.Name, broken.Spec.ClusterIP = "broken", "10.96.0.20"
 	created, err := admin.CoreV1().Services("default").Create(ctx, broken, metav1.CreateOptions{})

@@ -14,11 +14,7 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/cmd/kube-ipvs-proxy/app"
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/integration/apiserver"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxier"
 )
@@ -123,15 +119,7 @@ func (f *failingOnce) calls() ([]time.Time, []bool) {
 // periodic resync an hour away and nothing changing, a sync that fails
 // once is retried, as a full resync, about a second later.
 func TestFailedSyncRetriedWithinASecond(t *testing.T) {
-	c := apiserver.Start(t, apiserver.Options{})
-	admin := kubernetes.NewForConfigOrDie(c.AdminConfig())
-	ctx := context.Background()
-	if _, err := admin.CoreV1().Nodes().Create(ctx, node(nodeName, "zone-a", "192.0.2.1"), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.CoreV1().Services("default").Create(ctx, webService(), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	c, _ := startWithWeb(t)
 	dp := &failingOnce{}
 	watch(t, c.Kubeconfig("admin"), freeAddr(t), dp, "--ipvs-sync-period", "1h")
 	waitFor(t, "the retry", func() bool { times, _ := dp.calls(); return len(times) >= 2 })

@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"context"
 	"io"
 	"net"
 	"net/http"
@@ -14,7 +15,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/integration/apiserver"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxier"
 )
@@ -111,6 +114,22 @@ func node(name, zone, ip string) *corev1.Node {
 			"kubernetes.io/hostname": name, policy.LabelTopologyZone: zone}},
 		Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: ip}}},
 	}
+}
+
+// startWithWeb starts an apiserver that holds this test's Node (zone-a)
+// and the web Service; it returns the cluster and its admin client.
+func startWithWeb(t *testing.T) (*apiserver.Cluster, *kubernetes.Clientset) {
+	t.Helper()
+	c := apiserver.Start(t, apiserver.Options{})
+	admin := kubernetes.NewForConfigOrDie(c.AdminConfig())
+	ctx := context.Background()
+	if _, err := admin.CoreV1().Nodes().Create(ctx, node(nodeName, "zone-a", "192.0.2.1"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.CoreV1().Services("default").Create(ctx, webService(), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return c, admin
 }
 
 func webService() *corev1.Service {
