@@ -14,8 +14,8 @@ import (
 // region that still holds one live page back into a whole huge page. At
 // 10k services in the VM lab that kept RssAnon at 109–139 MiB for 56–59
 // MiB of heap in use; with THP off for the process it was 69–71 MiB, and
-// the cold start took no more CPU (BENCHMARKS.md, "Transparent huge
-// pages").
+// the cold start's CPU stayed within the noise (BENCHMARKS.md,
+// "Transparent huge pages").
 func hugePagesOff() error {
 	if err := unix.Prctl(unix.PR_SET_THP_DISABLE, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("prctl(PR_SET_THP_DISABLE): %w", err)
