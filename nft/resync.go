@@ -154,7 +154,8 @@ func (w *Writer) StartRepair() error {
 }
 
 // RepairStep does the next slice of the Repair StartRepair began, for
-// about budget (at least one set): first the structure check, then set after set, each
+// about budget or until stop (nil: never) reports true, at least one
+// set: first the structure check, then set after set, each
 // set's drift in one atomic batch (an Apply between slices changes the
 // mirror and the kernel alike, and a set is read and diffed within one
 // slice). A table found missing or not ours, a failed read or a refused
@@ -162,7 +163,7 @@ func (w *Writer) StartRepair() error {
 // when the whole table was checked (LastResync then tells what the
 // Repair did), and at once with ErrNeedsResync if a call failed since
 // StartRepair.
-func (w *Writer) RepairStep(budget time.Duration) (done bool, err error) {
+func (w *Writer) RepairStep(budget time.Duration, stop func() bool) (done bool, err error) {
 	c := w.cursor
 	switch {
 	case c == nil:
@@ -186,7 +187,7 @@ func (w *Writer) RepairStep(budget time.Duration) (done bool, err error) {
 		c.st.Read += n
 		d.add, d.del = append(d.add, part.add...), append(d.del, part.del...)
 		c.next++
-		if time.Since(start) >= budget {
+		if time.Since(start) >= budget || (stop != nil && stop()) {
 			break
 		}
 	}

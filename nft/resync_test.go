@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
@@ -174,6 +175,39 @@ func TestRepairNeedsResyncFirst(t *testing.T) {
 	}
 }
 
+// TestRepairStepEndsWhenItsStopSaysSo: a slice ends after the set at
+// which its stop reports true, however much budget is left.
+func TestRepairStepEndsWhenItsStopSaysSo(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		stop func() bool
+		want int
+	}{
+		{name: "a stop that says so ends each slice after one set", stop: func() bool { return true }, want: numSets()},
+		{name: "without a stop, the budget ends the slice", want: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w, _ := resynced(t, fullPlan())
+			if err := w.StartRepair(); err != nil {
+				t.Fatalf("StartRepair: %v", err)
+			}
+			steps := 0
+			for done := false; !done; steps++ {
+				var err error
+				if done, err = w.RepairStep(time.Hour, tc.stop); err != nil {
+					t.Fatalf("RepairStep: %v", err)
+				}
+				if steps > 100 {
+					t.Fatal("Repair never done")
+				}
+			}
+			if steps != tc.want {
+				t.Errorf("Repair in %d slices, want %d", steps, tc.want)
+			}
+		})
+	}
+}
+
 // TestRepairInSlices: a Repair made set by set, with Applies between the
 // slices, repairs the drift and leaves the table as the plan with the
 // Applies wants.
@@ -190,7 +224,7 @@ func TestRepairInSlices(t *testing.T) {
 	steps := 0
 	for done := false; !done; steps++ {
 		var err error
-		if done, err = w.RepairStep(0); err != nil {
+		if done, err = w.RepairStep(0, nil); err != nil {
 			t.Fatalf("RepairStep: %v", err)
 		}
 		if steps == 3 { // an Apply between slices: default/web goes

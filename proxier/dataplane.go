@@ -98,12 +98,13 @@ type DataPlaneRepair interface {
 	// StartRepair begins a Repair; it fails, changing nothing, when a
 	// Resync is due (NeedsResync, or no Resync yet).
 	StartRepair() error
-	// RepairStep does the next slice, for about budget, and reports done
-	// after the last one or an error. Its errors are Apply's: failures
-	// confined to one service are in ServiceFailures (accumulated over
-	// the Repair and the Applies between its slices), any other one ends
-	// the Repair and makes NeedsResync true.
-	RepairStep(budget time.Duration) (done bool, err error)
+	// RepairStep does the next slice, for about budget or until stop
+	// (consulted between the slice's units; nil: never) reports true, and
+	// reports done after the last one or an error. Its errors are
+	// Apply's: failures confined to one service are in ServiceFailures
+	// (accumulated over the Repair and the Applies between its slices),
+	// any other one ends the Repair and makes NeedsResync true.
+	RepairStep(budget time.Duration, stop func() bool) (done bool, err error)
 }
 
 // errResyncDue is StartRepair's answer when only a Resync will do.
@@ -247,13 +248,14 @@ func (d *DataPlane) StartRepair() error {
 	return nil
 }
 
-// RepairStep does the next slice of the Repair, for about budget. The
-// slices of one writer are its RepairStep's; starting the IPVS half (its
-// services dump and the addresses) is a slice of its own.
-func (d *DataPlane) RepairStep(budget time.Duration) (done bool, err error) {
+// RepairStep does the next slice of the Repair, for about budget or
+// until stop reports true. The slices of one writer are its RepairStep's;
+// starting the IPVS half (its services dump and the addresses) is a slice
+// of its own.
+func (d *DataPlane) RepairStep(budget time.Duration, stop func() bool) (done bool, err error) {
 	switch d.repair {
 	case repairNFT:
-		done, err := d.nft.RepairStep(budget)
+		done, err := d.nft.RepairStep(budget, stop)
 		if err != nil {
 			d.repair = repairIdle
 			return true, wrap("nftables", err)
@@ -272,7 +274,7 @@ func (d *DataPlane) RepairStep(budget time.Duration) (done bool, err error) {
 		d.repair = repairIPVS
 		return false, nil
 	case repairIPVS:
-		done, err := d.ipvs.RepairStep(budget)
+		done, err := d.ipvs.RepairStep(budget, stop)
 		svcErrs, err := ipvs.SplitErrors(err)
 		d.addFailures(svcErrs)
 		if done || err != nil {

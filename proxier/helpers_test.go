@@ -49,7 +49,8 @@ type dpCall struct {
 
 // repairingDataPlane is a fakeDataPlane that repairs in slices
 // (DataPlaneRepair): a Repair is slices RepairSteps; onStep, if set, runs
-// in each step (to queue a change during the repair).
+// in each step (to queue a change during the repair), and stopAsked
+// records what the step's stop said after it.
 type repairingDataPlane struct {
 	*fakeDataPlane
 	slices    int
@@ -58,7 +59,10 @@ type repairingDataPlane struct {
 	stepErr   error // returned by the next RepairStep
 	startErr  error
 	stepsDone int
+	stopAsked []bool
 }
+
+var _ DataPlaneRepair = (*repairingDataPlane)(nil)
 
 func (f *repairingDataPlane) StartRepair() error {
 	f.mu.Lock()
@@ -71,7 +75,7 @@ func (f *repairingDataPlane) StartRepair() error {
 	return nil
 }
 
-func (f *repairingDataPlane) RepairStep(time.Duration) (bool, error) {
+func (f *repairingDataPlane) RepairStep(_ time.Duration, stop func() bool) (bool, error) {
 	f.mu.Lock()
 	f.calls = append(f.calls, dpCall{repair: "RepairStep"})
 	f.left--
@@ -85,6 +89,10 @@ func (f *repairingDataPlane) RepairStep(time.Duration) (bool, error) {
 	if hook != nil {
 		hook(step)
 	}
+	asked := stop != nil && stop()
+	f.mu.Lock()
+	f.stopAsked = append(f.stopAsked, asked)
+	f.mu.Unlock()
 	return left <= 0 || err != nil, err
 }
 

@@ -11,6 +11,12 @@ import (
 // then is applied before the next slice.
 const RepairSlice = 100 * time.Millisecond
 
+// RepairSliceShortest is how long a slice runs before a change queued
+// meanwhile ends it (at its next nftables set or virtual server): the
+// change then waits for about this long, not a whole RepairSlice, and a
+// repair under steady churn still makes progress between the syncs.
+const RepairSliceShortest = RepairSlice / 4
+
 // RepairStats describes one periodic repair.
 type RepairStats struct {
 	Slices  int           // RepairStep calls
@@ -38,7 +44,9 @@ func (p *Proxier) repair() error {
 	for err == nil {
 		var done bool
 		s := p.clock.Now()
-		done, err = p.repairer.RepairStep(RepairSlice)
+		done, err = p.repairer.RepairStep(RepairSlice, func() bool {
+			return p.clock.Since(s) >= RepairSliceShortest && p.syncDue()
+		})
 		rs.Slices++
 		rs.Longest = max(rs.Longest, p.clock.Since(s))
 		if done || err != nil {
@@ -85,16 +93,21 @@ func (p *Proxier) repair() error {
 // failed service's retry is due, and MinSyncPeriod has passed since the
 // last sync.
 func (p *Proxier) syncBetweenSlices() (bool, error) {
-	if !p.changed.Load() && !p.retryDue() {
-		return false, nil
-	}
-	if p.cfg.MinSyncPeriod > 0 && p.clock.Since(p.st.lastEnd) < p.cfg.MinSyncPeriod {
+	if !p.changed.Load() && !p.retryDue() || !p.minSyncPeriodPassed() {
 		return false, nil
 	}
 	if err := p.sync(false); err != nil {
 		return true, fmt.Errorf("incremental sync between slices: %w", err)
 	}
 	return true, nil
+}
+
+// syncDue reports whether a change is queued that MinSyncPeriod lets
+// sync now: what ends a repair slice early.
+func (p *Proxier) syncDue() bool { return p.changed.Load() && p.minSyncPeriodPassed() }
+
+func (p *Proxier) minSyncPeriodPassed() bool {
+	return p.cfg.MinSyncPeriod <= 0 || p.clock.Since(p.st.lastEnd) >= p.cfg.MinSyncPeriod
 }
 
 // isStopping reports whether Run's context is done.

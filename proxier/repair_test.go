@@ -168,7 +168,7 @@ func TestDataPlaneRepairRules(t *testing.T) {
 	steps := 0
 	for done := false; !done; steps++ {
 		var err error
-		if done, err = f.dp.RepairStep(0); err != nil {
+		if done, err = f.dp.RepairStep(0, nil); err != nil {
 			t.Fatalf("RepairStep: %v", err)
 		}
 	}
@@ -179,5 +179,48 @@ func TestDataPlaneRepairRules(t *testing.T) {
 	}
 	if got := f.kernel.Dump() + f.nft.Dump(); got != want || f.nft.Flushes() != flushes {
 		t.Errorf("a Repair with nothing changed changed the kernel (%d flushes, was %d)", f.nft.Flushes(), flushes)
+	}
+}
+
+// TestRepairSliceGivesWayToAChange: a change queued during a slice asks
+// the slice to end once RepairSliceShortest has passed, so that it waits
+// for about that long, not a whole RepairSlice; not sooner (the repair
+// still progresses under steady churn), not without a change, and not
+// while MinSyncPeriod holds the change back anyway.
+func TestRepairSliceGivesWayToAChange(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		minSP  time.Duration
+		change bool
+		wait   time.Duration
+		want   bool // what the slice's stop says after the change
+	}{
+		{name: "a change queued once the shortest slice has run ends the slice", change: true, wait: RepairSliceShortest, want: true},
+		{name: "a change queued before the shortest slice has run waits for it", change: true},
+		{name: "with no change queued, the slice runs its budget", wait: RepairSliceShortest},
+		{name: "a change MinSyncPeriod holds back does not end the slice", minSP: time.Hour, change: true, wait: RepairSliceShortest},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dp := &repairingDataPlane{fakeDataPlane: &fakeDataPlane{}, slices: 2}
+			tp := newTestProxier(t, func(c *Config) { c.DataPlane, c.MinSyncPeriod = dp, tc.minSP })
+			tp.dp = dp.fakeDataPlane
+			baseline(tp)
+			tp.syncNow(false)
+			dp.onStep = func(step int) {
+				if step != 1 {
+					return
+				}
+				if tc.change {
+					tp.slice(slice("web-1", "web", ep{"10.244.1.5", testNode}, ep{"10.244.1.6", "node-b"}))
+				}
+				time.Sleep(tc.wait)
+			}
+			if err := tp.sync(true); err != nil {
+				t.Fatalf("periodic sync: %v", err)
+			}
+			if len(dp.stopAsked) == 0 || dp.stopAsked[0] != tc.want {
+				t.Errorf("after the first slice the stop said %v, want %t first", dp.stopAsked, tc.want)
+			}
+		})
 	}
 }

@@ -169,7 +169,7 @@ func repairInSlices(t *testing.T, w *ipvs.Writer, budget time.Duration) (int, ti
 	for done := false; !done; n++ {
 		s := time.Now()
 		var err error
-		if done, err = w.RepairStep(budget); err != nil {
+		if done, err = w.RepairStep(budget, nil); err != nil {
 			t.Fatalf("RepairStep: %v", err)
 		}
 		last = time.Since(s)

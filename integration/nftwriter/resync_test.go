@@ -264,7 +264,7 @@ func repairInSlices(t *testing.T, w *nft.Writer, budget time.Duration) (int, tim
 	for done := false; !done; n++ {
 		s := time.Now()
 		var err error
-		if done, err = w.RepairStep(budget); err != nil {
+		if done, err = w.RepairStep(budget, nil); err != nil {
 			t.Fatalf("RepairStep: %v", err)
 		}
 		longest = max(longest, time.Since(s))

@@ -107,18 +107,29 @@ func (w *Writer) indexDump(r *repairCursor, vss []VirtualServer) {
 	slices.SortFunc(r.keys, Key.Compare)
 }
 
-// awaitDump waits up to budget for the background services dump of the
-// Repair r, delivered on ch (r.dumped, read under the lock), and takes it
-// in. It reports whether r has its dump; an error ends the Repair and
-// asks for a Resync.
-func (w *Writer) awaitDump(r *repairCursor, ch <-chan servicesDump, budget time.Duration) (bool, error) {
-	t := time.NewTimer(budget)
-	defer t.Stop()
+// dumpPoll is how often a RepairStep waiting for the services dump asks
+// its stop whether to give way.
+const dumpPoll = 5 * time.Millisecond
+
+// awaitDump waits up to budget, or until stop reports true, for the
+// background services dump of the Repair r, delivered on ch (r.dumped,
+// read under the lock), and takes it in. It reports whether r has its
+// dump; an error ends the Repair and asks for a Resync.
+func (w *Writer) awaitDump(r *repairCursor, ch <-chan servicesDump, budget time.Duration, stop func() bool) (bool, error) {
+	deadline := time.Now().Add(budget) // the wall clock, as the dump's
 	var d servicesDump
-	select {
-	case d = <-ch:
-	case <-t.C:
-		return false, nil
+	for wait := true; wait; {
+		left := time.Until(deadline)
+		if left <= 0 || stopped(stop) {
+			return false, nil
+		}
+		t := time.NewTimer(min(left, dumpPoll))
+		select {
+		case d = <-ch:
+			wait = false
+		case <-t.C:
+		}
+		t.Stop()
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -148,22 +159,22 @@ func (w *Writer) planAddresses(b *batch) {
 }
 
 // RepairStep checks and repairs the next virtual servers of the Repair
-// StartRepair began, for about budget (at least one): it reads each
-// one's destinations (one dump each) and makes it match the plan, as
-// Resync does, in one batch per slice. The last slice reads the dummy
+// StartRepair began, for about budget or until stop (nil: never) reports
+// true, at least one: it reads each one's destinations (one dump each)
+// and makes it match the plan, as Resync does, in one batch per slice. The last slice reads the dummy
 // interface's addresses (one dump) and repairs them, checks the draining
 // destinations and reports done. Errors are Apply's: a failure
 // confined to one service is a *ServiceError, retried with backoff; one
 // that leaves the data plane unknown ends the Repair and makes
 // NeedsResync true. Without a Repair in progress it reports done.
-func (w *Writer) RepairStep(budget time.Duration) (done bool, err error) {
+func (w *Writer) RepairStep(budget time.Duration, stop func() bool) (done bool, err error) {
 	w.mu.Lock()
 	if r := w.repair; r != nil && r.dumped != nil && !w.full {
 		// The services dump is under way: wait for it without the lock,
 		// so that the caller can Apply between two such steps.
 		ch := r.dumped
 		w.mu.Unlock()
-		if _, err := w.awaitDump(r, ch, budget); err != nil {
+		if _, err := w.awaitDump(r, ch, budget, stop); err != nil {
 			return true, err
 		}
 		w.mu.Lock()
@@ -209,7 +220,7 @@ func (w *Writer) RepairStep(budget time.Duration) (done bool, err error) {
 			}
 			b.virtualServer(k, w.stale[k], w.owns(k)) // a failed deletion is retried with its service
 		}
-		if w.cfg.Now().Sub(start) >= budget {
+		if w.cfg.Now().Sub(start) >= budget || stopped(stop) {
 			break
 		}
 	}
@@ -225,13 +236,16 @@ func (w *Writer) Repair() error {
 		return errs[0]
 	}
 	for {
-		done, err := w.RepairStep(time.Hour)
+		done, err := w.RepairStep(time.Hour, nil)
 		errs = append(errs, err)
 		if done {
 			return errors.Join(errs...)
 		}
 	}
 }
+
+// stopped reports whether a slice's stop asks it to end (nil: never).
+func stopped(stop func() bool) bool { return stop != nil && stop() }
 
 // refresh re-reads one virtual server into the mirror: its state from
 // the Repair's services dump (absent: gone from the mirror; read alone

@@ -43,7 +43,7 @@ func newReaderEnv(t *testing.T) (*env, *gatedReader) {
 func repairToEnd(t *testing.T, e *env) {
 	t.Helper()
 	for i := 0; ; i++ {
-		done, err := e.w.RepairStep(time.Hour)
+		done, err := e.w.RepairStep(time.Hour, nil)
 		if err != nil {
 			t.Fatalf("RepairStep: %v", err)
 		}
@@ -68,7 +68,7 @@ func TestRepairReaderDumpDoesNotHoldUpApply(t *testing.T) {
 		t.Fatalf("StartRepair: %v", err)
 	}
 	<-g.taken
-	if done, err := e.w.RepairStep(10 * time.Millisecond); done || err != nil {
+	if done, err := e.w.RepairStep(10*time.Millisecond, nil); done || err != nil {
 		t.Fatalf("RepairStep during the dump: done %t, %v; want not done, nil", done, err)
 	}
 	// During the dump: a new service, one removed, one changed.
@@ -132,7 +132,7 @@ func TestRepairReaderFailures(t *testing.T) {
 		if err := e.w.StartRepair(); err != nil {
 			t.Fatalf("StartRepair: %v", err)
 		}
-		done, err := e.w.RepairStep(time.Hour)
+		done, err := e.w.RepairStep(time.Hour, nil)
 		if !done || err == nil || !e.w.NeedsResync() {
 			t.Errorf("RepairStep after a failed dump: done %t, %v, NeedsResync %t; want done, an error, true", done, err, e.w.NeedsResync())
 		}
@@ -144,7 +144,7 @@ func TestRepairReaderFailures(t *testing.T) {
 		}
 		<-g.taken
 		e.mustResync(plan(repairPlan()...))
-		if done, err := e.w.RepairStep(10 * time.Millisecond); !done || err != nil {
+		if done, err := e.w.RepairStep(10*time.Millisecond, nil); !done || err != nil {
 			t.Errorf("RepairStep after a Resync: done %t, %v; want done, nil", done, err)
 		}
 		g.taken = make(chan struct{})
@@ -154,4 +154,33 @@ func TestRepairReaderFailures(t *testing.T) {
 		}
 		repairToEnd(t, e)
 	})
+}
+
+// TestRepairStepWaitingForTheDumpGivesWay: a slice that waits for the
+// background services dump returns, not done, once its stop reports
+// true, however much budget is left.
+func TestRepairStepWaitingForTheDumpGivesWay(t *testing.T) {
+	e, g := newReaderEnv(t)
+	defer close(g.release)
+	if err := e.w.StartRepair(); err != nil {
+		t.Fatalf("StartRepair: %v", err)
+	}
+	<-g.taken
+	asked := 0
+	returned := make(chan error, 1)
+	go func() {
+		done, err := e.w.RepairStep(time.Hour, func() bool { asked++; return asked >= 3 })
+		if done {
+			err = errors.Join(err, errors.New("done"))
+		}
+		returned <- err
+	}()
+	select {
+	case err := <-returned:
+		if err != nil {
+			t.Errorf("RepairStep: %v; want not done, nil", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("RepairStep waited for the dump although its stop said so")
+	}
 }

@@ -85,7 +85,7 @@ func TestRepairInSlicesSkipsWhatApplyChanged(t *testing.T) {
 	if err := e.w.StartRepair(); err != nil {
 		t.Fatalf("StartRepair: %v", err)
 	}
-	done, err := e.w.RepairStep(0) // one virtual server: 10.96.0.1:80
+	done, err := e.w.RepairStep(0, nil) // one virtual server: 10.96.0.1:80
 	if err != nil || done {
 		t.Fatalf("first RepairStep: done %t, %v", done, err)
 	}
@@ -95,7 +95,7 @@ func TestRepairInSlicesSkipsWhatApplyChanged(t *testing.T) {
 	steps := 1
 	for !done {
 		e.advance(time.Second)
-		if done, err = e.w.RepairStep(0); err != nil {
+		if done, err = e.w.RepairStep(0, nil); err != nil {
 			t.Fatalf("RepairStep: %v", err)
 		}
 		steps++
@@ -121,7 +121,7 @@ func TestRepairNeedsResync(t *testing.T) {
 		t.Fatalf("StartRepair: %v", err)
 	}
 	e.mustResync(plan(repairPlan()...))
-	if done, err := e.w.RepairStep(time.Hour); !done || err != nil {
+	if done, err := e.w.RepairStep(time.Hour, nil); !done || err != nil {
 		t.Errorf("RepairStep after a Resync: done %t, %v; want done, nil (nothing in progress)", done, err)
 	}
 	e.fault("list-services", "", errors.New("netlink: boom"))
@@ -146,9 +146,48 @@ func TestRepairNoticesTheDummyInterfaceGone(t *testing.T) {
 	}
 	var err error
 	for done := false; !done; {
-		done, err = e.w.RepairStep(time.Hour)
+		done, err = e.w.RepairStep(time.Hour, nil)
 	}
 	if !errors.Is(err, ErrLinkChanged) || !e.w.NeedsResync() {
 		t.Errorf("Repair with the interface deleted: %v, NeedsResync %t; want ErrLinkChanged and true", err, e.w.NeedsResync())
+	}
+}
+
+// TestRepairStepEndsWhenItsStopSaysSo: a slice ends after the virtual
+// server at which its stop reports true, however much budget is left,
+// so that a change queued meanwhile waits for one virtual server, not a
+// whole slice; without a stop the budget alone ends it.
+func TestRepairStepEndsWhenItsStopSaysSo(t *testing.T) {
+	always := func() bool { return true }
+	for _, tc := range []struct {
+		name   string
+		budget time.Duration
+		stop   func() bool
+		want   int // slices, the addresses' included
+	}{
+		{name: "a stop that says so ends each slice after one virtual server", budget: time.Hour, stop: always, want: len(repairPlan()) + 1},
+		{name: "without a stop, the budget ends the slice", budget: time.Hour, want: 2},
+		{name: "a stop that never says so leaves it to the budget", budget: time.Hour, stop: func() bool { return false }, want: 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, Config{})
+			e.mustResync(plan(repairPlan()...))
+			if err := e.w.StartRepair(); err != nil {
+				t.Fatalf("StartRepair: %v", err)
+			}
+			steps := 0
+			for done := false; !done; steps++ {
+				var err error
+				if done, err = e.w.RepairStep(tc.budget, tc.stop); err != nil {
+					t.Fatalf("RepairStep: %v", err)
+				}
+				if steps > 100 {
+					t.Fatal("Repair never done")
+				}
+			}
+			if steps != tc.want {
+				t.Errorf("Repair in %d slices, want %d", steps, tc.want)
+			}
+		})
 	}
 }
