@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -24,7 +25,12 @@ import (
 
 // churnPoll is how often the churn's watcher reads each pending change's
 // virtual server: coarser than pollEvery, since several are pending at
-// once.
+// once. A pass over the pending changes is followed by a pause at least
+// as long as the pass, so that the watcher, which shares the VM's vCPUs
+// with the proxy, takes at most half of one however many changes are
+// pending (each read is two netlink requests, about 1–4 ms under TCG):
+// a slow proxy would otherwise leave more changes pending, and more
+// reads slow the proxy further.
 const churnPoll = 10 * time.Millisecond
 
 const mProgramming = "kubeproxy_network_programming_duration_seconds_bucket"
@@ -59,6 +65,8 @@ func (b *bench) churn() {
 
 	written := make(chan *change, n)
 	watched := make(chan struct{})
+	reads := 0 // the watcher's, read once watched is closed
+	selfBefore := selfCPU()
 	k := newKernel(b.t) // opened here: t.Fatal must not run in the watcher
 	go func() {         // the watcher
 		defer close(watched)
@@ -79,8 +87,10 @@ func (b *bench) churn() {
 					break drain
 				}
 			}
+			pass := time.Now()
 			kept := pending[:0]
 			for _, c := range pending {
+				reads++
 				addrs, ok := k.destinations(httpVS(ClusterIP(c.i)))
 				if replaced(c.old, c.next)(addrs, ok) {
 					c.seen = time.Now()
@@ -92,7 +102,7 @@ func (b *bench) churn() {
 			if !open && time.Now().After(deadline) {
 				return // the unseen fail below
 			}
-			time.Sleep(churnPoll)
+			time.Sleep(max(churnPoll, time.Since(pass)))
 		}
 	}()
 
@@ -124,6 +134,7 @@ func (b *bench) churn() {
 	writes := time.Since(t0)
 	close(written)
 	<-watched
+	harness := selfCPU() - selfBefore
 	cp.stop(b)
 	close(errs)
 	for err := range errs {
@@ -150,6 +161,18 @@ func (b *bench) churn() {
 	b.run.Add("churn: network programming observations", total(prog), "")
 	b.run.Add("churn: syncs", d.syncs, "")
 	b.run.Add("churn: CPU", 100*d.cpu.Seconds()/writes.Seconds(), "% of a CPU")
+	b.t.Logf("churn: the harness (writers and watcher) used %v CPU; the watcher read a virtual server %d times", harness.Round(time.Millisecond), reads)
+	b.run.Add("churn: the harness's CPU (writers and watcher, in the VM)", 100*harness.Seconds()/writes.Seconds(), "% of a CPU")
+	b.run.Add("churn: the watcher's reads of a virtual server", float64(reads), "")
+}
+
+// selfCPU is this process's user+system CPU time so far.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // generationOf is the generation whose LastEndpoint(i, gen) is next.
