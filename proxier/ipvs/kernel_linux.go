@@ -12,8 +12,12 @@ import (
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 )
 
-// mobyKernel is the Kernel over github.com/moby/ipvs (generic netlink).
-type mobyKernel struct{ h *mobyipvs.Handle }
+// mobyKernel is the Kernel over github.com/moby/ipvs (generic netlink),
+// but for Destinations, which a destReader lists.
+type mobyKernel struct {
+	h     *mobyipvs.Handle
+	dests *destReader
+}
 
 var _ Kernel = (*mobyKernel)(nil)
 
@@ -109,23 +113,7 @@ func (m *mobyKernel) VirtualServer(k Key) (VirtualServer, error) {
 }
 
 func (m *mobyKernel) Destinations(k Key) ([]Destination, error) {
-	ds, err := m.h.GetDestinations(mobyService(VirtualServer{Key: k}))
-	if err != nil {
-		return nil, err
-	}
-	out := make([]Destination, 0, len(ds))
-	for _, d := range ds {
-		addr, ok := netip.AddrFromSlice(d.Address)
-		if !ok {
-			return nil, fmt.Errorf("destination of %s: bad address %v", k, d.Address)
-		}
-		out = append(out, Destination{
-			Addr: addr.Unmap(), Port: d.Port, Weight: int32(d.Weight),
-			Forward:     uint16(d.ConnectionFlags & mobyipvs.ConnectionFlagFwdMask),
-			ActiveConns: uint32(d.ActiveConnections), InactiveConns: uint32(d.InactiveConnections),
-		})
-	}
-	return out, nil
+	return m.dests.destinations(k)
 }
 
 func (m *mobyKernel) AddVirtualServer(vs VirtualServer) error {
@@ -164,12 +152,20 @@ func (m *mobyKernel) SetTimeouts(t Timeouts) error {
 	return m.h.SetConfig(&mobyipvs.Config{TimeoutTCP: t.TCP, TimeoutTCPFin: t.TCPFin, TimeoutUDP: t.UDP})
 }
 
-func (m *mobyKernel) Close() { m.h.Close() }
+func (m *mobyKernel) Close() {
+	m.h.Close()
+	m.dests.Close()
+}
 
 func mobyipvsNew() (*mobyKernel, error) {
 	h, err := mobyipvs.New("")
 	if err != nil {
 		return nil, fmt.Errorf("open ipvs netlink socket: %w", err)
 	}
-	return &mobyKernel{h: h}, nil
+	dests, err := newDestReader()
+	if err != nil {
+		h.Close()
+		return nil, fmt.Errorf("destinations reader: %w", err)
+	}
+	return &mobyKernel{h: h, dests: dests}, nil
 }

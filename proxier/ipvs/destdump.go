@@ -1,0 +1,155 @@
+package ipvs
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// The IPVS generic netlink request that lists one virtual server's
+// destinations (include/uapi/linux/ip_vs.h), made by destReader. It is
+// the request moby/ipvs's GetDestinations makes; the reader differs in
+// what it does with the answer: it allocates about the answer's size,
+// not moby's (vishvananda/netlink's) 64 KiB per read, and decodes only
+// the attributes a Destination holds. At 10,000 services a Repair lists
+// 12,000 virtual servers, and in a profile of the churn at that size
+// moby's read and decode were half the CPU of each list (issue 11).
+const (
+	ipvsGenlName    = "IPVS"
+	ipvsGenlVersion = 1
+	ipvsCmdGetDest  = 8 // IPVS_CMD_GET_DEST
+
+	ipvsCmdAttrService = 1 // IPVS_CMD_ATTR_SERVICE
+	ipvsCmdAttrDest    = 2 // IPVS_CMD_ATTR_DEST
+
+	ipvsSvcAttrAF       = 1 // IPVS_SVC_ATTR_AF
+	ipvsSvcAttrProtocol = 2 // IPVS_SVC_ATTR_PROTOCOL
+	ipvsSvcAttrAddr     = 3 // IPVS_SVC_ATTR_ADDR
+	ipvsSvcAttrPort     = 4 // IPVS_SVC_ATTR_PORT
+
+	ipvsDestAttrAddr        = 1  // IPVS_DEST_ATTR_ADDR
+	ipvsDestAttrPort        = 2  // IPVS_DEST_ATTR_PORT, network order
+	ipvsDestAttrFwdMethod   = 3  // IPVS_DEST_ATTR_FWD_METHOD
+	ipvsDestAttrWeight      = 4  // IPVS_DEST_ATTR_WEIGHT
+	ipvsDestAttrActiveConns = 7  // IPVS_DEST_ATTR_ACTIVE_CONNS
+	ipvsDestAttrInactConns  = 8  // IPVS_DEST_ATTR_INACT_CONNS
+	ipvsDestAttrAddrFamily  = 11 // IPVS_DEST_ATTR_ADDR_FAMILY
+
+	fwdMethodMask = 0x7 // IP_VS_CONN_F_FWD_MASK
+)
+
+// genlHeader is a generic netlink header: command, version, reserved.
+func genlHeader(cmd uint8) []byte { return []byte{cmd, ipvsGenlVersion, 0, 0} }
+
+// getDestinationsRequest is the body (generic netlink header and
+// attributes) of the dump of virtual server k's destinations.
+func getDestinationsRequest(k Key) ([]byte, error) {
+	proto, ok := k.Protocol.Number()
+	if !ok || !k.Address.IsValid() {
+		return nil, fmt.Errorf("virtual server %s: not one IPVS can list", k)
+	}
+	ae := netlink.NewAttributeEncoder()
+	ae.Nested(ipvsCmdAttrService, func(nae *netlink.AttributeEncoder) error {
+		nae.Uint16(ipvsSvcAttrAF, family(k.Address))
+		nae.Uint16(ipvsSvcAttrProtocol, uint16(proto))
+		nae.Bytes(ipvsSvcAttrAddr, k.Address.AsSlice())
+		nae.Bytes(ipvsSvcAttrPort, binary.BigEndian.AppendUint16(nil, k.Port))
+		return nil
+	})
+	attrs, err := ae.Encode()
+	if err != nil {
+		return nil, fmt.Errorf("encode the destinations request of %s: %w", k, err)
+	}
+	return append(genlHeader(ipvsCmdGetDest), attrs...), nil
+}
+
+// parseDestinations decodes the answer to getDestinationsRequest: one
+// message per destination, each a generic netlink header and an
+// IPVS_CMD_ATTR_DEST holding the destination's attributes. A destination
+// without a family is of the virtual server's (kernels before 4.19 do
+// not send it). Anything malformed is an error, never a panic.
+func parseDestinations(msgs []netlink.Message, vsFamily uint16) ([]Destination, error) {
+	out := make([]Destination, 0, len(msgs))
+	for i, m := range msgs {
+		if len(m.Data) < 4 {
+			return nil, fmt.Errorf("destination message %d: %d bytes, shorter than its generic netlink header", i, len(m.Data))
+		}
+		ad, err := netlink.NewAttributeDecoder(m.Data[4:])
+		if err != nil {
+			return nil, fmt.Errorf("destination message %d: %w", i, err)
+		}
+		found := false
+		for ad.Next() {
+			if ad.Type() != ipvsCmdAttrDest {
+				continue
+			}
+			var d Destination
+			var derr error
+			ad.Nested(func(nad *netlink.AttributeDecoder) error {
+				d, derr = decodeDestination(nad, vsFamily)
+				return derr
+			})
+			if derr != nil {
+				return nil, fmt.Errorf("destination message %d: %w", i, derr)
+			}
+			out = append(out, d)
+			found = true
+		}
+		if err := ad.Err(); err != nil {
+			return nil, fmt.Errorf("destination message %d: %w", i, err)
+		}
+		if !found {
+			return nil, fmt.Errorf("destination message %d: no destination attribute", i)
+		}
+	}
+	return out, nil
+}
+
+// decodeDestination decodes one IPVS_CMD_ATTR_DEST's attributes.
+func decodeDestination(ad *netlink.AttributeDecoder, vsFamily uint16) (Destination, error) {
+	var d Destination
+	var raw []byte
+	af := vsFamily
+	havePort := false
+	for ad.Next() {
+		switch ad.Type() {
+		case ipvsDestAttrAddr:
+			raw = ad.Bytes()
+		case ipvsDestAttrPort:
+			b := ad.Bytes()
+			if len(b) != 2 {
+				return d, fmt.Errorf("destination port of %d bytes", len(b))
+			}
+			d.Port, havePort = binary.BigEndian.Uint16(b), true
+		case ipvsDestAttrFwdMethod:
+			d.Forward = uint16(ad.Uint32() & fwdMethodMask)
+		case ipvsDestAttrWeight:
+			d.Weight = int32(ad.Uint32())
+		case ipvsDestAttrActiveConns:
+			d.ActiveConns = ad.Uint32()
+		case ipvsDestAttrInactConns:
+			d.InactiveConns = ad.Uint32()
+		case ipvsDestAttrAddrFamily:
+			af = ad.Uint16()
+		}
+	}
+	if err := ad.Err(); err != nil {
+		return d, err
+	}
+	switch {
+	case af == unix.AF_INET && len(raw) >= 4:
+		d.Addr = netip.AddrFrom4([4]byte(raw[:4]))
+	case af == unix.AF_INET6 && len(raw) >= 16:
+		d.Addr = netip.AddrFrom16([16]byte(raw[:16]))
+	default:
+		return d, fmt.Errorf("destination address of %d bytes in family %d", len(raw), af)
+	}
+	if !havePort {
+		return d, errors.New("destination without a port")
+	}
+	return d, nil
+}
