@@ -62,6 +62,7 @@ func (b *bench) churn() {
 	before := b.p.counters(b.t)
 	hBefore := b.programming()
 	cp := b.profileStart("churn", time.Now()) // CPU windows through the churn (KIP_BENCH_SCALE_PROFILE=1)
+	stopSelf := b.profileSelf("churn")
 
 	written := make(chan *change, n)
 	watched := make(chan struct{})
@@ -135,6 +136,7 @@ func (b *bench) churn() {
 	close(written)
 	<-watched
 	harness := selfCPU() - selfBefore
+	stopSelf()
 	cp.stop(b)
 	close(errs)
 	for err := range errs {

@@ -3,12 +3,14 @@
 package benchscale
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"time"
@@ -32,6 +34,23 @@ func (b *bench) heapProfile(when string) {
 		b.p.fatal(b.t, "heap profile: %v", err)
 	}
 	b.report(Profile{Proxy: b.bin.label, Round: b.run.Round, When: when, Kind: "heap", Pprof: body})
+}
+
+// profileSelf starts a CPU profile of the harness itself (the VM half:
+// the writers and the watcher, which share the VM's vCPUs with the
+// proxy); the returned stop reports it as the proxy "harness-<label>".
+// It is taken in every run, since it costs the proxy nothing: the
+// harness samples itself.
+func (b *bench) profileSelf(when string) (stop func()) {
+	var buf bytes.Buffer
+	if err := pprof.StartCPUProfile(&buf); err != nil {
+		b.t.Logf("%s: no profile of the harness: %v", when, err)
+		return func() {}
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		b.report(Profile{Proxy: "harness-" + b.bin.label, Round: b.run.Round, When: when, Kind: "cpu", Pprof: buf.Bytes()})
+	}
 }
 
 func (b *bench) report(p Profile) {
