@@ -6,9 +6,10 @@ import (
 )
 
 // RepairSlice bounds each slice of the periodic repair: a change queued
-// during a repair waits for the slice that is running (about this long,
-// or one nftables set or one virtual server's destinations if longer),
-// then is applied before the next slice.
+// during a repair waits for the slice that is running (about
+// RepairSliceShortest, or one nftables set or one virtual server's
+// destinations if longer), then is applied before the next slice; with
+// no change queued a slice runs about this long.
 const RepairSlice = 100 * time.Millisecond
 
 // RepairSliceShortest is how long a slice runs before a change queued

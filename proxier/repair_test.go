@@ -73,14 +73,22 @@ var repairRules = []struct {
 		want:   []string{"StartRepair", "Resync[3]"}},
 }
 
+// repairingProxier is a test proxier over a repairingDataPlane whose
+// Repair is slices RepairSteps, after its initial Resync.
+func repairingProxier(t *testing.T, slices int, minSyncPeriod time.Duration) (*testProxier, *repairingDataPlane) {
+	t.Helper()
+	dp := &repairingDataPlane{fakeDataPlane: &fakeDataPlane{}, slices: slices}
+	tp := newTestProxier(t, func(c *Config) { c.DataPlane, c.MinSyncPeriod = dp, minSyncPeriod })
+	tp.dp = dp.fakeDataPlane
+	baseline(tp)
+	tp.syncNow(false)
+	return tp, dp
+}
+
 func TestRepairRules(t *testing.T) {
 	for _, tc := range repairRules {
 		t.Run(tc.name, func(t *testing.T) {
-			dp := &repairingDataPlane{fakeDataPlane: &fakeDataPlane{}, slices: 3}
-			tp := newTestProxier(t, func(c *Config) { c.DataPlane, c.MinSyncPeriod = dp, tc.minSP })
-			tp.dp = dp.fakeDataPlane
-			baseline(tp)
-			tp.syncNow(false)
+			tp, dp := repairingProxier(t, 3, tc.minSP)
 			before := len(dp.snapshot())
 			if tc.step != nil {
 				tc.step(tp, dp)
@@ -201,11 +209,7 @@ func TestRepairSliceGivesWayToAChange(t *testing.T) {
 		{name: "a change MinSyncPeriod holds back does not end the slice", minSP: time.Hour, change: true, wait: RepairSliceShortest},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dp := &repairingDataPlane{fakeDataPlane: &fakeDataPlane{}, slices: 2}
-			tp := newTestProxier(t, func(c *Config) { c.DataPlane, c.MinSyncPeriod = dp, tc.minSP })
-			tp.dp = dp.fakeDataPlane
-			baseline(tp)
-			tp.syncNow(false)
+			tp, dp := repairingProxier(t, 2, tc.minSP)
 			dp.onStep = func(step int) {
 				if step != 1 {
 					return

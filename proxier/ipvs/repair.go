@@ -116,7 +116,7 @@ const dumpPoll = 5 * time.Millisecond
 // read under the lock), and takes it in. It reports whether r has its
 // dump; an error ends the Repair and asks for a Resync.
 func (w *Writer) awaitDump(r *repairCursor, ch <-chan servicesDump, budget time.Duration, stop func() bool) (bool, error) {
-	deadline := time.Now().Add(budget) // the wall clock, as the dump's
+	deadline := time.Now().Add(budget) // the dump runs in wall-clock time, whatever cfg.Now says
 	var d servicesDump
 	for wait := true; wait; {
 		left := time.Until(deadline)
@@ -161,9 +161,9 @@ func (w *Writer) planAddresses(b *batch) {
 // RepairStep checks and repairs the next virtual servers of the Repair
 // StartRepair began, for about budget or until stop (nil: never) reports
 // true, at least one: it reads each one's destinations (one dump each)
-// and makes it match the plan, as Resync does, in one batch per slice. The last slice reads the dummy
-// interface's addresses (one dump) and repairs them, checks the draining
-// destinations and reports done. Errors are Apply's: a failure
+// and makes it match the plan, as Resync does, in one batch per slice.
+// The last slice reads the dummy interface's addresses (one dump) and
+// repairs them, checks the draining destinations and reports done. Errors are Apply's: a failure
 // confined to one service is a *ServiceError, retried with backoff; one
 // that leaves the data plane unknown ends the Repair and makes
 // NeedsResync true. Without a Repair in progress it reports done.
