@@ -28,9 +28,9 @@ import (
 // once. A pass over the pending changes is followed by a pause at least
 // as long as the pass, so that the watcher, which shares the VM's vCPUs
 // with the proxy, takes at most half of one however many changes are
-// pending (each read is two netlink requests, about 1–4 ms under TCG):
-// a slow proxy would otherwise leave more changes pending, and more
-// reads slow the proxy further.
+// pending (each read is two netlink requests, about 5 ms of CPU under
+// TCG in the harness's profile): a slow proxy would otherwise leave more
+// changes pending, and more reads slow the proxy further.
 const churnPoll = 10 * time.Millisecond
 
 const mProgramming = "kubeproxy_network_programming_duration_seconds_bucket"
