@@ -43,16 +43,24 @@ func (k *kernel) destinations(vs *ipvs.Service) (addrs []netip.Addr, ok bool) {
 	if _, err := k.h.GetService(vs); err != nil {
 		return nil, false
 	}
+	return k.listed(vs), true
+}
+
+// listed returns the destination addresses the kernel lists for the
+// virtual server, in one request: none when it does not exist (or the
+// read failed), so a watcher that waits for an address to appear needs
+// no GetService first.
+func (k *kernel) listed(vs *ipvs.Service) (addrs []netip.Addr) {
 	ds, err := k.h.GetDestinations(vs)
 	if err != nil {
-		return nil, true
+		return nil
 	}
 	for _, d := range ds {
 		if a, ok := netip.AddrFromSlice(d.Address); ok {
 			addrs = append(addrs, a.Unmap())
 		}
 	}
-	return addrs, true
+	return addrs
 }
 
 // waitFor polls the virtual server until cond holds for its
