@@ -154,7 +154,14 @@ func virtualServerElements(vs *policy.VirtualServer, add func(setID, keyBuf, val
 		add(idOf(setInternalViaKeys, fam), vsKey, value{})
 	}
 	if vs.Kind == policy.KindLoadBalancer {
-		ranges := mergeRanges(vs.SourceRanges, fam)
+		allowed := vs.SourceRanges
+		if vs.NodeInSourceRanges {
+			// The node's own connections come from the load balancer's
+			// address, bound on the dummy interface (kube-proxy's
+			// KUBE-LOAD-BALANCER-SOURCE-IP).
+			allowed = append(slices.Clip(allowed), netip.PrefixFrom(vs.Address, vs.Address.BitLen()))
+		}
+		ranges := mergeRanges(allowed, fam)
 		if len(ranges) > 0 {
 			add(idOf(setLBSourceRanged, fam), vsKey, value{})
 		}

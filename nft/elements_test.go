@@ -97,6 +97,26 @@ func TestVirtualServerElements(t *testing.T) {
 			"service-ips-v4: 10.96.0.10",
 			"service-ports-v4: 10.96.0.10 . tcp . 80",
 		}},
+		{name: "NodeInSourceRanges: the load balancer's address inside a range merges into it", vss: []policy.VirtualServer{with(web, func(v *policy.VirtualServer) {
+			v.Kind, v.Masquerade, v.Destinations = policy.KindLoadBalancer, policy.MasqueradeNever, nil
+			v.SourceRanges, v.NodeInSourceRanges = []netip.Prefix{prefix("10.0.0.0/8"), prefix("192.168.0.0/24")}, true
+		})}, want: []string{
+			"lb-source-allowed-v4: 10.96.0.10 . tcp . 80 . 10.0.0.0/8",
+			"lb-source-allowed-v4: 10.96.0.10 . tcp . 80 . 192.168.0.0/24",
+			"lb-source-ranged-v4: 10.96.0.10 . tcp . 80",
+			"service-ips-v4: 10.96.0.10",
+			"service-ports-v4: 10.96.0.10 . tcp . 80",
+		}},
+		{name: "NodeInSourceRanges adds the load balancer's address as its own range when no range holds it", vss: []policy.VirtualServer{with(web, func(v *policy.VirtualServer) {
+			v.Kind, v.Masquerade, v.Destinations, v.Address = policy.KindLoadBalancer, policy.MasqueradeNever, nil, addr("198.51.100.9")
+			v.SourceRanges, v.NodeInSourceRanges = []netip.Prefix{prefix("192.168.0.0/24")}, true
+		})}, want: []string{
+			"lb-source-allowed-v4: 198.51.100.9 . tcp . 80 . 192.168.0.0/24",
+			"lb-source-allowed-v4: 198.51.100.9 . tcp . 80 . 198.51.100.9",
+			"lb-source-ranged-v4: 198.51.100.9 . tcp . 80",
+			"service-ips-v4: 198.51.100.9",
+			"service-ports-v4: 198.51.100.9 . tcp . 80",
+		}},
 		{name: "LoadBalancer with ranges of the other family only is open", vss: []policy.VirtualServer{with(web, func(v *policy.VirtualServer) {
 			v.Kind, v.Masquerade, v.Destinations = policy.KindLoadBalancer, policy.MasqueradeNever, nil
 			v.SourceRanges = []netip.Prefix{prefix("fd00::/8")}

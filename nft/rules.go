@@ -315,10 +315,7 @@ func ruleSpecs(mark uint32) []ruleSpec {
 	perFamily(func(f *family) ruleSpec {
 		return newRule(f).ctState("{ new, untracked }", ctNewUntracked).vmap(vsKeySrcs, setEmptyServices).in(chainFilterInput)
 	})
-	perFamily(func(f *family) ruleSpec {
-		return newRule(f).inSet(vsKeySrcs, setLBSourceRanged, false).inSet(hairpinSrcs, setLBSourceAllowed, true).
-			then("drop", &expr.Verdict{Kind: expr.VerdictDrop}).in(chainFilterInput)
-	})
+	perFamily(func(f *family) ruleSpec { return sourceRangesDrop(f, chainFilterInput) })
 	perFamily(func(f *family) ruleSpec {
 		return newRule(f).ctState("new", expr.CtStateBitNEW).
 			l4protoIn("{ tcp, udp, sctp }", unix.IPPROTO_TCP, unix.IPPROTO_UDP, unix.IPPROTO_SCTP).
@@ -333,11 +330,23 @@ func ruleSpecs(mark uint32) []ruleSpec {
 		return newRule(f).ctState("{ new, untracked }", ctNewUntracked).inSet(vsKeySrcs, setInternalViaKeys, true).
 			vmap(vsKeySrcs, setEmptyServices).in(chainFilterOutput)
 	})
+	// The node's own connections to a load balancer with source ranges
+	// are held to them too, before IPVS takes them in LOCAL_OUT: they
+	// come from its address on the dummy interface, which the ranges
+	// hold only when the node's IP is in one (NodeInSourceRanges).
+	perFamily(func(f *family) ruleSpec { return sourceRangesDrop(f, chainFilterOutput) })
 	rs = append(rs,
 		newRule(nil).l4proto("tcp", unix.IPPROTO_TCP).
 			then("reject with tcp reset", &expr.Reject{Type: unix.NFT_REJECT_TCP_RST}).in(chainRejectPacket),
 		newRule(nil).then("reject", rejectPortUnreachable()).in(chainRejectPacket))
 	return rs
+}
+
+// sourceRangesDrop drops a packet to a load balancer with source ranges
+// from a source they do not allow.
+func sourceRangesDrop(f *family, chain string) ruleSpec {
+	return newRule(f).inSet(vsKeySrcs, setLBSourceRanged, false).inSet(hairpinSrcs, setLBSourceAllowed, true).
+		then("drop", &expr.Verdict{Kind: expr.VerdictDrop}).in(chain)
 }
 
 // rejectPortUnreachable is inet's plain "reject": ICMP or ICMPv6 port

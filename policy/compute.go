@@ -26,6 +26,7 @@ func (e *Engine) virtualServers(entry *serviceEntry) ([]VirtualServer, int) {
 			}
 			b := vsBuilder{svc: svc, st: st, port: sp, v4: v4, clusterIP: cip, anyUsable: anyUsable(cands),
 				clusterMasquerade: e.clusterMasquerade(v4)}
+			b.nodeIP, _ = e.primaryIP(v4)
 
 			var internal selection
 			switch {
@@ -124,6 +125,7 @@ type vsBuilder struct {
 	internalPolicy, externalPolicy TrafficPolicy
 	anyUsable                      bool       // the port has a usable endpoint somewhere
 	clusterMasquerade              Masquerade // for the ClusterIP kind
+	nodeIP                         netip.Addr // this node's primary IP of the family, if known
 }
 
 // add appends a virtual server for every address of a frontend, which
@@ -146,8 +148,10 @@ func (b *vsBuilder) add(out []VirtualServer, fe frontend, sel selection) []Virtu
 		}
 	}
 	var ranges []netip.Prefix
+	nodeInRanges := false
 	if k == KindLoadBalancer {
 		ranges = b.sourceRanges()
+		nodeInRanges = b.nodeIP.IsValid() && slices.ContainsFunc(ranges, func(p netip.Prefix) bool { return p.Contains(b.nodeIP) })
 	}
 	reason := sel.reason + note
 	var via netip.AddrPort
@@ -163,7 +167,7 @@ func (b *vsBuilder) add(out []VirtualServer, fe frontend, sel selection) []Virtu
 			PersistenceTimeoutSeconds: b.svc.PersistenceTimeoutSeconds,
 			TrafficPolicy:             policy, NoTrack: b.st.noTrack,
 			Masquerade: masq, WhenEmpty: whenEmpty, InternalVia: via, SourceRanges: ranges,
-			Destinations: nonNil(sel.dests), Reason: reason,
+			NodeInSourceRanges: nodeInRanges, Destinations: nonNil(sel.dests), Reason: reason,
 		})
 	}
 	return out

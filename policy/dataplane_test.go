@@ -87,3 +87,69 @@ func TestSourceRangesApplyToLoadBalancersOfTheirFamily(t *testing.T) {
 		}
 	}
 }
+
+// The node's own connections to a load balancer with source ranges pass
+// only when a range holds the node's primary IP of the load balancer's
+// family, as kube-proxy's IPVS mode decides: its first InternalIP of
+// that family, else its first ExternalIP; another address of the node
+// does not count.
+func TestNodeInSourceRangesTakesTheNodesPrimaryIP(t *testing.T) {
+	lb := func(ranges ...string) *Service {
+		return svc("web", func(s *Service) {
+			s.ClusterIPs = append(s.ClusterIPs, ip("fd00::1"))
+			s.LoadBalancerIPs = []netip.Addr{ip("198.51.100.9"), ip("2001:db8::9")}
+			for _, r := range ranges {
+				s.LoadBalancerSourceRanges = append(s.LoadBalancerSourceRanges, netip.MustParsePrefix(r))
+			}
+		})
+	}
+	external := func(n *Node, addrs ...string) *Node {
+		for _, a := range addrs {
+			n.ExternalIPs = append(n.ExternalIPs, ip(a))
+		}
+		return n
+	}
+	for _, tc := range []struct {
+		name     string
+		node     *Node
+		svc      *Service
+		v4, v6   bool // NodeInSourceRanges of the IPv4 and the IPv6 load balancer
+		noRanges bool // the IPv6 load balancer has no range of its family
+	}{
+		{name: "the primary IPv4 address in a range", node: node(thisNode, "", "192.168.0.1"), svc: lb("192.168.0.0/24", "2001:db8:1::/64"), v4: true},
+		{name: "the primary IPv4 address outside every range", node: node(thisNode, "", "192.168.0.1"), svc: lb("10.0.0.0/8", "2001:db8:1::/64")},
+		{name: "a second InternalIP in a range does not count", node: node(thisNode, "", "192.168.0.1", "10.0.0.5"), svc: lb("10.0.0.0/8", "2001:db8:1::/64")},
+		{name: "each family takes its own primary address", node: node(thisNode, "", "192.168.0.1", "2001:db8:1::5"), svc: lb("192.168.0.0/24", "2001:db8:1::/64"), v4: true, v6: true},
+		{name: "without an InternalIP of the family, the first ExternalIP", node: external(node(thisNode, "", "2001:db8:1::5"), "203.0.113.4", "192.168.0.1"), svc: lb("203.0.113.0/24", "192.168.0.0/24", "2001:db8:1::/64"), v4: true, v6: true},
+		{name: "a load balancer without ranges of its family has no such flag", node: node(thisNode, "", "192.168.0.1", "2001:db8:1::5"), svc: lb("192.168.0.0/24"), v4: true, noRanges: true},
+		{name: "no Node for this host: no primary IP", node: node("other", "", "192.168.0.1"), svc: lb("192.168.0.0/24", "2001:db8:1::/64")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, _ := newEngine(t, world{nodes: []*Node{tc.node}, svcs: []*Service{tc.svc}})
+			plan, _ := e.Compute()
+			seen := 0
+			for _, vs := range plan.VirtualServers {
+				if vs.Kind != KindLoadBalancer {
+					if vs.NodeInSourceRanges {
+						t.Errorf("%s: NodeInSourceRanges on a %s", vsLine(vs), vs.Kind)
+					}
+					continue
+				}
+				seen++
+				want := tc.v6
+				if vs.Address.Is4() {
+					want = tc.v4
+				}
+				if vs.NodeInSourceRanges != want {
+					t.Errorf("%s: NodeInSourceRanges %v, want %v (ranges %v)", vsLine(vs), vs.NodeInSourceRanges, want, vs.SourceRanges)
+				}
+				if tc.noRanges && vs.Address.Is6() && len(vs.SourceRanges) != 0 {
+					t.Errorf("%s: source ranges %v, want none", vsLine(vs), vs.SourceRanges)
+				}
+			}
+			if seen != 2 {
+				t.Fatalf("%d load balancer virtual servers, want 2", seen)
+			}
+		})
+	}
+}

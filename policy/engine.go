@@ -277,9 +277,7 @@ func (e *Engine) nodePortIPs() []netip.Addr {
 	}
 	if e.primary {
 		for _, v4 := range []bool{true, false} {
-			if a, ok := firstOfFamily(n.InternalIPs, v4); ok {
-				out = append(out, a)
-			} else if a, ok := firstOfFamily(n.ExternalIPs, v4); ok {
+			if a, ok := e.primaryIP(v4); ok {
 				out = append(out, a)
 			}
 		}
@@ -298,6 +296,19 @@ func (e *Engine) nodePortIPs() []netip.Addr {
 	}
 	slices.SortFunc(out, netip.Addr.Compare)
 	return slices.Compact(out)
+}
+
+// primaryIP is this node's primary IP of a family, as kube-proxy picks
+// it from the Node: its first InternalIP of the family, else its first
+// ExternalIP.
+func (e *Engine) primaryIP(v4 bool) (netip.Addr, bool) {
+	if e.self == nil {
+		return netip.Addr{}, false
+	}
+	if a, ok := firstOfFamily(e.self.InternalIPs, v4); ok {
+		return a, true
+	}
+	return firstOfFamily(e.self.ExternalIPs, v4)
 }
 
 func firstOfFamily(ips []netip.Addr, v4 bool) (netip.Addr, bool) {

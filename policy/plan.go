@@ -146,8 +146,15 @@ type VirtualServer struct {
 	// SourceRanges restricts a LoadBalancer virtual server's clients
 	// (loadBalancerSourceRanges of its family); empty means any.
 	SourceRanges []netip.Prefix `json:"sourceRanges,omitempty"`
-	Destinations []Destination  `json:"destinations"`
-	Reason       string         `json:"reason"`
+	// NodeInSourceRanges, on a load balancer with SourceRanges, says one
+	// of them holds this node's primary IP of the family, so the node's
+	// own connections pass: they come from the load balancer's address,
+	// bound on the dummy interface. Otherwise they are dropped, as
+	// kube-proxy's IPVS mode decides (KUBE-LOAD-BALANCER-SOURCE-IP and
+	// KUBE-IPVS-OUT-FILTER).
+	NodeInSourceRanges bool          `json:"nodeInSourceRanges,omitempty"`
+	Destinations       []Destination `json:"destinations"`
+	Reason             string        `json:"reason"`
 }
 
 // Destination is one backend of a virtual server.

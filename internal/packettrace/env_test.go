@@ -16,29 +16,31 @@ import (
 // neighbours, as [IPv4, IPv6]: cases are written once with names and run
 // in both families.
 var hosts = map[string][2]string{
-	"node":       {"192.168.1.10", "fd00:192:168:1::10"}, // eth0; NodePorts, a host-network endpoint
-	"other-node": {"192.168.1.11", "fd00:192:168:1::11"}, // a client outside the cluster CIDRs
-	"bridge":     {"10.244.1.1", "fd00:10:244:1::1"},     // cni0: the node's pod-network address
-	"pod-a":      {"10.244.1.5", "fd00:10:244:1::5"},     // on this node: destination of web, localep, dns
-	"pod-b":      {"10.244.1.6", "fd00:10:244:1::6"},     // on this node: a client pod
-	"pod-c":      {"10.244.2.7", "fd00:10:244:2::7"},     // on another node: a destination of most services
-	"pod-d":      {"10.244.3.8", "fd00:10:244:3::8"},     // on another node: a client pod
-	"pod-last":   {"10.244.255.255", "fd00:10:244:ffff:ffff:ffff:ffff:ffff"},
-	"past-cidr":  {"10.245.0.0", "fd00:10:245::"}, // one past the cluster CIDR
-	"client":     {"203.0.113.9", "2001:db8:113::9"},
-	"allowed":    {"198.51.100.7", "2001:db8:100::7"}, // inside the load balancer's source range
-	"range-last": {"198.51.100.255", "2001:db8:100::ffff:ffff:ffff:ffff"},
-	"range-next": {"198.51.101.0", "2001:db8:100:1::"},
-	"web":        {"10.96.0.10", "fd00:10:96::10"},
-	"web-ext":    {"172.16.0.10", "fd00:172:16::10"},
-	"empty":      {"10.96.0.20", "fd00:10:96::20"},
-	"local":      {"10.96.0.30", "fd00:10:96::30"},
-	"local-ext":  {"172.16.0.30", "fd00:172:16::30"},
-	"localep":    {"10.96.0.40", "fd00:10:96::40"},
-	"localep-lb": {"172.16.0.40", "fd00:172:16::40"},
-	"ranged":     {"10.96.0.50", "fd00:10:96::50"},
-	"ranged-lb":  {"172.16.0.50", "fd00:172:16::50"},
-	"dns":        {"10.96.0.60", "fd00:10:96::60"},
+	"node":           {"192.168.1.10", "fd00:192:168:1::10"}, // eth0; NodePorts, a host-network endpoint
+	"other-node":     {"192.168.1.11", "fd00:192:168:1::11"}, // a client outside the cluster CIDRs
+	"bridge":         {"10.244.1.1", "fd00:10:244:1::1"},     // cni0: the node's pod-network address
+	"pod-a":          {"10.244.1.5", "fd00:10:244:1::5"},     // on this node: destination of web, localep, dns
+	"pod-b":          {"10.244.1.6", "fd00:10:244:1::6"},     // on this node: a client pod
+	"pod-c":          {"10.244.2.7", "fd00:10:244:2::7"},     // on another node: a destination of most services
+	"pod-d":          {"10.244.3.8", "fd00:10:244:3::8"},     // on another node: a client pod
+	"pod-last":       {"10.244.255.255", "fd00:10:244:ffff:ffff:ffff:ffff:ffff"},
+	"past-cidr":      {"10.245.0.0", "fd00:10:245::"}, // one past the cluster CIDR
+	"client":         {"203.0.113.9", "2001:db8:113::9"},
+	"allowed":        {"198.51.100.7", "2001:db8:100::7"}, // inside the load balancer's source range
+	"range-last":     {"198.51.100.255", "2001:db8:100::ffff:ffff:ffff:ffff"},
+	"range-next":     {"198.51.101.0", "2001:db8:100:1::"},
+	"web":            {"10.96.0.10", "fd00:10:96::10"},
+	"web-ext":        {"172.16.0.10", "fd00:172:16::10"},
+	"empty":          {"10.96.0.20", "fd00:10:96::20"},
+	"local":          {"10.96.0.30", "fd00:10:96::30"},
+	"local-ext":      {"172.16.0.30", "fd00:172:16::30"},
+	"localep":        {"10.96.0.40", "fd00:10:96::40"},
+	"localep-lb":     {"172.16.0.40", "fd00:172:16::40"},
+	"ranged":         {"10.96.0.50", "fd00:10:96::50"},
+	"node-ranged":    {"10.96.0.51", "fd00:10:96::51"},
+	"ranged-lb":      {"172.16.0.50", "fd00:172:16::50"},
+	"node-ranged-lb": {"172.16.0.51", "fd00:172:16::51"}, // ranged, the node's address in a range
+	"dns":            {"10.96.0.60", "fd00:10:96::60"},
 }
 
 // onNode are the hosts whose endpoints run on this node (Local).
@@ -92,17 +94,18 @@ func nameOf(a netip.Addr) string {
 
 // vsSpec is one virtual server of the test plan, in both families.
 type vsSpec struct {
-	service   string // namespace/name
-	kind      policy.Kind
-	at        string // "host:port"
-	proto     policy.Protocol
-	masq      policy.Masquerade
-	local     bool               // eTP=Local
-	dests     []string           // "host:port"
-	whenEmpty policy.EmptyAction // with no dests
-	via       string             // InternalVia, "host:port"
-	ranged    bool               // loadBalancerSourceRanges: sourceRanges
-	noTrack   bool
+	service    string // namespace/name
+	kind       policy.Kind
+	at         string // "host:port"
+	proto      policy.Protocol
+	masq       policy.Masquerade
+	local      bool               // eTP=Local
+	dests      []string           // "host:port"
+	whenEmpty  policy.EmptyAction // with no dests
+	via        string             // InternalVia, "host:port"
+	ranged     bool               // loadBalancerSourceRanges: sourceRanges
+	rangedNode bool               // loadBalancerSourceRanges: sourceRanges and the node's address
+	noTrack    bool
 }
 
 // specs is the test plan: one or more services for every rule of
@@ -123,6 +126,8 @@ var specs = []vsSpec{
 	{service: "default/localep", kind: policy.KindLoadBalancer, at: "localep-lb:80", masq: policy.MasqueradeNever, local: true, dests: []string{"pod-a:8080"}, via: "localep:80"},
 	{service: "default/ranged", kind: policy.KindClusterIP, at: "ranged:443", masq: policy.MasqueradeOffCluster, dests: []string{"pod-c:8443"}},
 	{service: "default/ranged", kind: policy.KindLoadBalancer, at: "ranged-lb:443", masq: policy.MasqueradeAlways, dests: []string{"pod-c:8443"}, ranged: true},
+	{service: "default/node-ranged", kind: policy.KindClusterIP, at: "node-ranged:443", masq: policy.MasqueradeOffCluster, dests: []string{"pod-c:8443"}},
+	{service: "default/node-ranged", kind: policy.KindLoadBalancer, at: "node-ranged-lb:443", masq: policy.MasqueradeAlways, dests: []string{"pod-c:8443"}, rangedNode: true},
 	// NOTRACK, with a host-network destination (the node's address).
 	{service: "kube-system/dns", kind: policy.KindClusterIP, at: "dns:53", proto: policy.ProtocolUDP, masq: policy.MasqueradeOffCluster, noTrack: true,
 		dests: []string{"node:5353", "pod-a:5353", "pod-c:5353"}},
@@ -159,6 +164,11 @@ func testPlan(t testing.TB) policy.Plan {
 			}
 			if s.ranged {
 				vs.SourceRanges = []netip.Prefix{sourceRanges[fam]}
+			}
+			if s.rangedNode { // as the engine decides when a range holds the node's primary IP
+				node := addr(t, "node", fam)
+				vs.SourceRanges = []netip.Prefix{sourceRanges[fam], netip.PrefixFrom(node, node.BitLen())}
+				vs.NodeInSourceRanges = true
 			}
 			p.VirtualServers = append(p.VirtualServers, vs)
 		}

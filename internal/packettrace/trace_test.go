@@ -76,9 +76,16 @@ var cases = []traceCase{
 	{name: "lb-source-ranged: the service's ClusterIP is not ranged", src: "pod-b", dst: "ranged:443",
 		want: "send dnat=ipvs>pod-c:8443", proves: []string{"!filter-input#2"}},
 
-	// Not held to the ranges: see README.md, "Findings".
-	{name: "lb-source-ranged gap: the node's own connection to a ranged load balancer is not held to the ranges", host: true, src: "ranged-lb", dst: "ranged-lb:443",
-		want: "send masq=mark dnat=ipvs>pod-c:8443", proves: []string{"nat-output#1", "!filter-output#1"}},
+	// The node's own connections, held to the ranges in filter-output
+	// before IPVS takes them in LOCAL_OUT (README.md, "Findings").
+	{name: "lb-source-ranged: the node's own connection is dropped when no range holds the node's IP", host: true, src: "ranged-lb", dst: "ranged-lb:443",
+		want: "drop", proves: []string{"filter-output#2"}},
+	{name: "lb-source-ranged: the node's connection from its own address outside the ranges is dropped", host: true, src: "node", dst: "ranged-lb:443",
+		want: "drop", proves: []string{"filter-output#2"}},
+	{name: "lb-source-allowed: the node's own connection passes when a range holds the node's IP", host: true, src: "node-ranged-lb", dst: "node-ranged-lb:443",
+		want: "send masq=mark dnat=ipvs>pod-c:8443", proves: []string{"!filter-output#2", "nat-output#1"}},
+	{name: "lb-source-allowed: the node's connection from its address inside a range passes", host: true, src: "node", dst: "node-ranged-lb:443",
+		want: "send masq=mark dnat=ipvs>pod-c:8443", proves: []string{"!filter-output#2"}},
 
 	// eTP=Local: in-cluster clients via the ClusterIP, external ones kept.
 	{name: "internal-via: a pod client of an eTP=Local load balancer goes to the ClusterIP", src: "pod-b", dst: "localep-lb:80", backend: "pod-c",
