@@ -16,20 +16,24 @@ import (
 // rejectPlan: 10.96.0.50:80 and [fd00:96::50]:80 have no destinations
 // (Reject), 10.96.0.51:80 has none under a Local policy (Drop),
 // 10.96.0.60:80 is a normal service, 10.96.0.70:80 a load balancer open
-// to 10.244.1.0/24 only. None has an IPVS service: the table alone acts.
+// to 10.244.1.0/24 only, 10.96.0.71:80 one open to 10.244.1.0/24 and to
+// the node (a range holds its IP: NodeInSourceRanges). None has an IPVS
+// service: the table alone acts.
 func rejectPlan() policy.Plan {
 	vs := func(svc, addr string, port uint16) policy.VirtualServer {
 		ns, name, _ := strings.Cut(svc, "/")
 		return policy.VirtualServer{Service: policy.ServiceKey{Namespace: ns, Name: name}, Kind: policy.KindClusterIP, Address: a(addr), Port: port,
 			Protocol: policy.ProtocolTCP, Masquerade: policy.MasqueradeNever}
 	}
-	rej, rej6, drop, full, lb := vs("t/rej", "10.96.0.50", 80), vs("t/rej", "fd00:96::50", 80), vs("t/drop", "10.96.0.51", 80),
-		vs("t/full", "10.96.0.60", 80), vs("t/lb", "10.96.0.70", 80)
+	rej, rej6, drop, full, lb, lbNode := vs("t/rej", "10.96.0.50", 80), vs("t/rej", "fd00:96::50", 80), vs("t/drop", "10.96.0.51", 80),
+		vs("t/full", "10.96.0.60", 80), vs("t/lb", "10.96.0.70", 80), vs("t/lb-node", "10.96.0.71", 80)
 	rej.WhenEmpty, rej6.WhenEmpty, drop.WhenEmpty = policy.EmptyReject, policy.EmptyReject, policy.EmptyDrop
 	full.Destinations = []policy.Destination{dest("10.244.9.9", 80)}
 	lb.Kind, lb.SourceRanges = policy.KindLoadBalancer, []netip.Prefix{p("10.244.1.0/24")}
 	lb.Destinations = []policy.Destination{dest("10.244.9.9", 80)}
-	vss := []policy.VirtualServer{rej, rej6, drop, full, lb}
+	lbNode.Kind, lbNode.SourceRanges, lbNode.NodeInSourceRanges = policy.KindLoadBalancer, []netip.Prefix{p("10.244.1.0/24")}, true
+	lbNode.Destinations = []policy.Destination{dest("10.244.9.9", 80)}
+	vss := []policy.VirtualServer{rej, rej6, drop, full, lb, lbNode}
 	policy.SortVirtualServers(vss)
 	return policy.Plan{Node: "node-a", VirtualServers: vss}
 }
@@ -39,14 +43,14 @@ func rejectPlan() policy.Plan {
 // before and after the table is programmed.
 func TestRejectTraffic(t *testing.T) {
 	labnet.LinkUp(t, "lo")
-	labnet.Dummy(t, "kube-ipvs0", "10.96.0.50", "10.96.0.51", "10.96.0.60", "10.96.0.70", "fd00:96::50")
+	labnet.Dummy(t, "kube-ipvs0", "10.96.0.50", "10.96.0.51", "10.96.0.60", "10.96.0.70", "10.96.0.71", "fd00:96::50")
 	pod1, pod2 := labnet.NewPod(t, "pod1", 1), labnet.NewPod(t, "pod2", 2)
-	for _, addr := range []string{"10.96.0.50:80", "10.96.0.51:80", "10.96.0.60:80", "10.96.0.70:80", "[fd00:96::50]:80", ":8081"} {
+	for _, addr := range []string{"10.96.0.50:80", "10.96.0.51:80", "10.96.0.60:80", "10.96.0.70:80", "10.96.0.71:80", "[fd00:96::50]:80", ":8081"} {
 		labnet.Echo{Name: "host"}.ServeTCP(t, nil, "tcp", addr)
 	}
 
 	// Without the table every listener answers.
-	for _, addr := range []string{"10.96.0.50:80", "10.96.0.51:80", "10.96.0.60:8081", "10.96.0.70:80"} {
+	for _, addr := range []string{"10.96.0.50:80", "10.96.0.51:80", "10.96.0.60:8081", "10.96.0.70:80", "10.96.0.71:80"} {
 		for _, c := range []*labnet.Pod{nil, pod1, pod2} {
 			if _, err := c.Connect(addr, 2*time.Second); err != nil {
 				t.Fatalf("baseline without table: dial %s from %s: %v", addr, who(c, pod1), err)
@@ -99,6 +103,15 @@ func TestRejectTraffic(t *testing.T) {
 	t.Run("load balancer source ranges", func(t *testing.T) {
 		connects(t, pod1, "10.96.0.70:80") // 10.244.1.2 is in 10.244.1.0/24
 		times(t, pod2, "10.96.0.70:80")    // 10.244.2.2 is not
+		connects(t, pod1, "10.96.0.71:80")
+		times(t, pod2, "10.96.0.71:80")
+	})
+	// The host's connection comes from the load balancer's address on
+	// kube-ipvs0, and leaves through OUTPUT only: filter-output holds it
+	// to the ranges, which allow that address when they hold the node.
+	t.Run("load balancer source ranges hold the host's own connections", func(t *testing.T) {
+		times(t, nil, "10.96.0.70:80")
+		connects(t, nil, "10.96.0.71:80")
 	})
 	t.Run("ping to a service IP still works", func(t *testing.T) {
 		if _, err := exec.LookPath("ping"); err != nil {
@@ -115,6 +128,7 @@ func TestRejectTraffic(t *testing.T) {
 	}
 	connects(t, pod1, "10.96.0.50:80")
 	connects(t, pod2, "10.96.0.70:80")
+	connects(t, nil, "10.96.0.70:80")
 }
 
 func who(c, pod1 *labnet.Pod) string {

@@ -19,7 +19,9 @@
 //     two pods with echo servers, creates a Node, a Service and an
 //     EndpointSlice through the API, runs app.Run in the real mode and
 //     checks that traffic to the ClusterIP follows the EndpointSlice,
-//     that /healthz and /metrics answer, and that --cleanup removes
+//     that the node's own connections to a LoadBalancer are held to its
+//     source ranges (sourceranges_test.go), that /healthz and /metrics
+//     answer, and that --cleanup removes
 //     everything. It skips when the kubeconfigs are not passed in.
 //
 // Run it with `KIP_VME2E=1 go test -v -timeout 20m ./integration/vme2e/`

@@ -85,6 +85,10 @@ func TestProxyInVM(t *testing.T) {
 		t.Logf("traffic only reaches pod-1 %v after the update", time.Since(updated).Round(time.Millisecond))
 	})
 
+	t.Run("the node's own connections to a load balancer are held to its source ranges", func(t *testing.T) {
+		checkSourceRangesHoldTheNode(t, ctx, admin, pods["pod-1"])
+	})
+
 	t.Run("healthz and metrics answer", func(t *testing.T) {
 		if code, body := get(t, "http://"+healthzAddr+"/healthz"); code != http.StatusOK {
 			t.Errorf("/healthz: %d %s", code, body)
