@@ -3,6 +3,7 @@
 package nftwriter
 
 import (
+	"net"
 	"net/netip"
 	"os/exec"
 	"strings"
@@ -43,7 +44,8 @@ func rejectPlan() policy.Plan {
 // before and after the table is programmed.
 func TestRejectTraffic(t *testing.T) {
 	labnet.LinkUp(t, "lo")
-	labnet.Dummy(t, "kube-ipvs0", "10.96.0.50", "10.96.0.51", "10.96.0.60", "10.96.0.70", "10.96.0.71", "fd00:96::50")
+	// 10.244.1.250 is a host address inside the load balancers' range.
+	labnet.Dummy(t, "kube-ipvs0", "10.96.0.50", "10.96.0.51", "10.96.0.60", "10.96.0.70", "10.96.0.71", "fd00:96::50", "10.244.1.250")
 	pod1, pod2 := labnet.NewPod(t, "pod1", 1), labnet.NewPod(t, "pod2", 2)
 	for _, addr := range []string{"10.96.0.50:80", "10.96.0.51:80", "10.96.0.60:80", "10.96.0.70:80", "10.96.0.71:80", "[fd00:96::50]:80", ":8081"} {
 		labnet.Echo{Name: "host"}.ServeTCP(t, nil, "tcp", addr)
@@ -113,6 +115,15 @@ func TestRejectTraffic(t *testing.T) {
 		times(t, nil, "10.96.0.70:80")
 		connects(t, nil, "10.96.0.71:80")
 	})
+	// From another of the host's addresses, that address is checked.
+	t.Run("load balancer source ranges check a host connection from another address by it", func(t *testing.T) {
+		if err := dialFrom("10.96.0.60", "10.96.0.71:80"); !labnet.IsTimeout(err) {
+			t.Errorf("dial 10.96.0.71:80 from the host's 10.96.0.60: %v, want a timeout (dropped)", err)
+		}
+		if err := dialFrom("10.244.1.250", "10.96.0.70:80"); err != nil {
+			t.Errorf("dial 10.96.0.70:80 from the host's 10.244.1.250: %v, want connected", err)
+		}
+	})
 	t.Run("ping to a service IP still works", func(t *testing.T) {
 		if _, err := exec.LookPath("ping"); err != nil {
 			t.Skip("no ping in this VM")
@@ -129,6 +140,16 @@ func TestRejectTraffic(t *testing.T) {
 	connects(t, pod1, "10.96.0.50:80")
 	connects(t, pod2, "10.96.0.70:80")
 	connects(t, nil, "10.96.0.70:80")
+}
+
+// dialFrom connects from the host's address src to addr.
+func dialFrom(src, addr string) error {
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: time.Second}
+	c, err := d.Dial("tcp", addr)
+	if err == nil {
+		c.Close()
+	}
+	return err
 }
 
 func who(c, pod1 *labnet.Pod) string {
