@@ -84,6 +84,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzLoadConfig -fuzztime 30s -fuzzminimizetime 3s ./cmd/kube-ipvs-proxy/app/
 	$(GO) test -run '^$$' -fuzz FuzzEndpointSlice -fuzztime 30s ./kubeapi/
 	$(GO) test -run '^$$' -fuzz FuzzCompute -fuzztime 30s ./policy/
+	$(GO) test -run '^$$' -fuzz FuzzParseDestinations -fuzztime 30s ./proxier/ipvs/
+	$(GO) test -run '^$$' -fuzz FuzzSplitAnswer -fuzztime 30s ./proxier/ipvs/
 
 clean:
 	rm -rf bin

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"syscall"
 
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
@@ -13,14 +14,18 @@ import (
 // The IPVS generic netlink request that lists one virtual server's
 // destinations (include/uapi/linux/ip_vs.h), made by destReader. It is
 // the request moby/ipvs's GetDestinations makes; the reader differs in
-// what it does with the answer: it reads into a buffer of about the
-// answer's size (mdlayher/netlink starts from a page), where moby's read
+// how it reads the answer and what it does with it. It reads on a
+// blocking socket into one buffer it keeps, where moby's read
 // (vishvananda/netlink's Receive) zeroes a 64 KiB buffer on its stack
-// and copies the answer out of it, and it decodes only the attributes a
-// Destination holds. At 10,000 services a Repair lists 12,000 virtual
-// servers, and in a profile of the churn at that size moby's read and
-// decode, not the kernel, were about half the CPU of each list (issue
-// 11).
+// per read and copies the answer out of it, and it decodes only the
+// attributes a Destination holds. At 10,000 services a Repair lists
+// 12,000 virtual servers, and in a profile of the churn at that size
+// moby's read and decode, not the kernel, were about half the CPU of
+// each list (issue 11). The socket blocks in the read, as moby's does:
+// a socket on Go's network poller (mdlayher/netlink, which this reader
+// used first) parks the goroutine on every read the kernel has not yet
+// answered, and in the VM lab that made a read take twice moby's time
+// (BENCHMARKS.md).
 const (
 	ipvsGenlName    = "IPVS"
 	ipvsGenlVersion = 1
@@ -68,6 +73,71 @@ func getDestinationsRequest(k Key) ([]byte, error) {
 		return nil, fmt.Errorf("encode the destinations request of %s: %w", k, err)
 	}
 	return append(genlHeader(ipvsCmdGetDest), attrs...), nil
+}
+
+// Netlink message types and flags the reader handles (netlink(7)).
+const (
+	nlmsgHeaderLen = 16
+	nlmsgNoop      = 0x1
+	nlmsgError     = 0x2
+	nlmsgDone      = 0x3
+	nlmsgOverrun   = 0x4
+	nlmFlagMulti   = 0x2
+)
+
+// splitAnswer splits what one read of a netlink socket returned into
+// the messages answering request seq. It reports done when the answer
+// is complete: a dump's NLMSG_DONE, an acknowledgement, or a message
+// that is not part of a multi-part answer. An NLMSG_ERROR, or a DONE
+// that carries one, is returned as the errno it holds. Messages of
+// another sequence number are left over from an earlier request that
+// ended in an error, and are skipped. The messages' Data point into b.
+func splitAnswer(b []byte, seq uint32) (msgs []netlink.Message, done bool, err error) {
+	for len(b) > 0 {
+		if len(b) < nlmsgHeaderLen {
+			return nil, false, fmt.Errorf("netlink answer: %d bytes left, shorter than a message header", len(b))
+		}
+		l := int(binary.NativeEndian.Uint32(b[0:4]))
+		if l < nlmsgHeaderLen || l > len(b) {
+			return nil, false, fmt.Errorf("netlink answer: a message of %d bytes in %d", l, len(b))
+		}
+		m := netlink.Message{
+			Header: netlink.Header{
+				Length:   uint32(l),
+				Type:     netlink.HeaderType(binary.NativeEndian.Uint16(b[4:6])),
+				Flags:    netlink.HeaderFlags(binary.NativeEndian.Uint16(b[6:8])),
+				Sequence: binary.NativeEndian.Uint32(b[8:12]),
+				PID:      binary.NativeEndian.Uint32(b[12:16]),
+			},
+			Data: b[nlmsgHeaderLen:l],
+		}
+		b = b[min(len(b), (l+3)&^3):]
+		if m.Header.Sequence != seq {
+			continue
+		}
+		switch m.Header.Type {
+		case nlmsgNoop:
+			continue
+		case nlmsgOverrun:
+			return nil, false, errors.New("netlink answer: the kernel reports an overrun")
+		case nlmsgError, nlmsgDone:
+			code := int32(0)
+			if len(m.Data) >= 4 {
+				code = int32(binary.NativeEndian.Uint32(m.Data[:4]))
+			} else if m.Header.Type == nlmsgError {
+				return nil, false, fmt.Errorf("netlink answer: an error message of %d bytes", len(m.Data))
+			}
+			if code < 0 {
+				return nil, false, syscall.Errno(-code)
+			}
+			return msgs, true, nil
+		}
+		msgs = append(msgs, m)
+		if m.Header.Flags&nlmFlagMulti == 0 {
+			return msgs, true, nil
+		}
+	}
+	return msgs, false, nil
 }
 
 // parseDestinations decodes the answer to getDestinationsRequest: one

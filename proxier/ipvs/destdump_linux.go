@@ -1,6 +1,8 @@
 package ipvs
 
 import (
+	"encoding/binary"
+	"errors"
 	"fmt"
 
 	"github.com/mdlayher/netlink"
@@ -11,56 +13,64 @@ import (
 // netlink socket (destdump.go says why not through moby/ipvs). Like a
 // moby handle, it is used by one goroutine at a time.
 type destReader struct {
-	c      *netlink.Conn
-	family netlink.HeaderType
+	s      *genlSocket
+	family uint16
 }
 
 // newDestReader opens the socket and looks up the IPVS family, which
 // needs the ip_vs module loaded (moby/ipvs loads it when it opens its
 // first handle).
 func newDestReader() (*destReader, error) {
-	c, err := netlink.Dial(unix.NETLINK_GENERIC, nil)
+	s, err := openGenlSocket()
 	if err != nil {
-		return nil, fmt.Errorf("open a generic netlink socket: %w", err)
-	}
-	id, err := genlFamily(c, ipvsGenlName)
-	if err != nil {
-		c.Close()
 		return nil, err
 	}
-	return &destReader{c: c, family: netlink.HeaderType(id)}, nil
+	id, err := genlFamily(s, ipvsGenlName)
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	return &destReader{s: s, family: id}, nil
 }
 
 // genlFamily asks the generic netlink controller for a family's id.
-func genlFamily(c *netlink.Conn, name string) (uint16, error) {
+func genlFamily(s *genlSocket, name string) (uint16, error) {
 	ae := netlink.NewAttributeEncoder()
 	ae.String(unix.CTRL_ATTR_FAMILY_NAME, name)
 	attrs, err := ae.Encode()
 	if err != nil {
 		return 0, fmt.Errorf("encode the lookup of generic netlink family %s: %w", name, err)
 	}
-	msgs, err := c.Execute(netlink.Message{
-		Header: netlink.Header{Type: unix.GENL_ID_CTRL, Flags: netlink.Request},
-		Data:   append([]byte{unix.CTRL_CMD_GETFAMILY, 1, 0, 0}, attrs...),
-	})
+	var id uint16
+	found := false
+	err = s.execute(unix.GENL_ID_CTRL, 0, append([]byte{unix.CTRL_CMD_GETFAMILY, 1, 0, 0}, attrs...),
+		func(msgs []netlink.Message) error {
+			for _, m := range msgs {
+				if len(m.Data) < 4 {
+					continue
+				}
+				ad, err := netlink.NewAttributeDecoder(m.Data[4:])
+				if err != nil {
+					return err
+				}
+				for ad.Next() {
+					if ad.Type() == unix.CTRL_ATTR_FAMILY_ID {
+						id, found = ad.Uint16(), true
+					}
+				}
+				if err := ad.Err(); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
 	if err != nil {
 		return 0, fmt.Errorf("look up generic netlink family %s: %w", name, err)
 	}
-	for _, m := range msgs {
-		if len(m.Data) < 4 {
-			continue
-		}
-		ad, err := netlink.NewAttributeDecoder(m.Data[4:])
-		if err != nil {
-			return 0, fmt.Errorf("generic netlink family %s: %w", name, err)
-		}
-		for ad.Next() {
-			if ad.Type() == unix.CTRL_ATTR_FAMILY_ID {
-				return ad.Uint16(), ad.Err()
-			}
-		}
+	if !found {
+		return 0, fmt.Errorf("generic netlink family %s: no id in the answer", name)
 	}
-	return 0, fmt.Errorf("generic netlink family %s: no id in the answer", name)
+	return id, nil
 }
 
 // destinations lists virtual server k's destinations with one dump;
@@ -70,14 +80,96 @@ func (r *destReader) destinations(k Key) ([]Destination, error) {
 	if err != nil {
 		return nil, err
 	}
-	msgs, err := r.c.Execute(netlink.Message{
-		Header: netlink.Header{Type: r.family, Flags: netlink.Request | netlink.Dump},
-		Data:   body,
+	var out []Destination
+	err = r.s.execute(r.family, unix.NLM_F_DUMP, body, func(msgs []netlink.Message) error {
+		ds, err := parseDestinations(msgs, family(k.Address))
+		out = append(out, ds...)
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	return parseDestinations(msgs, family(k.Address))
+	if out == nil {
+		out = []Destination{}
+	}
+	return out, nil
 }
 
-func (r *destReader) Close() { r.c.Close() }
+func (r *destReader) Close() { r.s.Close() }
+
+// genlSocket is a blocking generic netlink socket that makes one request
+// at a time and reads the answer into a buffer it keeps.
+type genlSocket struct {
+	fd  int
+	seq uint32
+	buf []byte
+}
+
+// genlReadBuffer is the read buffer: the kernel sizes a dump's pieces to
+// the largest read it has seen, up to 32 KiB (netlink_recvmsg).
+const genlReadBuffer = 32 << 10
+
+// genlReadTimeout bounds one read, so a kernel that never answers is an
+// error, not a writer stuck for good.
+const genlReadTimeout = 30
+
+func openGenlSocket() (*genlSocket, error) {
+	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_GENERIC)
+	if err != nil {
+		return nil, fmt.Errorf("open a generic netlink socket: %w", err)
+	}
+	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("bind a generic netlink socket: %w", err)
+	}
+	tv := unix.Timeval{Sec: genlReadTimeout}
+	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("set the generic netlink socket's read timeout: %w", err)
+	}
+	return &genlSocket{fd: fd, buf: make([]byte, genlReadBuffer)}, nil
+}
+
+// execute sends one request (a netlink header of type typ with flags
+// besides NLM_F_REQUEST, then body) and hands each read's messages to
+// each until the answer is complete. The messages are valid only during
+// the call: the next read reuses the buffer.
+func (s *genlSocket) execute(typ, flags uint16, body []byte, each func([]netlink.Message) error) error {
+	s.seq++
+	req := make([]byte, nlmsgHeaderLen, nlmsgHeaderLen+len(body))
+	binary.NativeEndian.PutUint32(req[0:4], uint32(nlmsgHeaderLen+len(body)))
+	binary.NativeEndian.PutUint16(req[4:6], typ)
+	binary.NativeEndian.PutUint16(req[6:8], flags|unix.NLM_F_REQUEST)
+	binary.NativeEndian.PutUint32(req[8:12], s.seq)
+	req = append(req, body...)
+	if err := unix.Sendto(s.fd, req, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+		return fmt.Errorf("netlink send: %w", err)
+	}
+	// A failed decode still reads the answer to its end: the kernel
+	// refuses a new dump (EBUSY) while an old one is unread.
+	var failed error
+	for {
+		n, _, err := unix.Recvfrom(s.fd, s.buf, unix.MSG_TRUNC)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return errors.Join(failed, fmt.Errorf("netlink receive: %w", err))
+		}
+		if n > len(s.buf) && failed == nil {
+			failed = fmt.Errorf("netlink receive: a message of %d bytes, more than the %d-byte buffer", n, len(s.buf))
+		}
+		msgs, done, err := splitAnswer(s.buf[:min(n, len(s.buf))], s.seq)
+		if err != nil {
+			return errors.Join(failed, err)
+		}
+		if len(msgs) > 0 && failed == nil {
+			failed = each(msgs)
+		}
+		if done {
+			return failed
+		}
+	}
+}
+
+func (s *genlSocket) Close() { unix.Close(s.fd) }

@@ -26,9 +26,10 @@
 // (github.com/moby/ipvs, github.com/vishvananda/netlink, /proc/sys) and
 // kernel-faithful fakes in fake.go for tests of this package and of its
 // callers. One read is not moby's: a virtual server's destinations are
-// listed by destReader (destdump.go), the same request on a socket of our
-// own through github.com/mdlayher/netlink, because moby/ipvs zeroes a 64
-// KiB buffer per read and a Repair at 10,000 services makes 12,000 reads.
+// listed by destReader (destdump.go), the same request on a blocking
+// socket of our own that keeps its read buffer, because moby/ipvs zeroes
+// a 64 KiB buffer per read and a Repair at 10,000 services makes 12,000
+// reads; github.com/mdlayher/netlink encodes and decodes the attributes.
 //
 // The package translates the plan; it makes no policy decisions and must
 // not import client-go or nftables. It does not log: errors are returned,
