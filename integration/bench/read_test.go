@@ -1,0 +1,69 @@
+//go:build integration
+
+package bench
+
+import (
+	"testing"
+
+	mobyipvs "github.com/moby/ipvs"
+	"golang.org/x/sys/unix"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxier/ipvs"
+)
+
+// readsPerOp is how many virtual servers one iteration reads.
+const readsPerOp = 1000
+
+// BenchmarkDestinationsRead lists one virtual server's 10 destinations
+// at a time, 1,000 virtual servers programmed: through the proxy's
+// Kernel adapter (destReader, what a change's drain check and a Repair
+// use) and through moby/ipvs's GetDestinations, the same request. It
+// reports ns/read.
+func BenchmarkDestinationsRead(b *testing.B) {
+	cleanIPVS(b)
+	plan := benchPlan(1000)
+	if err := newIPVSWriter(b).Resync(plan); err != nil {
+		b.Fatal(err)
+	}
+	defer cleanIPVS(b)
+	check := func(b *testing.B, n int, err error) {
+		if err != nil || n != destsPerService {
+			b.Fatalf("read %d destinations (err %v), want %d", n, err, destsPerService)
+		}
+	}
+	b.Run("proxy", func(b *testing.B) {
+		k, _, _, _, closeAdapters, err := ipvs.NewLinuxAdapters()
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer closeAdapters()
+		reads := 0
+		for b.Loop() {
+			for i := range readsPerOp {
+				ds, err := k.Destinations(plan.VirtualServers[i%len(plan.VirtualServers)].Key())
+				check(b, len(ds), err)
+				reads++
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(reads), "ns/read")
+	})
+	b.Run("moby", func(b *testing.B) {
+		h, err := mobyipvs.New("")
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer h.Close()
+		reads := 0
+		for b.Loop() {
+			for i := range readsPerOp {
+				vs := plan.VirtualServers[i%len(plan.VirtualServers)]
+				svc := &mobyipvs.Service{Address: vs.Address.AsSlice(), Port: vs.Port, Protocol: unix.IPPROTO_TCP,
+					AddressFamily: unix.AF_INET, Netmask: 0xffffffff}
+				ds, err := h.GetDestinations(svc)
+				check(b, len(ds), err)
+				reads++
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(reads), "ns/read")
+	})
+}
