@@ -22,10 +22,9 @@ import (
 // 12,000 virtual servers, and in a profile of the churn at that size
 // moby's read and decode, not the kernel, were about half the CPU of
 // each list (issue 11). The socket blocks in the read, as moby's does:
-// a socket on Go's network poller (mdlayher/netlink, which this reader
-// used first) parks the goroutine on every read the kernel has not yet
-// answered, and in the VM lab that made a read take twice moby's time
-// (BENCHMARKS.md).
+// on a socket on Go's network poller (mdlayher/netlink's, which this
+// reader used first) the goroutine parked in its reads, and in the VM
+// lab a read took twice moby's time (BENCHMARKS.md).
 const (
 	ipvsGenlName    = "IPVS"
 	ipvsGenlVersion = 1
@@ -75,16 +74,6 @@ func getDestinationsRequest(k Key) ([]byte, error) {
 	return append(genlHeader(ipvsCmdGetDest), attrs...), nil
 }
 
-// Netlink message types and flags the reader handles (netlink(7)).
-const (
-	nlmsgHeaderLen = 16
-	nlmsgNoop      = 0x1
-	nlmsgError     = 0x2
-	nlmsgDone      = 0x3
-	nlmsgOverrun   = 0x4
-	nlmFlagMulti   = 0x2
-)
-
 // splitAnswer splits what one read of a netlink socket returned into
 // the messages answering request seq. It reports done when the answer
 // is complete: a dump's NLMSG_DONE, an acknowledgement, or a message
@@ -94,11 +83,11 @@ const (
 // ended in an error, and are skipped. The messages' Data point into b.
 func splitAnswer(b []byte, seq uint32) (msgs []netlink.Message, done bool, err error) {
 	for len(b) > 0 {
-		if len(b) < nlmsgHeaderLen {
+		if len(b) < unix.NLMSG_HDRLEN {
 			return nil, false, fmt.Errorf("netlink answer: %d bytes left, shorter than a message header", len(b))
 		}
 		l := int(binary.NativeEndian.Uint32(b[0:4]))
-		if l < nlmsgHeaderLen || l > len(b) {
+		if l < unix.NLMSG_HDRLEN || l > len(b) {
 			return nil, false, fmt.Errorf("netlink answer: a message of %d bytes in %d", l, len(b))
 		}
 		m := netlink.Message{
@@ -109,22 +98,22 @@ func splitAnswer(b []byte, seq uint32) (msgs []netlink.Message, done bool, err e
 				Sequence: binary.NativeEndian.Uint32(b[8:12]),
 				PID:      binary.NativeEndian.Uint32(b[12:16]),
 			},
-			Data: b[nlmsgHeaderLen:l],
+			Data: b[unix.NLMSG_HDRLEN:l],
 		}
 		b = b[min(len(b), (l+3)&^3):]
 		if m.Header.Sequence != seq {
 			continue
 		}
 		switch m.Header.Type {
-		case nlmsgNoop:
+		case unix.NLMSG_NOOP:
 			continue
-		case nlmsgOverrun:
+		case unix.NLMSG_OVERRUN:
 			return nil, false, errors.New("netlink answer: the kernel reports an overrun")
-		case nlmsgError, nlmsgDone:
+		case unix.NLMSG_ERROR, unix.NLMSG_DONE:
 			code := int32(0)
 			if len(m.Data) >= 4 {
 				code = int32(binary.NativeEndian.Uint32(m.Data[:4]))
-			} else if m.Header.Type == nlmsgError {
+			} else if m.Header.Type == unix.NLMSG_ERROR {
 				return nil, false, fmt.Errorf("netlink answer: an error message of %d bytes", len(m.Data))
 			}
 			if code < 0 {
@@ -133,7 +122,7 @@ func splitAnswer(b []byte, seq uint32) (msgs []netlink.Message, done bool, err e
 			return msgs, true, nil
 		}
 		msgs = append(msgs, m)
-		if m.Header.Flags&nlmFlagMulti == 0 {
+		if m.Header.Flags&unix.NLM_F_MULTI == 0 {
 			return msgs, true, nil
 		}
 	}

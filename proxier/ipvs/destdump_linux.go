@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
@@ -111,7 +112,7 @@ const genlReadBuffer = 32 << 10
 
 // genlReadTimeout bounds one read, so a kernel that never answers is an
 // error, not a writer stuck for good.
-const genlReadTimeout = 30
+const genlReadTimeout = 30 * time.Second
 
 func openGenlSocket() (*genlSocket, error) {
 	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_GENERIC)
@@ -122,7 +123,7 @@ func openGenlSocket() (*genlSocket, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("bind a generic netlink socket: %w", err)
 	}
-	tv := unix.Timeval{Sec: genlReadTimeout}
+	tv := unix.NsecToTimeval(genlReadTimeout.Nanoseconds())
 	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
 		unix.Close(fd)
 		return nil, fmt.Errorf("set the generic netlink socket's read timeout: %w", err)
@@ -136,8 +137,8 @@ func openGenlSocket() (*genlSocket, error) {
 // the call: the next read reuses the buffer.
 func (s *genlSocket) execute(typ, flags uint16, body []byte, each func([]netlink.Message) error) error {
 	s.seq++
-	req := make([]byte, nlmsgHeaderLen, nlmsgHeaderLen+len(body))
-	binary.NativeEndian.PutUint32(req[0:4], uint32(nlmsgHeaderLen+len(body)))
+	req := make([]byte, unix.NLMSG_HDRLEN, unix.NLMSG_HDRLEN+len(body))
+	binary.NativeEndian.PutUint32(req[0:4], uint32(unix.NLMSG_HDRLEN+len(body)))
 	binary.NativeEndian.PutUint16(req[4:6], typ)
 	binary.NativeEndian.PutUint16(req[6:8], flags|unix.NLM_F_REQUEST)
 	binary.NativeEndian.PutUint32(req[8:12], s.seq)

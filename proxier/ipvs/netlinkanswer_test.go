@@ -5,13 +5,15 @@ import (
 	"errors"
 	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // rawMessage is one netlink message as a read returns it: header, data,
 // and the padding to 4 bytes.
 func rawMessage(typ, flags uint16, seq uint32, data []byte) []byte {
-	b := make([]byte, nlmsgHeaderLen, nlmsgHeaderLen+len(data)+3)
-	binary.NativeEndian.PutUint32(b[0:4], uint32(nlmsgHeaderLen+len(data)))
+	b := make([]byte, unix.NLMSG_HDRLEN, unix.NLMSG_HDRLEN+len(data)+3)
+	binary.NativeEndian.PutUint32(b[0:4], uint32(unix.NLMSG_HDRLEN+len(data)))
 	binary.NativeEndian.PutUint16(b[4:6], typ)
 	binary.NativeEndian.PutUint16(b[6:8], flags)
 	binary.NativeEndian.PutUint32(b[8:12], seq)
@@ -38,8 +40,8 @@ func concat(parts ...[]byte) []byte {
 
 func TestSplitAnswerEndsWhereTheKernelSaysTheAnswerEnds(t *testing.T) {
 	const ipvs, seq = 0x20, 7
-	part := func(data string) []byte { return rawMessage(ipvs, nlmFlagMulti, seq, []byte(data)) }
-	done := rawMessage(nlmsgDone, nlmFlagMulti, seq, errnoData(0))
+	part := func(data string) []byte { return rawMessage(ipvs, unix.NLM_F_MULTI, seq, []byte(data)) }
+	done := rawMessage(unix.NLMSG_DONE, unix.NLM_F_MULTI, seq, errnoData(0))
 	for _, tc := range []struct {
 		name     string
 		read     []byte
@@ -56,17 +58,17 @@ func TestSplitAnswerEndsWhereTheKernelSaysTheAnswerEnds(t *testing.T) {
 		{name: "a message outside a multi-part answer is the whole answer",
 			read: rawMessage(ipvs, 0, seq, []byte("family")), wantData: []string{"family"}, wantDone: true},
 		{name: "an error message is its errno",
-			read: rawMessage(nlmsgError, 0, seq, errnoData(syscall.ESRCH)), wantErr: syscall.ESRCH},
+			read: rawMessage(unix.NLMSG_ERROR, 0, seq, errnoData(syscall.ESRCH)), wantErr: syscall.ESRCH},
 		{name: "an acknowledgement ends the answer",
-			read: rawMessage(nlmsgError, 0, seq, errnoData(0)), wantDone: true},
+			read: rawMessage(unix.NLMSG_ERROR, 0, seq, errnoData(0)), wantDone: true},
 		{name: "a DONE that carries an error is that error",
-			read: concat(part("a"), rawMessage(nlmsgDone, nlmFlagMulti, seq, errnoData(syscall.EINTR))), wantErr: syscall.EINTR},
+			read: concat(part("a"), rawMessage(unix.NLMSG_DONE, unix.NLM_F_MULTI, seq, errnoData(syscall.EINTR))), wantErr: syscall.EINTR},
 		{name: "messages of an earlier request are skipped",
-			read:     concat(rawMessage(ipvs, nlmFlagMulti, seq-1, []byte("old")), rawMessage(nlmsgDone, nlmFlagMulti, seq-1, errnoData(0)), part("new"), done),
+			read:     concat(rawMessage(ipvs, unix.NLM_F_MULTI, seq-1, []byte("old")), rawMessage(unix.NLMSG_DONE, unix.NLM_F_MULTI, seq-1, errnoData(0)), part("new"), done),
 			wantData: []string{"new"}, wantDone: true},
-		{name: "a no-op is skipped", read: concat(rawMessage(nlmsgNoop, 0, seq, nil), part("a"), done),
+		{name: "a no-op is skipped", read: concat(rawMessage(unix.NLMSG_NOOP, 0, seq, nil), part("a"), done),
 			wantData: []string{"a"}, wantDone: true},
-		{name: "an overrun is an error", read: rawMessage(nlmsgOverrun, 0, seq, nil), errAny: true},
+		{name: "an overrun is an error", read: rawMessage(unix.NLMSG_OVERRUN, 0, seq, nil), errAny: true},
 		{name: "a short header is an error", read: part("a")[:10], errAny: true},
 		{name: "a length past the read is an error", read: part("abcdefgh")[:20], errAny: true},
 		{name: "a length under a header's is an error", read: func() []byte {
@@ -74,7 +76,7 @@ func TestSplitAnswerEndsWhereTheKernelSaysTheAnswerEnds(t *testing.T) {
 			binary.NativeEndian.PutUint32(b[0:4], 8)
 			return b
 		}(), errAny: true},
-		{name: "an error message without an errno is an error", read: rawMessage(nlmsgError, 0, seq, []byte{1}), errAny: true},
+		{name: "an error message without an errno is an error", read: rawMessage(unix.NLMSG_ERROR, 0, seq, []byte{1}), errAny: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			msgs, done, err := splitAnswer(tc.read, seq)
@@ -111,8 +113,8 @@ func TestSplitAnswerEndsWhereTheKernelSaysTheAnswerEnds(t *testing.T) {
 // FuzzSplitAnswer: whatever a read returns, splitting it never panics,
 // and every message's data lies inside the read.
 func FuzzSplitAnswer(f *testing.F) {
-	f.Add(concat(rawMessage(0x20, nlmFlagMulti, 1, []byte("abc")), rawMessage(nlmsgDone, nlmFlagMulti, 1, errnoData(0))))
-	f.Add(rawMessage(nlmsgError, 0, 1, errnoData(syscall.ENOENT)))
+	f.Add(concat(rawMessage(0x20, unix.NLM_F_MULTI, 1, []byte("abc")), rawMessage(unix.NLMSG_DONE, unix.NLM_F_MULTI, 1, errnoData(0))))
+	f.Add(rawMessage(unix.NLMSG_ERROR, 0, 1, errnoData(syscall.ENOENT)))
 	f.Add(rawMessage(0x20, 0, 2, nil))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		msgs, _, err := splitAnswer(b, 1)
@@ -121,8 +123,8 @@ func FuzzSplitAnswer(f *testing.F) {
 		}
 		total := 0
 		for _, m := range msgs {
-			total += nlmsgHeaderLen + len(m.Data)
-			if int(m.Header.Length) != nlmsgHeaderLen+len(m.Data) {
+			total += unix.NLMSG_HDRLEN + len(m.Data)
+			if int(m.Header.Length) != unix.NLMSG_HDRLEN+len(m.Data) {
 				t.Errorf("message length %d with %d bytes of data", m.Header.Length, len(m.Data))
 			}
 		}
