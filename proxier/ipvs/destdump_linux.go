@@ -146,8 +146,14 @@ func (s *genlSocket) execute(typ, flags uint16, body []byte, each func([]netlink
 	if err := unix.Sendto(s.fd, req, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
 		return fmt.Errorf("netlink send: %w", err)
 	}
-	// A failed decode still reads the answer to its end: the kernel
-	// refuses a new dump (EBUSY) while an old one is unread.
+	return s.receive(each)
+}
+
+// receive reads the answer to request s.seq and hands each read's
+// messages to each. Whatever fails, it reads the answer to its end, or
+// as far as the socket holds one, so that the next request starts clean:
+// the kernel refuses a new dump (EBUSY) while an old one is unread.
+func (s *genlSocket) receive(each func([]netlink.Message) error) error {
 	var failed error
 	for {
 		n, _, err := unix.Recvfrom(s.fd, s.buf, unix.MSG_TRUNC)
@@ -162,6 +168,11 @@ func (s *genlSocket) execute(typ, flags uint16, body []byte, each func([]netlink
 		}
 		msgs, done, err := splitAnswer(s.buf[:min(n, len(s.buf))], s.seq)
 		if err != nil {
+			// Where this read's answer ends is unknown: read what the
+			// socket holds without waiting. Each read of a dump makes
+			// the kernel queue its next piece, so this reads the dump
+			// to its end.
+			s.discard()
 			return errors.Join(failed, err)
 		}
 		if len(msgs) > 0 && failed == nil {
@@ -169,6 +180,16 @@ func (s *genlSocket) execute(typ, flags uint16, body []byte, each func([]netlink
 		}
 		if done {
 			return failed
+		}
+	}
+}
+
+// discard reads and drops whatever the socket holds, without waiting.
+func (s *genlSocket) discard() {
+	for {
+		_, _, err := unix.Recvfrom(s.fd, s.buf, unix.MSG_DONTWAIT|unix.MSG_TRUNC)
+		if err != nil && !errors.Is(err, unix.EINTR) {
+			return
 		}
 	}
 }
