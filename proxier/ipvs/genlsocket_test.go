@@ -95,8 +95,8 @@ func TestReceiveLeavesTheSocketReadyForTheNextRequest(t *testing.T) {
 // TestReceiveAfterAFailureLeavesTheKernelReadyForTheNextDump asks this
 // machine's kernel for a real dump of more than one read (the policies
 // of the generic netlink family ethtool, about 16 KB, which the kernel
-// sends a fresh socket in pieces: the first a page, the later ones as
-// large as the socket's reads, 64 bytes here) and fails its reading two
+// sends a fresh socket in pieces of at least a page, larger once the
+// socket has read with a larger buffer) and fails its reading two
 // ways: the first read's messages do not decode, and a buffer too
 // short for a read. The next dump on the same socket must then be
 // answered in full: the kernel answers EBUSY to a dump while an earlier
