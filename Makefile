@@ -52,9 +52,14 @@ demo: apiserver
 
 # Real-kernel tests: boots Debian's cloud kernel in qemu with the
 # integration-tagged test binary (installs qemu, busybox, kmod and cpio with
-# apt if missing; caches the kernel under .cache/vmlab).
+# apt if missing; caches the kernel under .cache/vmlab). Debian's iptables
+# (nft and legacy) and ipset are staged into the VM for integration/leftovers,
+# which makes kube-proxy's leftovers with them; the proxy never runs them.
+LAB_TOOLS := .cache/vmlab/lab-tools
 integration:
-	hack/vmlab/run.sh ./integration/... -- -test.v
+	hack/vmlab/stage-tools.sh $(LAB_TOOLS) iptables ipset -- /usr/sbin/xtables-nft-multi \
+		/usr/sbin/xtables-legacy-multi /usr/sbin/ipset /usr/lib/x86_64-linux-gnu/xtables >/dev/null
+	VMLAB_EXTRA_TREE=$(LAB_TOOLS) hack/vmlab/run.sh ./integration/... -- -test.v
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./policy/

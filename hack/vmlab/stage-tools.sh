@@ -10,7 +10,10 @@
 # Packages are downloaded with their library dependencies (cached beside
 # OUTDIR), unpacked, and each BINARY (a path inside the packages) is copied
 # to OUTDIR/bin with every library ldd resolves, libc included, at the same
-# paths the loader expects.
+# paths the loader expects. A BINARY that is a directory (iptables'
+# extensions, /usr/lib/x86_64-linux-gnu/xtables, which it dlopens) is
+# copied whole to the same path under OUTDIR, with the libraries of its
+# shared objects.
 set -euo pipefail
 
 out=${1:?usage: stage-tools.sh OUTDIR PACKAGE... -- BINARY...}
@@ -25,6 +28,11 @@ cache=$(dirname "$out")/tool-debs
 root=$cache/root
 mkdir -p "$cache" "$root" "$out/bin"
 
+# A fresh machine has no package lists: apt-cache would know nothing.
+if ! apt-cache show "${pkgs[0]}" >/dev/null 2>&1; then
+	echo "stage-tools: apt-get update" >&2
+	apt-get update -qq >&2
+fi
 # The library closure of the packages, from apt's dependency graph.
 closure=$(apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts \
 	--no-breaks --no-replaces --no-enhances "${pkgs[@]}" | grep -v '^ ' | grep -v '<' |
@@ -36,11 +44,9 @@ done
 for deb in "$cache"/*.deb; do dpkg -x "$deb" "$root"; done
 
 libpath=$root/lib/x86_64-linux-gnu:$root/usr/lib/x86_64-linux-gnu
-for b in "${bins[@]}"; do
-	src=$root$b
-	[[ -x $src ]] || { echo "stage-tools: $b is not in ${pkgs[*]}" >&2; exit 1; }
-	cp "$src" "$out/bin/"
-	LD_LIBRARY_PATH=$libpath ldd "$src" | awk '/=>/ { print $3 } /^\t\/lib/ { print $1 }' |
+# libs_of <file>: copies every library ldd resolves for the file.
+libs_of() {
+	LD_LIBRARY_PATH=$libpath ldd "$1" | awk '/=>/ { print $3 } /^\t\/lib/ { print $1 }' |
 		while read -r lib; do
 			[[ -n $lib && -e $lib ]] || { echo "stage-tools: $b: unresolved library" >&2; exit 1; }
 			# Keep the loader's path; map staged libraries to /lib/x86_64-linux-gnu.
@@ -51,5 +57,17 @@ for b in "${bins[@]}"; do
 			mkdir -p "$out$(dirname "$dst")"
 			cp -L "$lib" "$out$dst"
 		done
+}
+for b in "${bins[@]}"; do
+	src=$root$b
+	if [[ -d $src ]]; then
+		mkdir -p "$out$b"
+		cp -a "$src/." "$out$b/"
+		for so in "$src"/*.so; do libs_of "$so"; done
+		continue
+	fi
+	[[ -x $src ]] || { echo "stage-tools: $b is not in ${pkgs[*]}" >&2; exit 1; }
+	cp "$src" "$out/bin/"
+	libs_of "$src"
 done
 echo "$out"

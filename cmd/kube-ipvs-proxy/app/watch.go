@@ -25,6 +25,7 @@ import (
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxier"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxier/hostaddr"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxier/leftovers"
 )
 
 // DataPlaneOpener opens the data plane Watch programs. It is called once
@@ -70,6 +71,9 @@ func Watch(ctx context.Context, o *Options, open DataPlaneOpener, stdout io.Writ
 	defer cancel(nil)
 	families := ipFamilies(rc.Policy.ClusterCIDRs)
 	reg := metrics.NewRegistry()
+	if err := registerBuildInfo(reg); err != nil {
+		return err
+	}
 	m := metrics.New(reg, families...)
 	proxyHealth := health.NewProxyHealth(rc.SyncPeriod, nil, families...)
 	proxyHealth.SetProbeObserver(m)
@@ -94,6 +98,11 @@ func Watch(ctx context.Context, o *Options, open DataPlaneOpener, stdout io.Writ
 			}
 		})
 	}
+	if o.ConfigFile != "" {
+		if err := watchConfigFile(ctx, &servers, o.ConfigFile, cancel); err != nil {
+			return err
+		}
+	}
 	serve("healthz", rc.HealthzBindAddress, proxyHealth.Serve)
 	serve("metrics", rc.MetricsBindAddress, func(ctx context.Context, addr string) error {
 		return serveMetrics(ctx, addr, reg, rc.EnableProfiling)
@@ -109,13 +118,21 @@ func Watch(ctx context.Context, o *Options, open DataPlaneOpener, stdout io.Writ
 			return err
 		}
 	}
+	recorder := events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kube-ipvs-proxy", Host: rc.NodeName})
+	first := newFirstSync(proxyHealth)
+	if !o.DryRun {
+		stuck, err := leftoverIPSets(reg)
+		if err != nil {
+			return err
+		}
+		takeOver(ctx, &servers, first.Done(), recorder, rc.NodeName, stuck, leftovers.RemoveFromHost)
+	}
 	p, err := proxier.New(proxier.Config{
 		NodeName: rc.NodeName, Engine: rc.Policy, ServiceProxyName: rc.ServiceProxyName,
 		MinSyncPeriod: rc.MinSyncPeriod, SyncPeriod: rc.SyncPeriod, ConfigSyncPeriod: rc.ConfigSyncPeriod,
 		Client: cs, MetadataClient: md, DataPlane: dp,
-		Observer: m, Health: proxyHealth, ServiceHealth: serviceHealth,
-		Recorder: events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kube-ipvs-proxy", Host: rc.NodeName}),
-		OnPlan:   onPlan, HostAddresses: hostAddrs, ReleaseMemory: true,
+		Observer: m, Health: first, ServiceHealth: serviceHealth,
+		Recorder: recorder, OnPlan: onPlan, HostAddresses: hostAddrs, ReleaseMemory: true,
 	})
 	if err != nil {
 		return fmt.Errorf("configure the proxy: %w", err)

@@ -1,0 +1,29 @@
+// Package leftovers removes what upstream kube-proxy's IPVS mode leaves
+// on a node once this proxy has taken the node over: its iptables chains
+// and the rules that jump to them, and its ipsets. It runs once, after
+// the first sync has programmed the node, so that kube-proxy's rules keep
+// serving until ours do.
+//
+// What is kube-proxy's is kube-proxy's own list (pkg/proxy/ipvs: the
+// chains its CleanupLeftovers flushes and deletes, plus the canary chain
+// every iptables-based mode of it creates, and the ipsets of ipsetInfo in
+// both families, KUBE-6- for IPv6), so nothing of the kubelet's
+// (KUBE-FIREWALL, KUBE-IPTABLES-HINT, KUBE-KUBELET-CANARY) or of anyone
+// else is touched. IPVS and kube-ipvs0 are never touched: they are the
+// IPVS writer's, which adopts kube-proxy's virtual servers in place.
+//
+// Chains are removed where they are nftables objects, as iptables-nft
+// (the iptables of every current distribution) writes them: through
+// google/nftables, in one batch per family that deletes every rule
+// jumping to one of the chains, then flushes and deletes the chains.
+// Rules written by iptables-legacy live in the kernel's x_tables, which
+// this package cannot edit without running iptables; an ipset they still
+// reference cannot be destroyed, and Remove reports it as Stuck, with the
+// legacy tables that exist, so the caller can say so. ipsets are
+// destroyed through vishvananda/netlink, and only where the ip_set module
+// is already loaded: a netlink request would load it otherwise.
+//
+// It never runs iptables or ipset, never touches a table other than
+// filter, nat and mangle of the ip and ip6 families, and imports only the
+// kernel libraries; not policy, client-go or the writers.
+package leftovers

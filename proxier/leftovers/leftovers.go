@@ -1,0 +1,212 @@
+package leftovers
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
+)
+
+// kube-proxy's chains in its IPVS mode, by table (pkg/proxy/ipvs's
+// iptablesCleanupChains), and the canary chain of its iptables-based
+// modes.
+var kubeProxyChains = map[string][]string{
+	"nat": {"KUBE-SERVICES", "KUBE-POSTROUTING", "KUBE-NODE-PORT", "KUBE-LOAD-BALANCER",
+		"KUBE-MARK-MASQ", "KUBE-PROXY-CANARY"},
+	"filter": {"KUBE-FORWARD", "KUBE-NODE-PORT", "KUBE-PROXY-FIREWALL", "KUBE-SOURCE-RANGES-FIREWALL",
+		"KUBE-IPVS-FILTER", "KUBE-IPVS-OUT-FILTER", "KUBE-PROXY-CANARY"},
+	"mangle": {"KUBE-PROXY-CANARY"},
+}
+
+// kube-proxy's ipsets in its IPVS mode (pkg/proxy/ipvs's ipsetInfo), as
+// named for IPv4; IPv6 ones are the same with KUBE-6- (ipv6Name).
+var kubeProxyIPSets = []string{
+	"KUBE-LOOP-BACK", "KUBE-CLUSTER-IP", "KUBE-EXTERNAL-IP", "KUBE-EXTERNAL-IP-LOCAL",
+	"KUBE-LOAD-BALANCER", "KUBE-LOAD-BALANCER-FW", "KUBE-LOAD-BALANCER-LOCAL",
+	"KUBE-LOAD-BALANCER-SOURCE-IP", "KUBE-LOAD-BALANCER-SOURCE-CIDR",
+	"KUBE-NODE-PORT-TCP", "KUBE-NODE-PORT-LOCAL-TCP", "KUBE-NODE-PORT-UDP",
+	"KUBE-NODE-PORT-LOCAL-UDP", "KUBE-NODE-PORT-SCTP-HASH", "KUBE-NODE-PORT-LOCAL-SCTP-HASH",
+	"KUBE-HEALTH-CHECK-NODE-PORT", "KUBE-IPVS-IPS",
+}
+
+// ipv6Name is kube-proxy's name for the IPv6 twin of an ipset: KUBE- becomes
+// KUBE-6-, cut to the 31 bytes an ipset name may have.
+func ipv6Name(name string) string {
+	n := strings.Replace(name, "KUBE-", "KUBE-6-", 1)
+	if len(n) > 31 {
+		n = n[:31]
+	}
+	return n
+}
+
+// Tables is the part of *nftables.Conn that Remove uses.
+type Tables interface {
+	ListChainsOfTableFamily(family nftables.TableFamily) ([]*nftables.Chain, error)
+	GetRules(t *nftables.Table, c *nftables.Chain) ([]*nftables.Rule, error)
+	DelRule(r *nftables.Rule) error
+	FlushChain(c *nftables.Chain)
+	DelChain(c *nftables.Chain)
+	Flush() error
+}
+
+// IPSets destroys ipsets; Host implements it over netlink.
+type IPSets interface {
+	// Loaded says whether the kernel has ipset support loaded; without it
+	// there is no ipset.
+	Loaded() bool
+	// Destroy destroys one ipset: ErrNotFound when there is none of the
+	// name, ErrInUse when a rule references it.
+	Destroy(name string) error
+}
+
+// Result is what Remove found and did.
+type Result struct {
+	// Rules are the rules deleted from chains that stay, as "ip filter
+	// INPUT -> KUBE-NODE-PORT".
+	Rules []string
+	// Chains are the chains deleted, as "ip nat KUBE-SERVICES".
+	Chains []string
+	// IPSets are the ipsets destroyed.
+	IPSets []string
+	// Stuck are kube-proxy's ipsets that could not be destroyed, with why:
+	// in use by rules this package cannot see (iptables-legacy).
+	Stuck []string
+	// LegacyTables are the iptables-legacy tables the kernel holds
+	// ("ip nat", "ip6 filter"), where kube-proxy's chains may still be.
+	LegacyTables []string
+}
+
+// Empty says that there was nothing of kube-proxy's to remove.
+func (r Result) Empty() bool {
+	return len(r.Rules)+len(r.Chains)+len(r.IPSets)+len(r.Stuck) == 0
+}
+
+// Remove deletes kube-proxy's chains (with every rule that jumps to them)
+// and then its ipsets, which its rules may reference. legacy are the
+// iptables-legacy tables the kernel holds, reported with Stuck ipsets. An
+// error in one family or one ipset does not stop the others; the errors
+// are joined.
+func Remove(t Tables, s IPSets, legacy []string) (Result, error) {
+	var res Result
+	var errs []error
+	for _, fam := range []struct {
+		family nftables.TableFamily
+		name   string
+	}{{nftables.TableFamilyIPv4, "ip"}, {nftables.TableFamilyIPv6, "ip6"}} {
+		if err := removeChains(t, fam.family, fam.name, &res); err != nil {
+			errs = append(errs, fmt.Errorf("%s tables: %w", fam.name, err))
+		}
+	}
+	if err := removeIPSets(s, &res); err != nil {
+		errs = append(errs, err)
+	}
+	if len(res.Stuck) > 0 {
+		res.LegacyTables = slices.Clone(legacy)
+	}
+	return res, errors.Join(errs...)
+}
+
+// removeChains deletes kube-proxy's chains of one family in one batch: the
+// rules of other chains that jump to them, then the chains, flushed
+// first (which also drops their jumps to each other).
+func removeChains(t Tables, family nftables.TableFamily, famName string, res *Result) error {
+	chains, err := t.ListChainsOfTableFamily(family)
+	if err != nil {
+		return fmt.Errorf("list chains: %w", err)
+	}
+	doomed := map[string]map[string]bool{} // table → chain names to delete
+	for _, c := range chains {
+		if slices.Contains(kubeProxyChains[c.Table.Name], c.Name) {
+			if doomed[c.Table.Name] == nil {
+				doomed[c.Table.Name] = map[string]bool{}
+			}
+			doomed[c.Table.Name][c.Name] = true
+		}
+	}
+	if len(doomed) == 0 {
+		return nil
+	}
+	var rules, deleted []string
+	for _, c := range chains {
+		d := doomed[c.Table.Name]
+		if d == nil || d[c.Name] {
+			continue
+		}
+		rs, err := t.GetRules(c.Table, c)
+		if err != nil {
+			return fmt.Errorf("list the rules of %s %s %s: %w", famName, c.Table.Name, c.Name, err)
+		}
+		for _, r := range rs {
+			target := jumpTarget(r)
+			if !d[target] {
+				continue
+			}
+			if err := t.DelRule(r); err != nil {
+				return fmt.Errorf("delete rule %d of %s %s %s: %w", r.Handle, famName, c.Table.Name, c.Name, err)
+			}
+			rules = append(rules, fmt.Sprintf("%s %s %s -> %s", famName, c.Table.Name, c.Name, target))
+		}
+	}
+	for _, c := range chains {
+		if doomed[c.Table.Name][c.Name] {
+			t.FlushChain(c)
+		}
+	}
+	for _, c := range chains {
+		if doomed[c.Table.Name][c.Name] {
+			t.DelChain(c)
+			deleted = append(deleted, fmt.Sprintf("%s %s %s", famName, c.Table.Name, c.Name))
+		}
+	}
+	if err := t.Flush(); err != nil {
+		return fmt.Errorf("delete %d chains and %d rules: %w", len(deleted), len(rules), err)
+	}
+	res.Rules = append(res.Rules, rules...)
+	res.Chains = append(res.Chains, deleted...)
+	return nil
+}
+
+// jumpTarget is the chain a rule jumps or goes to, or "".
+func jumpTarget(r *nftables.Rule) string {
+	for _, e := range r.Exprs {
+		if v, ok := e.(*expr.Verdict); ok && (v.Kind == expr.VerdictJump || v.Kind == expr.VerdictGoto) {
+			return v.Chain
+		}
+	}
+	return ""
+}
+
+// removeIPSets destroys kube-proxy's ipsets of both families, by name as
+// kube-proxy's own cleanup does (listing every set would decode whatever
+// else the node holds). One still referenced by a rule is Stuck, not an
+// error: the rules that hold it are not ours to see.
+func removeIPSets(s IPSets, res *Result) error {
+	if !s.Loaded() {
+		return nil
+	}
+	var errs []error
+	for _, n4 := range kubeProxyIPSets {
+		for _, n := range []string{n4, ipv6Name(n4)} {
+			switch err := s.Destroy(n); {
+			case err == nil:
+				res.IPSets = append(res.IPSets, n)
+			case errors.Is(err, ErrNotFound):
+			case errors.Is(err, ErrInUse):
+				res.Stuck = append(res.Stuck, n)
+			default:
+				errs = append(errs, fmt.Errorf("destroy ipset %s: %w", n, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ErrInUse is an ipset that a rule still references; ErrNotFound one that
+// does not exist.
+var (
+	ErrInUse    = errors.New("ipset in use by a rule")
+	ErrNotFound = errors.New("no such ipset")
+)
