@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime/debug"
 )
 
 // Run runs the mode the options select and returns the exit code. As in
@@ -14,7 +13,7 @@ import (
 func Run(ctx context.Context, o *Options, stdout, stderr io.Writer) int {
 	switch {
 	case o.Version != "false":
-		fmt.Fprintln(stdout, "kube-ipvs-proxy", version())
+		printVersion(stdout, o.Version)
 		return ExitOK
 	case o.WriteConfigTo != "":
 		return writeConfig(o, stderr)
@@ -52,12 +51,4 @@ func writeConfig(o *Options, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "kube-ipvs-proxy: wrote the configuration to %s\n", o.WriteConfigTo)
 	return ExitOK
-}
-
-// version is the main module's version from the build information.
-func version() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		return bi.Main.Version
-	}
-	return "(devel)"
 }
