@@ -8,8 +8,9 @@ PKGS := ./...
 
 all: build
 
+# The version comes from git (hack/version.sh): --version, kubernetes_build_info.
 build:
-	CGO_ENABLED=0 $(GO) build -o $(BIN) ./cmd/kube-ipvs-proxy
+	CGO_ENABLED=0 $(GO) build -ldflags "$$(hack/version.sh)" -o $(BIN) ./cmd/kube-ipvs-proxy
 
 # node-a's plan for examples/, without a cluster or a kernel.
 plan: build
@@ -97,7 +98,7 @@ clean:
 
 # --- A real cluster in the lab, and upstream's e2e suite against it ---------
 # (hack/cluster/README.md, conformance/README.md).
-.PHONY: cluster cluster-down image e2e-upstream cluster-conformance
+.PHONY: cluster cluster-down image e2e-upstream cluster-conformance migration
 NODES ?= 1
 ZONES ?= $(NODES)
 FAMILY ?= ipv4
@@ -106,14 +107,20 @@ FAMILY ?= ipv4
 # namespace "kiplab", NODES qemu VMs with containerd and the kubelet (one
 # zone each unless ZONES says fewer), CoreDNS, and the proxy's DaemonSet
 # applied with kubectl apply -k.
+# KUBE_PROXY=upstream: upstream kube-proxy v1.36.3 in IPVS mode instead of
+# ours, deployed by `kubeadm init phase addon kube-proxy` (the swap's start).
+KUBE_PROXY ?= ours
 cluster:
-	NODES=$(NODES) ZONES=$(ZONES) FAMILY=$(FAMILY) hack/cluster/up.sh
+	NODES=$(NODES) ZONES=$(ZONES) FAMILY=$(FAMILY) KIP_KUBE_PROXY=$(KUBE_PROXY) hack/cluster/up.sh
 
 cluster-down:
 	hack/cluster/down.sh
 
-# The proxy's image as the Dockerfile describes it, built without Docker
+# The proxy's image, the one we ship and the lab runs, built without Docker
 # (go-containerregistry) into .cache/cluster/images/kube-ipvs-proxy.tar:
+# the static binary at /usr/local/bin/kube-ipvs-proxy and at kube-proxy's
+# /usr/local/bin/kube-proxy, the version from git in --version, the OCI
+# labels and kubernetes_build_info. Prints the reference, digest and archive:
 # ctr -n k8s.io images import it, or docker load it.
 # IMAGE names it; PUSH=REGISTRY/kube-ipvs-proxy:TAG also pushes it.
 IMAGE ?= localhost/kube-ipvs-proxy:lab
@@ -124,6 +131,14 @@ image:
 # conformance/skips.txt lists the skips with their reasons.
 e2e-upstream:
 	FOCUS='$(FOCUS)' conformance/run.sh
+
+# The migration run: a two-node cluster that starts with upstream kube-proxy
+# in IPVS mode (kubeadm's addon), load through the image swap to ours, the
+# rollback and the old documented path (control); upstream's Services
+# Conformance specs after the swap. Not part of make test (about 40
+# minutes); results in conformance/migration/RESULTS.md.
+migration:
+	conformance/migrate.sh
 
 # make test's step: a one-node IPv4 cluster of its own (netns kipci), the
 # \[sig-network\] Services.*\[Conformance\] specs, the cluster down again.

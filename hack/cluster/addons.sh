@@ -2,8 +2,10 @@
 # The lab cluster's add-ons, applied by up.sh once the nodes are Ready (and
 # safe to re-run on a running cluster): CoreDNS (manifests/coredns.yaml,
 # its Service in the cluster's families) and our proxy with
-# `kubectl apply -k hack/cluster/overlay`, as users deploy it. Waits for
-# both to roll out. KIP_NO_PROXY=1: CoreDNS only.
+# `kubectl apply -k hack/cluster/overlay`, as users deploy it; or, on a
+# cluster brought up with KIP_KUBE_PROXY=upstream, upstream kube-proxy in
+# IPVS mode deployed by `kubeadm init phase addon kube-proxy`, as kubeadm
+# users have it. Waits for both to roll out. KIP_NO_PROXY=1: CoreDNS only.
 set -euo pipefail
 shopt -s inherit_errexit
 # shellcheck source=hack/cluster/lib.sh
@@ -20,7 +22,41 @@ sed -e "s/__DNS_IP__/${dns_ip%%,*}/" -e "s/__DNS_IPS__/${dns_ip//,/, }/" \
 	-e "s/__DNS_POLICY__/$([[ $FAMILY == dual ]] && echo RequireDualStack || echo SingleStack)/" \
 	"$CLUSTER_DIR/manifests/coredns.yaml" | kc apply -f - >&2
 
-if [[ -z ${KIP_NO_PROXY:-} ]]; then
+# kubeadm_kube_proxy: upstream kube-proxy in IPVS mode, deployed by kubeadm's
+# own addon phase as `kubeadm init` deploys it: ServiceAccount, the
+# ClusterRoleBinding to system:node-proxier, ConfigMap kube-proxy
+# (config.conf with mode: ipvs, kubeconfig.conf) and the DaemonSet.
+kubeadm_kube_proxy() {
+	local cfg=$RUN/kubeadm.yaml endpoint
+	case $FAMILY in ipv6) endpoint="[$GW6]:$API_PORT" ;; *) endpoint="$GW4:$API_PORT" ;; esac
+	cat >"$cfg" <<CFG
+apiVersion: kubeadm.k8s.io/v1beta4
+kind: InitConfiguration
+nodeRegistration:
+  criSocket: unix:///run/containerd/containerd.sock
+---
+apiVersion: kubeadm.k8s.io/v1beta4
+kind: ClusterConfiguration
+kubernetesVersion: v1.36.3
+imageRepository: registry.k8s.io
+controlPlaneEndpoint: "$endpoint"
+networking:
+  podSubnet: "$(family_values "$POD_CIDR4" "$POD_CIDR6")"
+  serviceSubnet: "$(family_values "$SVC_CIDR4" "$SVC_CIDR6")"
+---
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+mode: ipvs
+CFG
+	log "kube-proxy v1.36.3 (IPVS mode): kubeadm init phase addon kube-proxy"
+	in_ns "$K8S_BIN/kubeadm" init phase addon kube-proxy --config "$cfg" \
+		--kubeconfig "$RUN/admin.kubeconfig" >&2
+	kc -n kube-system rollout status ds/kube-proxy --timeout=10m >&2
+}
+
+if [[ ${KUBE_PROXY:-ours} == upstream ]]; then
+	kubeadm_kube_proxy
+elif [[ -z ${KIP_NO_PROXY:-} ]]; then
 	log "kube-ipvs-proxy: kubectl apply -k hack/cluster/overlay"
 	kc apply -k "$CLUSTER_DIR/overlay" >&2
 	kc -n kube-system rollout status ds/kube-ipvs-proxy --timeout=10m >&2

@@ -12,9 +12,15 @@
 #   registry.k8s.io/e2e-test-images/busybox:1.37.0-1   Debian's busybox-static
 #   registry.k8s.io/e2e-test-images/regression-issue-74839:1.4   upstream's main of that name
 #   registry.k8s.io/coredns/coredns:v1.15.0            CoreDNS (hack/k8s/coredns)
-#   localhost/kube-ipvs-proxy:lab                      this repo's proxy (as `make image`)
+#   localhost/kube-ipvs-proxy:lab                      this repo's proxy (`make image`, the one
+#                                                      definition of the image we ship)
 #
-#   hack/cluster/images.sh [all|proxy]   # build what is stale; print the archive dir
+#   hack/cluster/images.sh all           # build what is stale; print the archive dir
+#   hack/cluster/images.sh proxy         # only the proxy's image (`make image`): print its
+#                                        # reference, digest, archive and version
+#   hack/cluster/images.sh kube-proxy    # also upstream's kube-proxy v1.36.3 image
+#                                        # (registry.k8s.io/kube-proxy:v1.36.3, Debian base
+#                                        # with iptables, ipset, conntrack, kmod)
 #   hack/cluster/images.sh base          # only the Debian base tarball; print its path
 #
 # Output: <repo>/.cache/cluster/images/*.tar. Each archive is rebuilt when
@@ -50,7 +56,8 @@ image() {
 		return 0
 	fi
 	log "image $name"
-	"$K8S_BIN/kimg" -out "$OUT/$name.tar" "$@" >/dev/null
+	# kimg prints "<first tag> <digest>": kept beside the archive.
+	"$K8S_BIN/kimg" -out "$OUT/$name.tar" "$@" >"$OUT/$name.ref"
 	echo "$key" >"$OUT/$name.key"
 }
 
@@ -86,6 +93,53 @@ debian_base() {
 	echo "$out"
 }
 
+# kube_proxy_base: a bookworm rootfs tarball with what upstream's
+# kube-proxy image (distroless-iptables) carries for its IPVS mode:
+# iptables (nft by default, legacy beside it), ipset, conntrack, kmod;
+# prints its path.
+kube_proxy_base() {
+	local pkgs=(iptables ipset conntrack kmod ca-certificates) vers key out root p v
+	vers=$(for p in "${pkgs[@]}"; do
+		v=$(apt-cache policy "$p" | awk '/Candidate:/ { print $2; exit }')
+		echo "$p $v"
+	done)
+	key=$({ echo "$vers"; declare -f kube_proxy_base; } | sha256sum | cut -c1-16)
+	out=$CACHE/kube-proxy-base-$key.tar
+	if [[ ! -e $out ]]; then
+		log "mmdebstrap kube-proxy's base (${pkgs[*]})"
+		root=$(mktemp -d "$CACHE/.base.XXXXXX")
+		nice -n 10 mmdebstrap --mode=root --variant=minbase --include="$(IFS=,; echo "${pkgs[*]}")" \
+			--dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \
+			--dpkgopt='path-exclude=/usr/share/locale/*' \
+			bookworm "$root/rootfs" "deb http://deb.debian.org/debian bookworm main" \
+			"deb http://deb.debian.org/debian-security bookworm-security main" >&2
+		rm -rf "$root/rootfs/var/cache/apt"/* "$root/rootfs/var/lib/apt/lists"/*
+		tar --numeric-owner -C "$root/rootfs" -cf "$out.tmp" .
+		rm -rf "$root"
+		rm -f "$CACHE"/kube-proxy-base-*.tar
+		mv "$out.tmp" "$out"
+	fi
+	echo "$out"
+}
+
+# kube_proxy_image: upstream's kube-proxy v1.36.3, unchanged, under the
+# name and tag kubeadm's DaemonSet pulls (IfNotPresent), for clusters that
+# start as kubeadm users' do (up.sh KIP_KUBE_PROXY=upstream); and the
+# migration run's load image, localhost/kip-load:lab.
+kube_proxy_image() {
+	local base
+	"$REPO/hack/k8s/build.sh" kube-proxy >/dev/null
+	base=$(kube_proxy_base)
+	image kube-proxy "$K8S_BIN/kube-proxy $base" -tag registry.k8s.io/kube-proxy:v1.36.3 \
+		-rootfs "$base" -file "$K8S_BIN/kube-proxy:/usr/local/bin/kube-proxy:0755" \
+		-entrypoint /usr/local/bin/kube-proxy
+	# The migration run's traffic (conformance/migration/load), static.
+	local tmp=$CACHE/.load
+	mkdir -p "$tmp"
+	(cd "$REPO" && CGO_ENABLED=0 go build -trimpath -o "$tmp/load" ./conformance/migration/load)
+	image kip-load "$tmp/load" -tag localhost/kip-load:lab -file "$tmp/load:/load:0755" -entrypoint /load
+}
+
 # busybox_root: Debian's busybox-static unpacked; prints the binary's path.
 busybox_bin() {
 	local dir=$CACHE/busybox deb
@@ -99,26 +153,33 @@ busybox_bin() {
 }
 
 proxy_image() {
-	local tmp=$CACHE/.proxy-image
+	local tmp=$CACHE/.proxy-image version commit args
 	mkdir -p "$tmp"
-	log "go build ./cmd/kube-ipvs-proxy"
-	(cd "$REPO" && CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o "$tmp/kube-ipvs-proxy" ./cmd/kube-ipvs-proxy)
+	version=$("$REPO/hack/version.sh" version)
+	commit=$("$REPO/hack/version.sh" commit)
+	log "go build ./cmd/kube-ipvs-proxy ($version)"
+	(cd "$REPO" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w $("$REPO/hack/version.sh")" \
+		-o "$tmp/kube-ipvs-proxy" ./cmd/kube-ipvs-proxy)
 	printf 'root:x:0:0:root:/root:/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\n' >"$tmp/passwd"
 	printf 'root:x:0:\nnobody:x:65534:\n' >"$tmp/group"
-	# As the Dockerfile: one static binary, root, on a distroless-like base
-	# (passwd, group, CA certificates, /tmp).
-	image kube-ipvs-proxy "$tmp/kube-ipvs-proxy $tmp/passwd $tmp/group" \
-		-tag "$PROXY_TAG" -file "$tmp/kube-ipvs-proxy:/usr/local/bin/kube-ipvs-proxy:0755" \
-		-file "$tmp/passwd:/etc/passwd:0644" -file "$tmp/group:/etc/group:0644" \
-		-file /etc/ssl/certs/ca-certificates.crt:/etc/ssl/certs/ca-certificates.crt:0644 \
+	# One static binary, root, on a distroless-like base (passwd, group, CA
+	# certificates, /tmp). It answers at kube-proxy's path too, so that
+	# `kubectl set image ds/kube-proxy kube-proxy=<this image>` runs it with
+	# kubeadm's command line unchanged.
+	args=(-tag "$PROXY_TAG" -file "$tmp/kube-ipvs-proxy:/usr/local/bin/kube-ipvs-proxy:0755"
+		-link /usr/local/bin/kube-proxy:kube-ipvs-proxy
+		-file "$tmp/passwd:/etc/passwd:0644" -file "$tmp/group:/etc/group:0644"
+		-file /etc/ssl/certs/ca-certificates.crt:/etc/ssl/certs/ca-certificates.crt:0644
 		-dir /tmp:1777 -entrypoint /usr/local/bin/kube-ipvs-proxy -user 0
+		-label org.opencontainers.image.title=kube-ipvs-proxy
+		-label "org.opencontainers.image.version=$version"
+		-label "org.opencontainers.image.revision=$commit"
+		-label "org.opencontainers.image.description=A drop-in replacement for kube-proxy's IPVS mode"
+		-label org.opencontainers.image.licenses=Apache-2.0)
+	image kube-ipvs-proxy "$tmp/kube-ipvs-proxy $tmp/passwd $tmp/group" "${args[@]}"
 	if [[ -n ${KIP_PROXY_PUSH:-} ]]; then
 		log "pushing $KIP_PROXY_PUSH"
-		"$K8S_BIN/kimg" -push "$KIP_PROXY_PUSH" -tag "$PROXY_TAG" \
-			-file "$tmp/kube-ipvs-proxy:/usr/local/bin/kube-ipvs-proxy:0755" \
-			-file "$tmp/passwd:/etc/passwd:0644" -file "$tmp/group:/etc/group:0644" \
-			-file /etc/ssl/certs/ca-certificates.crt:/etc/ssl/certs/ca-certificates.crt:0644 \
-			-dir /tmp:1777 -entrypoint /usr/local/bin/kube-ipvs-proxy -user 0 >&2
+		"$K8S_BIN/kimg" -push "$KIP_PROXY_PUSH" "${args[@]}" >&2
 	fi
 }
 
@@ -166,8 +227,18 @@ all)
 proxy)
 	"$REPO/hack/k8s/build.sh" kimg >/dev/null
 	proxy_image
+	read -r ref digest <"$OUT/kube-ipvs-proxy.ref"
+	echo "image:   $ref"
+	echo "digest:  $digest"
+	echo "archive: $OUT/kube-ipvs-proxy.tar"
+	echo "version: $("$REPO/hack/version.sh" version)"
+	exit 0
+	;;
+kube-proxy)
+	"$REPO/hack/k8s/build.sh" kimg >/dev/null
+	kube_proxy_image
 	;;
 base) debian_base ;;
-*) die "usage: images.sh [all|proxy|base]" ;;
+*) die "usage: images.sh [all|proxy|kube-proxy|base]" ;;
 esac
 echo "$OUT"

@@ -29,6 +29,8 @@ ZONES=${ZONES:-$NODES}
 NODE_MEM=${KIP_NODE_MEM:-3072}
 NODE_SMP=${KIP_NODE_SMP:-2}
 KUBELET_V=${KIP_KUBELET_V:-1}
+# ours: our DaemonSet (deploy/base); upstream: kube-proxy in IPVS mode by kubeadm.
+KUBE_PROXY=${KIP_KUBE_PROXY:-ours}
 export PATH=$PATH:/usr/local/go/bin
 
 # The lab network: one network namespace holding the control plane, a

@@ -9,6 +9,9 @@
 #   hack/cluster/up.sh              # NODES=1 FAMILY=ipv4 by default
 #   NODES=2 FAMILY=dual hack/cluster/up.sh
 #   KIP_NO_PROXY=1 hack/cluster/up.sh   # everything but the proxy
+#   KIP_KUBE_PROXY=upstream hack/cluster/up.sh
+#                                   # upstream kube-proxy v1.36.3 in IPVS mode instead,
+#                                   # deployed by kubeadm's addon phase (the swap's start)
 #
 # Afterwards: hack/cluster/kubectl.sh get nodes -o wide (kubectl as admin
 # inside the namespace), hack/cluster/down.sh to stop it. State, logs and
@@ -39,10 +42,14 @@ ensure_host_packages
 "$REPO/hack/k8s/build.sh" kubelet kube-controller-manager kube-scheduler kubectl >/dev/null
 NODE_IMG=$("$CLUSTER_DIR/node-image.sh")
 IMAGES=$("$CLUSTER_DIR/images.sh" all)
+if [[ $KUBE_PROXY == upstream ]]; then
+	"$REPO/hack/k8s/build.sh" kubeadm kube-proxy >/dev/null
+	"$CLUSTER_DIR/images.sh" kube-proxy >/dev/null
+fi
 
 rm -rf "$RUN"
 mkdir -p "$RUN/logs" "$RUN/pids" "$RUN/etcd"
-echo "NODES=$NODES ZONES=$ZONES FAMILY=$FAMILY" >"$RUN/cluster.env"
+echo "NODES=$NODES ZONES=$ZONES FAMILY=$FAMILY KUBE_PROXY=$KUBE_PROXY" >"$RUN/cluster.env"
 make_pki "$RUN/pki" "$NODES"
 API_URL=https://$GW4:$API_PORT
 kubeconfig "$RUN/admin.kubeconfig" "$API_URL" admin "$RUN/pki"
@@ -183,6 +190,7 @@ CFG
 	for img in "$IMAGES"/*.tar; do
 		case $(basename "$img") in
 		pause.tar | kube-ipvs-proxy.tar | coredns.tar) cp "$img" "$dir/root/images/early/" ;;
+		kube-proxy.tar) if [[ $KUBE_PROXY == upstream ]]; then cp "$img" "$dir/root/images/early/"; fi ;;
 		*) cp "$img" "$dir/root/images/late/" ;;
 		esac
 	done

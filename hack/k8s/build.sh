@@ -6,7 +6,7 @@
 #   hack/k8s/build.sh [-f] [NAME...]    # build the named binaries if stale; print the bin dir
 #
 # NAMEs (default: kubelet kube-controller-manager kube-scheduler kubectl):
-#   kubelet kube-controller-manager kube-scheduler kubectl agnhost
+#   kubelet kube-controller-manager kube-scheduler kubectl kubeadm kube-proxy agnhost
 #              upstream's own mains, unchanged (the `tool` block of go.mod)
 #   regression-issue-74839
 #              upstream's test image main of that name (the Conntrack
@@ -69,7 +69,7 @@ done
 # inputs_of <name>: the paths whose change makes the binary stale.
 inputs_of() {
 	case $1 in
-	kubelet | kube-controller-manager | kube-scheduler | kubectl | agnhost | regression-issue-74839) echo "$HERE/go.mod $HERE/go.sum" ;;
+	kubelet | kube-controller-manager | kube-scheduler | kubectl | kubeadm | kube-proxy | agnhost | regression-issue-74839) echo "$HERE/go.mod $HERE/go.sum" ;;
 	e2e.test) echo "$HERE/go.mod $HERE/go.sum $HERE/e2e" ;;
 	pause) echo "$HERE/go.mod $HERE/go.sum $HERE/cmd/pause" ;;
 	kimg | coredns) echo "$HERE/$1" ;;
@@ -119,7 +119,7 @@ build() {
 
 for n in "${names[@]}"; do
 	case $n in
-	kubelet | kube-controller-manager | kube-scheduler | kubectl)
+	kubelet | kube-controller-manager | kube-scheduler | kubectl | kubeadm | kube-proxy)
 		build "$n" "$HERE" go build -trimpath -ldflags "$ldflags" -o "$tmp/$n" "k8s.io/kubernetes/cmd/$n"
 		;;
 	agnhost | regression-issue-74839)

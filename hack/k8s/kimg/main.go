@@ -34,6 +34,7 @@ type options struct {
 	out, push, workdir, user       string
 	entrypoint, cmd                string
 	tags, rootfs, files, dirs, env list
+	labels                         list
 	links                          list
 }
 
@@ -47,6 +48,7 @@ func main() {
 	flag.Var(&o.dirs, "dir", "DST[:MODE] an empty directory in the top layer (repeatable; default 0755)")
 	flag.Var(&o.links, "link", "DST:TARGET a symbolic link in the top layer (repeatable)")
 	flag.Var(&o.env, "env", "NAME=VALUE in the image config (repeatable)")
+	flag.Var(&o.labels, "label", "KEY=VALUE label in the image config, e.g. org.opencontainers.image.version (repeatable)")
 	flag.StringVar(&o.entrypoint, "entrypoint", "", "entrypoint, space separated")
 	flag.StringVar(&o.cmd, "cmd", "", "cmd, space separated")
 	flag.StringVar(&o.workdir, "workdir", "", "working directory")
@@ -143,6 +145,16 @@ func build(o options) (v1.Image, error) {
 	cf.Config.Env = append([]string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}, o.env...)
 	cf.Config.WorkingDir = o.workdir
 	cf.Config.User = o.user
+	for _, kv := range o.labels {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("label %q: want KEY=VALUE", kv)
+		}
+		if cf.Config.Labels == nil {
+			cf.Config.Labels = map[string]string{}
+		}
+		cf.Config.Labels[k] = v
+	}
 	return mutate.ConfigFile(img, cf)
 }
 

@@ -1,0 +1,285 @@
+// Command load is the migration run's traffic (conformance/migrate.sh):
+// a backend (serve) and a client that counts what fails while the node
+// proxy changes hands underneath it. It is test support, not part of the
+// proxy.
+//
+//	load serve                      # HTTP :8080 (answers its hostname), TCP line echo :9000
+//	load client -http URL,... -rate 12 -long HOST:9000 -long-count 4 \
+//	    -dns NAME@SERVER:53 -sticky URL
+//
+// The client opens a new TCP connection for every HTTP request (-rate per
+// second over the -http targets in turn), sends a DNS query through
+// -dns every 200 ms, keeps -long-count TCP connections to -long open and
+// exchanges a line on each every 100 ms (never reconnecting: a broken
+// one counts as reset), and asks -sticky which backend answers, counting
+// changes. On SIGTERM or SIGINT it prints its counts on one line,
+//
+//	load: requests=N failed=N long-lived=N reset=N dns=N dns-failed=N sticky=N sticky-moves=N
+//
+// and the first failures with their times on stderr as they happen.
+package main
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: load serve | load client [flags]")
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	switch os.Args[1] {
+	case "serve":
+		serve(ctx)
+	case "client":
+		client(ctx, os.Args[2:])
+	default:
+		fmt.Fprintf(os.Stderr, "load: unknown mode %q\n", os.Args[1])
+		os.Exit(2)
+	}
+}
+
+func serve(ctx context.Context) {
+	host, _ := os.Hostname()
+	go func() {
+		err := http.ListenAndServe(":8080", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			fmt.Fprintln(w, host)
+		}))
+		fmt.Fprintln(os.Stderr, "load: http:", err)
+		os.Exit(1)
+	}()
+	l, err := net.Listen("tcp", ":9000")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "load: echo:", err)
+		os.Exit(1)
+	}
+	go func() {
+		<-ctx.Done()
+		l.Close()
+	}()
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			defer c.Close()
+			_, _ = io.Copy(c, c)
+		}()
+	}
+}
+
+// counts are the client's counters.
+type counts struct {
+	requests, failed, long, reset, dns, dnsFailed, sticky, stickyMoves atomic.Int64
+	logged                                                             atomic.Int64
+}
+
+// fail logs a failure with its time, the first 50 of them.
+func (c *counts) fail(what string, err error) {
+	if c.logged.Add(1) <= 50 {
+		fmt.Fprintf(os.Stderr, "load: %s %s: %v\n", time.Now().UTC().Format("15:04:05.000"), what, err)
+	}
+}
+
+func client(ctx context.Context, args []string) {
+	fs := flag.NewFlagSet("client", flag.ExitOnError)
+	targets := fs.String("http", "", "comma-separated URLs; a new connection per request")
+	rate := fs.Int("rate", 12, "HTTP requests per second, over the targets in turn")
+	long := fs.String("long", "", "HOST:PORT of a line echo server for long-lived connections")
+	longCount := fs.Int("long-count", 4, "long-lived connections")
+	dns := fs.String("dns", "", "NAME@SERVER:PORT: a UDP DNS query every 200 ms")
+	sticky := fs.String("sticky", "", "URL of a sessionAffinity: ClientIP Service, asked every 500 ms")
+	_ = fs.Parse(args)
+
+	var c counts
+	var wg sync.WaitGroup
+	if *long != "" {
+		for i := 0; i < *longCount; i++ {
+			wg.Go(func() { longLived(ctx, &c, *long, i) })
+		}
+	}
+	if *targets != "" {
+		wg.Go(func() { requests(ctx, &c, strings.Split(*targets, ","), *rate) })
+	}
+	if *dns != "" {
+		wg.Go(func() { queries(ctx, &c, *dns) })
+	}
+	if *sticky != "" {
+		wg.Go(func() { stickiness(ctx, &c, *sticky) })
+	}
+	go func() {
+		t := time.NewTicker(10 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				fmt.Fprintln(os.Stderr, "load: progress:", line(&c))
+			}
+		}
+	}()
+	wg.Wait()
+	fmt.Println("load:", line(&c))
+}
+
+func line(c *counts) string {
+	return fmt.Sprintf("requests=%d failed=%d long-lived=%d reset=%d dns=%d dns-failed=%d sticky=%d sticky-moves=%d",
+		c.requests.Load(), c.failed.Load(), c.long.Load(), c.reset.Load(), c.dns.Load(), c.dnsFailed.Load(),
+		c.sticky.Load(), c.stickyMoves.Load())
+}
+
+var httpClient = &http.Client{
+	Timeout:   3 * time.Second,
+	Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil},
+}
+
+func get(url string) (string, error) {
+	resp, err := httpClient.Get(url)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return "", err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("status %d", resp.StatusCode)
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// requests sends rate requests per second, each on a new connection,
+// without waiting for the previous one.
+func requests(ctx context.Context, c *counts, targets []string, rate int) {
+	t := time.NewTicker(time.Second / time.Duration(rate))
+	defer t.Stop()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for i := 0; ; i++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		url := targets[i%len(targets)]
+		c.requests.Add(1)
+		wg.Go(func() {
+			if _, err := get(url); err != nil {
+				c.failed.Add(1)
+				c.fail("GET "+url, err)
+			}
+		})
+	}
+}
+
+// longLived keeps one connection and exchanges a line every 100 ms; any
+// error ends it as reset. A connection never made is a reset too.
+func longLived(ctx context.Context, c *counts, addr string, id int) {
+	c.long.Add(1)
+	conn, err := net.DialTimeout("tcp", addr, 3*time.Second)
+	if err != nil {
+		c.reset.Add(1)
+		c.fail(fmt.Sprintf("long-lived %d dial %s", id, addr), err)
+		return
+	}
+	defer conn.Close()
+	r := bufio.NewReader(conn)
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for n := 0; ; n++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		msg := fmt.Sprintf("%d %d\n", id, n)
+		_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.WriteString(conn, msg); err != nil {
+			c.reset.Add(1)
+			c.fail(fmt.Sprintf("long-lived %d write", id), err)
+			return
+		}
+		got, err := r.ReadString('\n')
+		if err != nil || got != msg {
+			c.reset.Add(1)
+			c.fail(fmt.Sprintf("long-lived %d read (got %q)", id, got), err)
+			return
+		}
+	}
+}
+
+// queries resolves NAME through SERVER over UDP every 200 ms.
+func queries(ctx context.Context, c *counts, spec string) {
+	name, server, ok := strings.Cut(spec, "@")
+	if !ok {
+		fmt.Fprintln(os.Stderr, "load: -dns wants NAME@SERVER:PORT")
+		os.Exit(2)
+	}
+	r := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "udp", server)
+	}}
+	t := time.NewTicker(200 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		c.dns.Add(1)
+		qctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		_, err := r.LookupHost(qctx, name)
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			c.dnsFailed.Add(1)
+			c.fail("DNS "+name+"@"+server, err)
+		}
+	}
+}
+
+// stickiness asks a sessionAffinity: ClientIP Service which backend
+// answers; a change of backend counts as a move.
+func stickiness(ctx context.Context, c *counts, url string) {
+	t := time.NewTicker(500 * time.Millisecond)
+	defer t.Stop()
+	last := ""
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		c.sticky.Add(1)
+		c.requests.Add(1)
+		host, err := get(url)
+		if err != nil {
+			c.failed.Add(1)
+			c.fail("sticky GET "+url, err)
+			continue
+		}
+		if last != "" && host != last {
+			c.stickyMoves.Add(1)
+			c.fail("sticky", fmt.Errorf("backend moved from %s to %s", last, host))
+		}
+		last = host
+	}
+}
