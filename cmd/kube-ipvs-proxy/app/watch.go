@@ -49,6 +49,7 @@ func Watch(ctx context.Context, o *Options, open DataPlaneOpener, stdout io.Writ
 	if err != nil {
 		return fmt.Errorf("api client: %w", err)
 	}
+	newAPIErrorLog(logger).install(restCfg)
 	cs, err := kubernetes.NewForConfig(restCfg)
 	if err != nil {
 		return fmt.Errorf("api client: %w", err)
