@@ -63,9 +63,8 @@ func Watch(ctx context.Context, o *Options, open DataPlaneOpener, stdout io.Writ
 		return fmt.Errorf("open the data plane: %w", err)
 	}
 	defer closeDataPlane()
-	events := record.NewBroadcaster(record.WithContext(ctx))
-	events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
-	defer events.Shutdown()
+	recorder, stopEvents := eventRecorder(ctx, o, cs, rc.NodeName)
+	defer stopEvents()
 
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -74,14 +73,19 @@ func Watch(ctx context.Context, o *Options, open DataPlaneOpener, stdout io.Writ
 	m := metrics.New(reg, families...)
 	proxyHealth := health.NewProxyHealth(rc.SyncPeriod, nil, families...)
 	proxyHealth.SetProbeObserver(m)
-	serviceHealth := health.NewServiceHealth(logger, nil, proxyHealth)
-	defer serviceHealth.Close()
+	// --dry-run touches nothing: no healthCheckNodePort listeners.
+	var serviceHealth proxier.ServiceHealth
+	if !o.DryRun {
+		sh := health.NewServiceHealth(logger, nil, proxyHealth)
+		defer sh.Close()
+		serviceHealth = sh
+	}
 	var servers sync.WaitGroup
 	// The servers end with ctx: cancel it first, also on an early error
 	// return, which would otherwise wait for them forever.
 	defer func() { cancel(nil); servers.Wait() }()
 	serve := func(what, addr string, run func(context.Context, string) error) {
-		if addr == "" {
+		if addr == "" || o.DryRun { // --dry-run opens no listener
 			return
 		}
 		servers.Go(func() {
@@ -115,8 +119,7 @@ func Watch(ctx context.Context, o *Options, open DataPlaneOpener, stdout io.Writ
 		MinSyncPeriod: rc.MinSyncPeriod, SyncPeriod: rc.SyncPeriod, ConfigSyncPeriod: rc.ConfigSyncPeriod,
 		Client: cs, MetadataClient: md, DataPlane: dp,
 		Observer: m, Health: proxyHealth, ServiceHealth: serviceHealth,
-		Recorder: events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kube-ipvs-proxy", Host: rc.NodeName}),
-		OnPlan:   onPlan, HostAddresses: hostAddrs, ReleaseMemory: true,
+		Recorder: recorder, OnPlan: onPlan, HostAddresses: hostAddrs, ReleaseMemory: true,
 	})
 	if err != nil {
 		return fmt.Errorf("configure the proxy: %w", err)
@@ -129,6 +132,17 @@ func Watch(ctx context.Context, o *Options, open DataPlaneOpener, stdout io.Writ
 		return err
 	}
 	return nil
+}
+
+// eventRecorder records Events through the API; with --dry-run it is nil
+// and nothing is written.
+func eventRecorder(ctx context.Context, o *Options, cs kubernetes.Interface, node string) (record.EventRecorder, func()) {
+	if o.DryRun {
+		return nil, func() {}
+	}
+	events := record.NewBroadcaster(record.WithContext(ctx))
+	events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
+	return events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kube-ipvs-proxy", Host: node}), events.Shutdown
 }
 
 // restConfig is the API client configuration: the kubeconfig and master
