@@ -17,9 +17,9 @@ import (
 // runDryRun prints the plan for the --objects files.
 func runDryRun(o *Options, stdout, stderr io.Writer) int {
 	stop := startProgress(stderr, progressAfter, progressEvery)
-	plan, warnings, err := DryRun(o)
+	res, err := DryRun(o)
 	stop()
-	for _, w := range warnings {
+	for _, w := range res.Warnings {
 		fmt.Fprintf(stderr, "warning: %s\n", w)
 	}
 	if err != nil {
@@ -30,17 +30,59 @@ func runDryRun(o *Options, stdout, stderr io.Writer) int {
 		}
 		return ExitError
 	}
-	if err := writePlan(stdout, plan, o.nftConfig(), o.Output); err != nil {
+	if err := res.write(stdout, o.nftConfig(), o.Output); err != nil {
 		fmt.Fprintf(stderr, "kube-ipvs-proxy: write plan: %v\n", err)
 		return ExitError
 	}
 	return ExitOK
 }
 
+// DryRunResult is a dry run's plan, and what explains it.
+type DryRunResult struct {
+	Plan policy.Plan
+	// Warnings name every object that was skipped or worked around,
+	// with the file:line it was read at.
+	Warnings []string
+	// Skipped names each Service not proxied and why (headless,
+	// ExternalName, another proxy's, no cluster IP).
+	Skipped []string
+	// LeftOut explains a virtual server of Plan: its endpoints that are
+	// not destinations, and why.
+	LeftOut func(*policy.VirtualServer) []policy.LeftOut
+}
+
+// write prints the result: the plan in format; in text, with the left
+// out endpoints and the skipped Services.
+func (r DryRunResult) write(w io.Writer, nftCfg nft.Config, format string) error {
+	if format != OutputText {
+		return writePlan(w, r.Plan, nftCfg, format)
+	}
+	if err := r.Plan.WriteTextExplained(w, r.LeftOut); err != nil {
+		return err
+	}
+	if len(r.Skipped) > 0 {
+		text := fmt.Sprintf("\nskipped: %d services\n", len(r.Skipped))
+		for _, s := range r.Skipped {
+			text += "  " + s + "\n"
+		}
+		if _, err := io.WriteString(w, text); err != nil {
+			return err
+		}
+	}
+	_, err := io.WriteString(w, "\nnftables:\n"+nft.Render(nftCfg, r.Plan))
+	return err
+}
+
 // DryRun loads the --objects files and computes this node's plan. The
-// warnings name every object that was skipped or worked around, with the
-// file:line it was read at.
-func DryRun(o *Options) (policy.Plan, []string, error) {
+// warnings are returned also with an error.
+func DryRun(o *Options) (DryRunResult, error) {
+	var res DryRunResult
+	var err error
+	res.Plan, res.Warnings, err = dryRun(o, &res)
+	return res, err
+}
+
+func dryRun(o *Options, res *DryRunResult) (policy.Plan, []string, error) {
 	objs, loadWarnings, err := manifest.LoadPaths(o.Objects)
 	var warnings []string
 	for _, w := range loadWarnings {
@@ -65,6 +107,7 @@ func DryRun(o *Options) (policy.Plan, []string, error) {
 	for _, s := range objs.Services {
 		ps, err := kubeapi.Service(s, o.ServiceProxyName)
 		if errors.Is(err, policy.ErrNotProxied) {
+			res.Skipped = append(res.Skipped, err.Error())
 			continue
 		}
 		if err != nil {
@@ -90,6 +133,7 @@ func DryRun(o *Options) (policy.Plan, []string, error) {
 		}
 	}
 	plan, ws := engine.Compute()
+	res.LeftOut = engine.LeftOut
 	for _, w := range ws {
 		warnings = append(warnings, at(services[w.Service], w.String()))
 	}
