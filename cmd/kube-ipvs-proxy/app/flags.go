@@ -74,7 +74,7 @@ func (s *flagState) kubeProxyFlags() []kubeProxyFlag {
 	ign := func(name string, ptr any, reason string, inConfig bool) kubeProxyFlag {
 		return kubeProxyFlag{name: name, ptr: ptr, usage: "Accepted for kube-proxy compatibility and ignored: " + reason + ".", ignored: reason, inConfig: inConfig}
 	}
-	isText := func(v string) bool { return v == "text" }
+	isLogFormat := func(v string) bool { return v == "text" || v == "json" }
 	isClusterCIDR := func(v string) bool { return v == "" || v == "ClusterCIDR" }
 	return []kubeProxyFlag{
 		used("kubeconfig", &c.ClientConnection.Kubeconfig, "Path to a kubeconfig file with authorization information (--master overrides its server)."),
@@ -119,7 +119,7 @@ func (s *flagState) kubeProxyFlags() []kubeProxyFlag {
 		used("conntrack-udp-timeout-stream", &c.Conntrack.UDPStreamTimeout.Duration, "Idle timeout for ASSURED UDP connections (0 to leave as-is)."),
 		ign("oom-score-adj", c.OOMScoreAdj, "kube-ipvs-proxy does not change its OOM score", true),
 		ign("show-hidden-metrics-for-version", &c.ShowHiddenMetricsForVersion, "no metrics are hidden", true),
-		withSupported(ign("logging-format", &c.Logging.Format, "only text logging is implemented", true), isText),
+		withSupported(ign("logging-format", &c.Logging.Format, "only text and json logging are implemented", true), isLogFormat),
 		ign("log-flush-frequency", &c.Logging.FlushFrequency.Duration.Duration, "logs are written unbuffered", true),
 		ign("log-text-split-stream", &c.Logging.Options.Text.SplitStream, notSupported, true),
 		ign("log-text-info-buffer-size", &throwaway.infoText, notSupported, false),

@@ -156,7 +156,7 @@ func (o *Options) unsupportedValues() []string {
 	if m := o.Config.DetectLocalMode; m != "" && m != "ClusterCIDR" {
 		out = append(out, fmt.Sprintf("%s: detectLocalMode: %q is not implemented, local traffic is detected by clusterCIDR; ignored", o.ConfigFile, m))
 	}
-	if f := o.Config.Logging.Format; f != "text" {
+	if f := o.Config.Logging.Format; f != "text" && f != "json" {
 		out = append(out, fmt.Sprintf("%s: logging.format: %q is not implemented, logging as text; ignored", o.ConfigFile, f))
 	}
 	return out

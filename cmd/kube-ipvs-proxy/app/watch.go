@@ -45,6 +45,7 @@ func Watch(ctx context.Context, o *Options, open DataPlaneOpener, stdout io.Writ
 	}
 	rc := o.RunConfig()
 	installClientGates(rc.FeatureGates)
+	recordFeatures(ctx)
 	restCfg, err := restConfig(rc.Client)
 	if err != nil {
 		return fmt.Errorf("api client: %w", err)
@@ -68,7 +69,7 @@ func Watch(ctx context.Context, o *Options, open DataPlaneOpener, stdout io.Writ
 
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	families := ipFamilies(rc.Policy.ClusterCIDRs)
+	families := hostFamilies(rc.Policy.ClusterCIDRs, hostHasIPv6())
 	reg := metrics.NewRegistry()
 	m := metrics.New(reg, families...)
 	proxyHealth := health.NewProxyHealth(rc.SyncPeriod, nil, families...)
@@ -101,7 +102,7 @@ func Watch(ctx context.Context, o *Options, open DataPlaneOpener, stdout io.Writ
 	}
 	serve("healthz", rc.HealthzBindAddress, proxyHealth.Serve)
 	serve("metrics", rc.MetricsBindAddress, func(ctx context.Context, addr string) error {
-		return serveMetrics(ctx, addr, reg, rc.EnableProfiling)
+		return serveMetrics(ctx, addr, servedGatherer(reg), rc.EnableProfiling, &o.Config)
 	})
 
 	var onPlan func(policy.Plan)
@@ -164,8 +165,8 @@ func restConfig(c ClientConfig) (*rest.Config, error) {
 	return cfg, nil
 }
 
-// ipFamilies are the families metrics and health report: those of the
-// cluster CIDRs, IPv4 when none is given.
+// ipFamilies are the families of the cluster CIDRs, IPv4 when none is
+// given.
 func ipFamilies(cidrs []string) []corev1.IPFamily {
 	var fams []corev1.IPFamily
 	for _, c := range cidrs {
