@@ -3,37 +3,15 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-)
 
-// dashboardMetrics reads the fixture's metric names.
-func dashboardMetrics(t *testing.T) []string {
-	t.Helper()
-	f, err := os.Open(filepath.Join("testdata", "kube-proxy-dashboard-metrics.txt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var names []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if l := strings.TrimSpace(sc.Text()); l != "" && !strings.HasPrefix(l, "#") {
-			names = append(names, l)
-		}
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return names
-}
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/integration/dashboard"
+)
 
 // TestDashboardMetrics: every metric the kubernetes-mixin kube-proxy
 // dashboard queries is on a live proxy's /metrics, against a real
@@ -57,16 +35,8 @@ func TestDashboardMetrics(t *testing.T) {
 		body = b
 		return code == 200 && strings.Contains(b, "kubeproxy_network_programming_duration_seconds_count")
 	})
-	has := func(name string) bool {
-		return strings.Contains(body, "\n"+name+"{") || strings.Contains(body, "\n"+name+" ")
-	}
-	for _, name := range dashboardMetrics(t) {
-		if name == "up" {
-			continue // Prometheus's; /metrics answered
-		}
-		if !has(name) {
-			t.Errorf("/metrics lacks %s, which the kube-proxy dashboard queries", name)
-		}
+	for _, name := range dashboard.Missing(body) {
+		t.Errorf("/metrics lacks %s, which the kube-proxy dashboard queries", name)
 	}
 	if !strings.Contains(body, `rest_client_requests_total{code="200"`) {
 		t.Errorf("rest_client_requests_total has no code=\"200\" series:\n%s", grepLines(body, "rest_client_requests_total"))
