@@ -24,13 +24,27 @@ func EndpointSlice(s *discoveryv1.EndpointSlice) (*policy.EndpointSlice, error) 
 // on ten nodes, so sharing only within it gains nothing. A nil in makes
 // it EndpointSlice.
 func EndpointSliceInterned(s *discoveryv1.EndpointSlice, in *Interner) (*policy.EndpointSlice, error) {
+	out, _, err := endpointSlice(s, in, false)
+	return out, err
+}
+
+// EndpointSliceKeepValid converts s as EndpointSlice does, except that an
+// invalid endpoint is left out, with an error naming it in bad, instead
+// of failing the whole slice: the slice's other endpoints are kept.
+// --dry-run reads slices this way; the API server never serves an
+// invalid endpoint.
+func EndpointSliceKeepValid(s *discoveryv1.EndpointSlice) (out *policy.EndpointSlice, bad []error, err error) {
+	return endpointSlice(s, nil, true)
+}
+
+func endpointSlice(s *discoveryv1.EndpointSlice, in *Interner, keepValid bool) (*policy.EndpointSlice, []error, error) {
 	obj := ObjectName("EndpointSlice", s.Namespace, s.Name)
 	if s.Name == "" {
-		return nil, invalid(obj, "metadata.name", "must not be empty")
+		return nil, nil, invalid(obj, "metadata.name", "must not be empty")
 	}
 	svcName := s.Labels[LabelServiceName]
 	if svcName == "" || s.AddressType == discoveryv1.AddressTypeFQDN {
-		return nil, nil
+		return nil, nil, nil
 	}
 	out := &policy.EndpointSlice{Name: s.Name, Service: policy.ServiceKey{Namespace: s.Namespace, Name: svcName}}
 	switch s.AddressType {
@@ -38,22 +52,27 @@ func EndpointSliceInterned(s *discoveryv1.EndpointSlice, in *Interner) (*policy.
 		out.IPv4 = true
 	case discoveryv1.AddressTypeIPv6:
 	default:
-		return nil, invalid(obj, "addressType", "unsupported address type %q", s.AddressType)
+		return nil, nil, invalid(obj, "addressType", "unsupported address type %q", s.AddressType)
 	}
 	var err error
 	if out.Ports, err = endpointPorts(obj, s.Ports); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	out.Endpoints = make([]policy.Endpoint, 0, len(s.Endpoints))
 	sh := sharing{places: placeSharing{in: in}}
+	var bad []error
 	for i := range s.Endpoints {
 		ep, err := endpoint(obj, i, &s.Endpoints[i], out.IPv4, &sh)
+		if err != nil && !keepValid {
+			return nil, nil, err
+		}
 		if err != nil {
-			return nil, err
+			bad = append(bad, err)
+			continue
 		}
 		out.Endpoints = append(out.Endpoints, ep)
 	}
-	return out, nil
+	return out, bad, nil
 }
 
 func endpointPorts(obj string, ports []discoveryv1.EndpointPort) ([]policy.EndpointPort, error) {

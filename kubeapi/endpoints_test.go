@@ -2,6 +2,7 @@ package kubeapi
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -519,5 +520,53 @@ func TestEndpointSliceDoesNotShareHintSlices(t *testing.T) {
 	in.Endpoints[0].Hints.ForZones[0].Name = "changed"
 	if z := got.Endpoints[0].ForZones(); len(z) != 1 || z[0] != "zone-1" {
 		t.Errorf("ForZones = %v after changing the input, want [zone-1]", z)
+	}
+}
+
+// TestEndpointSliceKeepValid: an invalid endpoint is left out with an
+// error naming it, and the slice keeps its valid ones; EndpointSlice
+// refuses the whole slice.
+func TestEndpointSliceKeepValid(t *testing.T) {
+	tests := []struct {
+		name      string
+		endpoints []discoveryv1.Endpoint
+		wantKept  []string
+		wantBad   []string
+	}{
+		{"every endpoint valid", []discoveryv1.Endpoint{{Addresses: []string{"10.1.0.1"}}, {Addresses: []string{"10.1.0.2"}}},
+			[]string{"10.1.0.1", "10.1.0.2"}, nil},
+		{"a bad address is left out, the others kept",
+			[]discoveryv1.Endpoint{{Addresses: []string{"10.1.0.1"}}, {Addresses: []string{"fd00::1"}}, {Addresses: []string{"10.1.0.3"}}},
+			[]string{"10.1.0.1", "10.1.0.3"}, []string{"endpoints[1].addresses[0]: fd00::1 is not an IPv4 address"}},
+		{"an endpoint without addresses is left out",
+			[]discoveryv1.Endpoint{{}, {Addresses: []string{"10.1.0.2"}}},
+			[]string{"10.1.0.2"}, []string{"endpoints[0].addresses: must not be empty"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			in := testSlice(withEndpoints(tc.endpoints...))
+			got, bad, err := EndpointSliceKeepValid(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var kept []string
+			for _, ep := range got.Endpoints {
+				kept = append(kept, ep.Address.String())
+			}
+			if diff := cmp.Diff(tc.wantKept, kept); diff != "" {
+				t.Errorf("kept (-want +got):\n%s", diff)
+			}
+			if len(bad) != len(tc.wantBad) {
+				t.Fatalf("bad = %v, want %v", bad, tc.wantBad)
+			}
+			for i, w := range tc.wantBad {
+				if !strings.Contains(bad[i].Error(), w) || !errors.Is(bad[i], policy.ErrInvalid) {
+					t.Errorf("bad[%d] = %v, want ErrInvalid containing %q", i, bad[i], w)
+				}
+			}
+			if _, err := EndpointSlice(in); (err != nil) != (len(tc.wantBad) > 0) {
+				t.Errorf("EndpointSlice error = %v, want one exactly when an endpoint is bad", err)
+			}
+		})
 	}
 }

@@ -52,6 +52,9 @@ func Service(svc *corev1.Service, proxyName string) (*policy.Service, error) {
 	if s.PersistenceTimeoutSeconds, err = affinity(obj, svc); err != nil {
 		return nil, err
 	}
+	if err := trafficPolicies(obj, svc); err != nil {
+		return nil, err
+	}
 	itp := svc.Spec.InternalTrafficPolicy
 	s.InternalLocal = itp != nil && *itp == corev1.ServiceInternalTrafficPolicyLocal
 	s.ExternalLocal = externallyAccessible(svc) && svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal
@@ -64,6 +67,23 @@ func Service(svc *corev1.Service, proxyName string) (*policy.Service, error) {
 		s.HealthCheckNodePort = uint16(p)
 	}
 	return s, nil
+}
+
+// trafficPolicies checks the values the API server would accept: an
+// unknown one is refused rather than read as the default.
+func trafficPolicies(obj string, svc *corev1.Service) error {
+	if itp := svc.Spec.InternalTrafficPolicy; itp != nil {
+		switch *itp {
+		case corev1.ServiceInternalTrafficPolicyCluster, corev1.ServiceInternalTrafficPolicyLocal:
+		default:
+			return invalid(obj, "spec.internalTrafficPolicy", "must be Cluster or Local, got %q", *itp)
+		}
+	}
+	switch svc.Spec.ExternalTrafficPolicy {
+	case "", corev1.ServiceExternalTrafficPolicyCluster, corev1.ServiceExternalTrafficPolicyLocal:
+		return nil
+	}
+	return invalid(obj, "spec.externalTrafficPolicy", "must be Cluster or Local, got %q", svc.Spec.ExternalTrafficPolicy)
 }
 
 // externallyAccessible is kube-proxy's rule for whether
@@ -215,8 +235,12 @@ func servicePorts(obj string, ports []corev1.ServicePort) ([]policy.ServicePort,
 }
 
 func affinity(obj string, svc *corev1.Service) (uint32, error) {
-	if svc.Spec.SessionAffinity != corev1.ServiceAffinityClientIP {
+	switch svc.Spec.SessionAffinity {
+	case corev1.ServiceAffinityClientIP:
+	case "", corev1.ServiceAffinityNone:
 		return 0, nil
+	default:
+		return 0, invalid(obj, "spec.sessionAffinity", "must be None or ClientIP, got %q", svc.Spec.SessionAffinity)
 	}
 	cfg := svc.Spec.SessionAffinityConfig
 	if cfg == nil || cfg.ClientIP == nil || cfg.ClientIP.TimeoutSeconds == nil {

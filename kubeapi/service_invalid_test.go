@@ -24,6 +24,24 @@ func TestServiceInvalid(t *testing.T) {
 			svc:       testService(func(s *corev1.Service) { s.Spec.LoadBalancerSourceRanges = []string{"203.0.113.0/24", "203.0.113.0"} }),
 			wantField: "spec.loadBalancerSourceRanges[1]",
 		},
+		{
+			name:      "an unknown sessionAffinity is invalid, not None",
+			svc:       testService(func(s *corev1.Service) { s.Spec.SessionAffinity = "Sticky" }),
+			wantField: "spec.sessionAffinity",
+		},
+		{
+			name: "an unknown internalTrafficPolicy is invalid, not Cluster",
+			svc: testService(func(s *corev1.Service) {
+				itp := corev1.ServiceInternalTrafficPolicy("Sideways")
+				s.Spec.InternalTrafficPolicy = &itp
+			}),
+			wantField: "spec.internalTrafficPolicy",
+		},
+		{
+			name:      "an unknown externalTrafficPolicy is invalid, not Cluster",
+			svc:       testService(func(s *corev1.Service) { s.Spec.ExternalTrafficPolicy = "Nearby" }),
+			wantField: "spec.externalTrafficPolicy",
+		},
 		// Cluster IPs.
 		{
 			name:      "clusterIP differing from clusterIPs[0] is invalid",

@@ -38,6 +38,7 @@ type loader struct {
 	slots    []*slot
 	seen     map[objKey]*slot
 	warnings []Warning
+	objects  int // objects with a kind seen, Lists' items counted, not Lists
 }
 
 func newLoader() *loader {
@@ -50,11 +51,12 @@ func (l *loader) warn(source, object, msg string) {
 
 // result returns the live objects in load order.
 func (l *loader) result() *Objects {
-	o := &Objects{}
+	o := &Objects{sources: map[any]string{}}
 	for _, s := range l.slots {
 		if !s.live {
 			continue
 		}
+		o.sources[s.obj] = s.source
 		switch obj := s.obj.(type) {
 		case *corev1.Service:
 			o.Services = append(o.Services, obj)
@@ -70,7 +72,20 @@ func (l *loader) result() *Objects {
 var utf8BOM = []byte("\xef\xbb\xbf")
 
 // loadFile decodes one file's bytes.
+// A file holding no object, and no warning already, is warned about: an
+// empty plan from it would otherwise look like an answer.
 func (l *loader) loadFile(name string, data []byte) error {
+	objects, warnings := l.objects, len(l.warnings)
+	if err := l.decodeFile(name, data); err != nil {
+		return err
+	}
+	if l.objects == objects && len(l.warnings) == warnings {
+		l.warn(name+":1", "", "no Kubernetes object in this file")
+	}
+	return nil
+}
+
+func (l *loader) decodeFile(name string, data []byte) error {
 	data = bytes.TrimPrefix(data, utf8BOM)
 	if strings.HasSuffix(name, ".json") {
 		vals, perr := splitJSON(name, data, 1)
@@ -146,11 +161,16 @@ func (l *loader) object(raw []byte, source string, depth int) {
 		l.list(kind, h.Items, source, depth)
 		return
 	}
+	l.objects++
 	wantVersion, known := knownKinds[kind]
-	if !known {
-		return // other kinds are none of our business
-	}
 	name, namespace := peekMeta(h.Metadata)
+	if !known {
+		// Other built-in kinds are none of our business.
+		if !builtinKinds()[kind] {
+			l.warn(source, ident(kind, namespace, name), unknownKindMessage(kind))
+		}
+		return
+	}
 	if apiVersion, _ := jsonString(h.APIVersion); apiVersion != wantVersion {
 		if apiVersion == "" {
 			apiVersion = `""`

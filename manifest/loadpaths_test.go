@@ -38,7 +38,12 @@ func TestLoadPaths(t *testing.T) {
 		"dir.yaml/g.ym": node("g"),
 		"single.txt":    node("single"),
 		"empty/.keep":   "",
+		"notes/a.txt":   "hello",
+		"notes/b.md":    "# hello",
 	})
+	if err := os.Mkdir(filepath.Join(dir, "none"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	writeFiles(t, filepath.Join(dir, "bad"), map[string]string{
 		"1.yaml": node("x"),
 		"2.yaml": node("y") + "---\nmetadata: x: y\n",
@@ -62,6 +67,22 @@ func TestLoadPaths(t *testing.T) {
 		name:  "explicit file is read whatever its extension, then a directory",
 		paths: []string{filepath.Join(dir, "single.txt"), filepath.Join(dir, "empty")},
 		want:  []string{"Node /single"},
+		warnings: []string{
+			filepath.Join(dir, "empty") + ": no *.yaml, *.yml or *.json file in this directory (1 other entries); nothing read",
+		},
+	}, {
+		name:  "a directory of non-manifests warns",
+		paths: []string{filepath.Join(dir, "sub"), filepath.Join(dir, "notes")},
+		want:  []string{"Node /sub"},
+		warnings: []string{
+			filepath.Join(dir, "notes") + ": no *.yaml, *.yml or *.json file in this directory (2 other entries); nothing read",
+		},
+	}, {
+		name:  "an empty directory warns",
+		paths: []string{filepath.Join(dir, "none")},
+		warnings: []string{
+			filepath.Join(dir, "none") + ": no *.yaml, *.yml or *.json file in this directory (0 other entries); nothing read",
+		},
 	}, {
 		name:  "no paths load nothing",
 		paths: nil,

@@ -1,6 +1,7 @@
 package manifest
 
 import (
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -15,7 +16,13 @@ type Objects struct {
 	Services       []*corev1.Service
 	EndpointSlices []*discoveryv1.EndpointSlice
 	Nodes          []*corev1.Node
+	// sources maps each object to its "file:line".
+	sources map[any]string
 }
+
+// Source returns where obj, one of o's objects, was read: "file:line" of
+// its document, or "" when unknown.
+func (o *Objects) Source(obj any) string { return o.sources[obj] }
 
 // Merge appends o2's objects to o (for multiple --objects). It does not
 // de-duplicate; pass all paths to one LoadPaths call for that. A nil o2 is a
@@ -27,6 +34,12 @@ func (o *Objects) Merge(o2 *Objects) {
 	o.Services = append(o.Services, o2.Services...)
 	o.EndpointSlices = append(o.EndpointSlices, o2.EndpointSlices...)
 	o.Nodes = append(o.Nodes, o2.Nodes...)
+	if o.sources == nil {
+		o.sources = map[any]string{}
+	}
+	for k, v := range o2.sources {
+		o.sources[k] = v
+	}
 }
 
 // Warning is a problem with one object that caused it to be skipped; loading
@@ -111,6 +124,12 @@ func (l *loader) loadPath(p string) error {
 	if err != nil {
 		return &ParseError{File: p, Msg: err.Error()}
 	}
+	read := 0
+	defer func() {
+		if read == 0 {
+			l.warn(p, "", fmt.Sprintf("no *.yaml, *.yml or *.json file in this directory (%d other entries); nothing read", len(entries)))
+		}
+	}()
 	for _, e := range entries {
 		if e.IsDir() || !fileExts[filepath.Ext(e.Name())] {
 			continue
@@ -129,6 +148,7 @@ func (l *loader) loadPath(p string) error {
 		if err != nil {
 			return &ParseError{File: name, Msg: err.Error()}
 		}
+		read++
 		if err := l.loadFile(name, data); err != nil {
 			return err
 		}

@@ -179,9 +179,35 @@ func TestLoad(t *testing.T) {
 			"...\n# trailing\n---\n",
 		want: []string{"Node /node-a"},
 	}, {
-		name:  "empty file loads nothing",
-		file:  "empty.json",
-		input: " \n\t\n",
+		name:     "empty file warns",
+		file:     "empty.json",
+		input:    " \n\t\n",
+		warnings: []string{"empty.json:1: no Kubernetes object in this file"},
+	}, {
+		name:     "file of comments warns",
+		file:     "c.yaml",
+		input:    "# nothing\n---\n",
+		warnings: []string{"c.yaml:1: no Kubernetes object in this file"},
+	}, {
+		name:     "empty List warns",
+		file:     "l.yaml",
+		input:    "apiVersion: v1\nkind: List\nitems: []\n",
+		warnings: []string{"l.yaml:1: no Kubernetes object in this file"},
+	}, {
+		name:  "other built-in kinds are skipped silently",
+		file:  "d.yaml",
+		input: "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: p}\n",
+	}, {
+		name:     "a misspelt kind warns, naming the kind it resembles",
+		file:     "t.yaml",
+		input:    nodeA + "---\napiVersion: v1\nkind: Servcie\nmetadata: {name: web, namespace: prod}\n",
+		want:     []string{"Node /node-a"},
+		warnings: []string{"t.yaml:6: Servcie prod/web: kind Servcie is not a built-in Kubernetes kind (Service?); skipped"},
+	}, {
+		name:     "a custom resource's kind warns",
+		file:     "crd.yaml",
+		input:    "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w}\n",
+		warnings: []string{"crd.yaml:1: Widget default/w: kind Widget is not a built-in Kubernetes kind; skipped"},
 	}, {
 		name:    "scalar document is not an object",
 		file:    "s.yaml",

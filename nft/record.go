@@ -63,3 +63,16 @@ func decodeVSKey(b []byte, fam *family) (policy.VirtualServerKey, error) {
 	}
 	return policy.VirtualServerKey{Address: a, Protocol: proto, Port: uint16(b[n+4])<<8 | uint16(b[n+5])}, nil
 }
+
+// TableExists reads whether our table is in the kernel; it sends
+// nothing.
+func (w *Writer) TableExists() (bool, error) {
+	_, err := w.conn.GetSets(w.table)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, unix.ENOENT):
+		return false, nil
+	}
+	return false, fmt.Errorf("read table inet %s: %w", TableName, err)
+}

@@ -68,6 +68,8 @@ type nftWriter interface {
 	// RecordedNodePorts reads the table's record of the NodePort virtual
 	// servers we programmed; none, no error, without a table.
 	RecordedNodePorts() ([]policy.VirtualServerKey, error)
+	// TableExists reads whether our table is in the kernel.
+	TableExists() (bool, error)
 }
 
 // ipvsWriter is the IPVS writer as the DataPlane holds it: it adopts the
@@ -76,6 +78,9 @@ type nftWriter interface {
 type ipvsWriter interface {
 	kernelWriter
 	AdoptRecorded(keys []policy.VirtualServerKey)
+	// Clean is Cleanup returning what it removed; with dryRun it
+	// removes nothing and returns what Cleanup would remove.
+	Clean(dryRun bool) (ipvs.Removed, error)
 	Failing() []policy.ServiceKey
 	NextRetry() time.Time
 	Ops() map[string]int
@@ -289,33 +294,6 @@ func (d *DataPlane) RepairStep(budget time.Duration, stop func() bool) (done boo
 // NeedsResync reports whether the next sync must be a full Resync
 // because an earlier one failed.
 func (d *DataPlane) NeedsResync() bool { return d.nft.NeedsResync() || d.ipvs.NeedsResync() }
-
-// Cleanup removes our virtual servers, our dummy interface and our
-// nftables table, and nothing foreign. It works in a fresh process
-// (--cleanup): the NodePort virtual servers, which sit on node addresses
-// among possibly foreign ones, are known from the table's record
-// (nft.Writer.RecordedNodePorts), read before anything is deleted;
-// without a table or record none are deleted, as before there was one.
-//
-// The table is the record, so it is deleted only once the IPVS cleanup
-// succeeded; if reading the record or deleting a virtual server fails,
-// the table stays, the error is returned, and running Cleanup again
-// finishes the job.
-func (d *DataPlane) Cleanup() error {
-	recorded, err := d.nft.RecordedNodePorts()
-	if err != nil {
-		return errors.Join(fmt.Errorf("nftables: read recorded NodePort virtual servers (table inet %s kept): %w", nft.TableName, err),
-			wrap("ipvs", d.ipvs.Cleanup()))
-	}
-	d.ipvs.AdoptRecorded(recorded)
-	if err := d.ipvs.Cleanup(); err != nil {
-		if len(recorded) > 0 {
-			return fmt.Errorf("ipvs (table inet %s kept: it records NodePort virtual servers still to delete): %w", nft.TableName, err)
-		}
-		return errors.Join(wrap("ipvs", err), wrap("nftables", d.nft.Cleanup()))
-	}
-	return wrap("nftables", d.nft.Cleanup())
-}
 
 // IPVSOps counts the IPVS writer's kernel operations by kind.
 func (d *DataPlane) IPVSOps() map[string]int { return d.ipvs.Ops() }

@@ -262,9 +262,8 @@ func (p *Proxier) Run(ctx context.Context) error {
 	p.watchHostAddresses(ctx)
 	p.nodes.run(ctx)
 	set.start(ctx)
-	defer set.shutdown()
-	defer p.nodes.shutdown()
-	p.log.V(2).Info("Waiting for informer caches", "node", p.cfg.NodeName)
+	defer p.stopInformers(set)
+	p.log.Info("Waiting for informer caches to sync", "node", p.cfg.NodeName)
 	if !cache.WaitForCacheSync(ctx.Done(), set.synced...) || !p.nodes.waitSynced(ctx) {
 		return nil // ctx done
 	}
@@ -273,6 +272,31 @@ func (p *Proxier) Run(ctx context.Context) error {
 	p.runner.Run()
 	p.runner.Loop(ctx)
 	return nil
+}
+
+// informerStopWait bounds how long Run waits for the informers to stop
+// once ctx is done. A reflector backing off from an unreachable API
+// server notices the stop only when its backoff (up to 30 s) ends, which
+// would outlast a pod's termination grace period; kube-proxy does not
+// wait for its informers at all.
+const informerStopWait = 2 * time.Second
+
+// stopInformers stops the informers and waits for them, at most
+// informerStopWait; those still running end on their own.
+func (p *Proxier) stopInformers(set *informerSet) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		p.nodes.shutdown()
+		set.shutdown()
+	}()
+	t := time.NewTimer(informerStopWait)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		p.log.Info("Not waiting longer for the informers to stop", "waited", informerStopWait)
+	}
 }
 
 func (p *Proxier) logger() klog.Logger { return p.log }

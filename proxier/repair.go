@@ -82,6 +82,7 @@ func (p *Proxier) repair() error {
 	p.obs.SyncDone(true, elapsed, err)
 	p.recordRepair(rs, err)
 	if err != nil {
+		p.st.failed = true
 		p.log.Error(err, "Periodic repair failed; the next sync is a full resync")
 		return err
 	}

@@ -30,6 +30,9 @@ type syncState struct {
 	// lastEnd is when the last sync ended, for MinSyncPeriod between a
 	// repair's slices.
 	lastEnd time.Time
+	// synced says some sync succeeded; failed that one failed since the
+	// last success.
+	synced, failed bool
 }
 
 func newSyncState() syncState {
@@ -198,6 +201,7 @@ func (p *Proxier) sync(periodic bool) error {
 		}
 	}
 	p.st.full = err != nil
+	p.st.failed = p.st.failed || err != nil
 	p.st.lastEnd = p.clock.Now()
 	elapsed := p.st.lastEnd.Sub(start)
 	p.after(w, changes, err)
@@ -209,10 +213,35 @@ func (p *Proxier) sync(periodic bool) error {
 	}
 	p.log.V(2).Info("Synced", "full", full, "recomputed", len(w.plans), "applied", len(changes),
 		"pendingServices", w.svcPending, "elapsed", elapsed)
+	p.logMilestone(w, elapsed)
 	if full {
 		p.releaseMemory()
 	}
 	return nil
+}
+
+// logMilestone logs, at the default level, the first successful sync
+// and the first one after failures, with what the node now programs: an
+// operator sees at v=0 that the proxy works, and that it recovered.
+func (p *Proxier) logMilestone(w work, elapsed time.Duration) {
+	first, recovered := !p.st.synced, p.st.failed
+	p.st.synced, p.st.failed = true, false
+	if !first && !recovered {
+		return
+	}
+	msg := "First sync done"
+	if !first {
+		msg = "Synced again after failures"
+	}
+	kv := []any{"services", len(p.st.applied), "elapsed", elapsed}
+	if w.plan != nil {
+		dests := 0
+		for i := range w.plan.VirtualServers {
+			dests += len(w.plan.VirtualServers[i].Destinations)
+		}
+		kv = append(kv, "virtualServers", len(w.plan.VirtualServers), "destinations", dests)
+	}
+	p.log.Info(msg, kv...)
 }
 
 // releaseMemory returns the heap a full sync freed to the OS, beside the

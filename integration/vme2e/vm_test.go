@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/cmd/kube-ipvs-proxy/app"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/integration/dashboard"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/integration/labnet"
 )
 
@@ -78,6 +79,9 @@ func TestProxyInVM(t *testing.T) {
 		next := webSlice(pods["pod-1"])
 		next.ResourceVersion = cur.ResourceVersion
 		updated := time.Now()
+		// As the EndpointSlice controller does: the programming latency
+		// (which the kube-proxy dashboard plots) counts from it.
+		next.Annotations = map[string]string{corev1.EndpointsLastChangeTriggerTime: updated.UTC().Format(time.RFC3339Nano)}
 		if _, err := sliceClient.Update(ctx, next, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -102,6 +106,15 @@ func TestProxyInVM(t *testing.T) {
 		for _, l := range strings.Split(body, "\n") {
 			if strings.HasPrefix(l, "kubeproxy_sync_proxy_rules_duration_seconds_count") || strings.HasPrefix(l, "kube_ipvs_proxy_virtual_servers") {
 				t.Logf("/metrics: %s", l)
+			}
+		}
+		// The kubernetes-mixin kube-proxy dashboard's metrics.
+		for _, name := range dashboard.Missing(body) {
+			t.Errorf("/metrics lacks %s, which the kube-proxy dashboard queries", name)
+		}
+		for _, path := range []string{"/configz", "/metrics/slis"} {
+			if code, b := get(t, "http://"+metricsAddr+path); code != http.StatusOK {
+				t.Errorf("GET %s: %d %s", path, code, b)
 			}
 		}
 	})

@@ -2,7 +2,6 @@ package ipvs
 
 import (
 	"errors"
-	"fmt"
 	"maps"
 	"net/netip"
 	"slices"
@@ -262,38 +261,6 @@ func (w *Writer) AdoptRecorded(keys []Key) {
 	for _, k := range keys {
 		w.recorded[k] = true
 	}
-}
-
-// Cleanup deletes the virtual servers that are ours (on addresses of the
-// dummy interface, NodePort virtual servers of the last plan, those this
-// Writer created, and those adopted with AdoptRecorded) and the dummy
-// interface. It reads the kernel, so it works in a fresh process; there,
-// without a plan, NodePort virtual servers on node addresses are ours
-// only if AdoptRecorded named them, and other ones are left alone.
-// Foreign and excluded virtual servers are never touched.
-func (w *Writer) Cleanup() error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	defer w.forget()
-	if err := w.readKernel(); err != nil {
-		return err
-	}
-	var errs []error
-	keys := slices.SortedFunc(maps.Keys(w.mirror), Key.Compare)
-	for _, k := range keys {
-		if !w.owns(k) || w.excluded(k.Address) {
-			continue
-		}
-		if err := w.call("delete-service", func() error { return gone(w.kernel.DeleteVirtualServer(k), syscall.ESRCH) }); err != nil {
-			errs = append(errs, fmt.Errorf("delete virtual server %s: %w", k, err))
-		}
-	}
-	if w.linkExists {
-		if err := w.call("delete-link", func() error { return gone(w.links.DeleteLink(w.cfg.Interface), syscall.ENODEV) }); err != nil {
-			errs = append(errs, fmt.Errorf("delete link %s: %w", w.cfg.Interface, err))
-		}
-	}
-	return errors.Join(errs...)
 }
 
 // forget drops all state but the op counts: the next call starts afresh.

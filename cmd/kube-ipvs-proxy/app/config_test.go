@@ -106,7 +106,7 @@ func TestTunedJSONConfig(t *testing.T) {
 func TestConfigPrecedence(t *testing.T) {
 	dir := t.TempDir()
 	withName := writeFile(t, dir, "named.yaml", typeMeta+"hostnameOverride: From-File\nclusterCIDR: 10.1.0.0/16\nlogging: {verbosity: 3}\n")
-	nodeCIDR := writeFile(t, dir, "nodecidr.yaml", typeMeta+"detectLocalMode: NodeCIDR\nlogging: {format: json}\n")
+	nodeCIDR := writeFile(t, dir, "nodecidr.yaml", typeMeta+"detectLocalMode: NodeCIDR\nlogging: {format: yaml}\n")
 	tests := []struct {
 		name       string
 		args       []string
@@ -137,7 +137,7 @@ func TestConfigPrecedence(t *testing.T) {
 		{"unimplemented file values warn", []string{"--config", nodeCIDR},
 			func(o *Options) any { return string(o.Config.DetectLocalMode) }, "NodeCIDR",
 			"warning: " + nodeCIDR + `: detectLocalMode: "NodeCIDR" is not implemented, local traffic is detected by clusterCIDR; ignored` + "\n" +
-				"warning: " + nodeCIDR + `: logging.format: "json" is not implemented, logging as text; ignored` + "\n"},
+				"warning: " + nodeCIDR + `: logging.format: "yaml" is not implemented, logging as text; ignored` + "\n"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/kubeapi"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/manifest"
@@ -14,8 +16,10 @@ import (
 
 // runDryRun prints the plan for the --objects files.
 func runDryRun(o *Options, stdout, stderr io.Writer) int {
-	plan, warnings, err := DryRun(o)
-	for _, w := range warnings {
+	stop := startProgress(stderr, progressAfter, progressEvery)
+	res, err := DryRun(o)
+	stop()
+	for _, w := range res.Warnings {
 		fmt.Fprintf(stderr, "warning: %s\n", w)
 	}
 	if err != nil {
@@ -26,16 +30,59 @@ func runDryRun(o *Options, stdout, stderr io.Writer) int {
 		}
 		return ExitError
 	}
-	if err := writePlan(stdout, plan, o.nftConfig(), o.Output); err != nil {
+	if err := res.write(stdout, o.nftConfig(), o.Output); err != nil {
 		fmt.Fprintf(stderr, "kube-ipvs-proxy: write plan: %v\n", err)
 		return ExitError
 	}
 	return ExitOK
 }
 
+// DryRunResult is a dry run's plan, and what explains it.
+type DryRunResult struct {
+	Plan policy.Plan
+	// Warnings name every object that was skipped or worked around,
+	// with the file:line it was read at.
+	Warnings []string
+	// Skipped names each Service not proxied and why (headless,
+	// ExternalName, another proxy's, no cluster IP).
+	Skipped []string
+	// LeftOut explains a virtual server of Plan: its endpoints that are
+	// not destinations, and why.
+	LeftOut func(*policy.VirtualServer) []policy.LeftOut
+}
+
+// write prints the result: the plan in format; in text, with the left
+// out endpoints and the skipped Services.
+func (r DryRunResult) write(w io.Writer, nftCfg nft.Config, format string) error {
+	if format != OutputText {
+		return writePlan(w, r.Plan, nftCfg, format)
+	}
+	if err := r.Plan.WriteTextExplained(w, r.LeftOut); err != nil {
+		return err
+	}
+	if len(r.Skipped) > 0 {
+		text := fmt.Sprintf("\nskipped: %d services\n", len(r.Skipped))
+		for _, s := range r.Skipped {
+			text += "  " + s + "\n"
+		}
+		if _, err := io.WriteString(w, text); err != nil {
+			return err
+		}
+	}
+	_, err := io.WriteString(w, "\nnftables:\n"+nft.Render(nftCfg, r.Plan))
+	return err
+}
+
 // DryRun loads the --objects files and computes this node's plan. The
-// warnings name every object that was skipped or worked around.
-func DryRun(o *Options) (policy.Plan, []string, error) {
+// warnings are returned also with an error.
+func DryRun(o *Options) (DryRunResult, error) {
+	var res DryRunResult
+	var err error
+	res.Plan, res.Warnings, err = dryRun(o, &res)
+	return res, err
+}
+
+func dryRun(o *Options, res *DryRunResult) (policy.Plan, []string, error) {
 	objs, loadWarnings, err := manifest.LoadPaths(o.Objects)
 	var warnings []string
 	for _, w := range loadWarnings {
@@ -48,46 +95,84 @@ func DryRun(o *Options) (policy.Plan, []string, error) {
 	if err != nil {
 		return policy.Plan{}, warnings, fmt.Errorf("configure engine: %w", err)
 	}
-	note := func(w fmt.Stringer) { warnings = append(warnings, w.String()) }
-	for _, n := range objs.Nodes {
-		pn, ws, err := kubeapi.Node(n)
-		if err != nil {
-			warnings = append(warnings, skipped(err))
-			continue
+	// at prefixes a message about obj with where obj was read.
+	at := func(obj any, msg string) string {
+		if src := objs.Source(obj); src != "" {
+			return src + ": " + msg
 		}
-		for _, w := range ws {
-			note(w)
-		}
-		engine.UpsertNode(pn)
+		return msg
 	}
+	services := map[policy.ServiceKey]any{}
+	warnings = append(warnings, dryRunNodes(engine, objs, at, o.NodeName)...)
 	for _, s := range objs.Services {
 		ps, err := kubeapi.Service(s, o.ServiceProxyName)
 		if errors.Is(err, policy.ErrNotProxied) {
+			res.Skipped = append(res.Skipped, err.Error())
 			continue
 		}
 		if err != nil {
-			warnings = append(warnings, skipped(err))
+			warnings = append(warnings, at(s, skipped(err)))
 			continue
 		}
+		services[ps.Key] = s
 		for _, w := range engine.UpsertService(ps) {
-			note(w)
+			warnings = append(warnings, at(s, w.String()))
 		}
 	}
 	for _, s := range objs.EndpointSlices {
-		ps, err := kubeapi.EndpointSlice(s)
+		ps, bad, err := kubeapi.EndpointSliceKeepValid(s)
 		if err != nil {
-			warnings = append(warnings, skipped(err))
+			warnings = append(warnings, at(s, skipped(err)))
 			continue
+		}
+		for _, b := range bad {
+			warnings = append(warnings, at(s, b.Error()+"; endpoint left out, the slice's others kept"))
 		}
 		if ps != nil {
 			engine.UpsertEndpointSlice(ps)
 		}
 	}
 	plan, ws := engine.Compute()
+	res.LeftOut = engine.LeftOut
 	for _, w := range ws {
-		note(w)
+		warnings = append(warnings, at(services[w.Service], w.String()))
 	}
 	return plan, warnings, nil
+}
+
+// dryRunNodes gives the engine the Nodes, and warns when none is this
+// node: a misspelt --hostname-override would otherwise give another
+// plan without a word.
+func dryRunNodes(engine *policy.Engine, objs *manifest.Objects, at func(any, string) string, self string) []string {
+	var warnings []string
+	found := false
+	var names []string
+	for _, n := range objs.Nodes {
+		names = append(names, n.Name)
+		pn, ws, err := kubeapi.Node(n)
+		if err != nil {
+			warnings = append(warnings, at(n, skipped(err)))
+			continue
+		}
+		found = found || n.Name == self
+		for _, w := range ws {
+			warnings = append(warnings, at(n, w.String()))
+		}
+		engine.UpsertNode(pn)
+	}
+	if !found {
+		known := "no Node is given"
+		if len(names) > 0 {
+			slices.Sort(names)
+			if len(names) > 5 {
+				names = append(names[:5], fmt.Sprintf("and %d more", len(names)-5))
+			}
+			known = "the Nodes given are " + strings.Join(names, ", ")
+		}
+		warnings = append(warnings, fmt.Sprintf("--hostname-override %s: no valid Node of that name in --objects (%s); "+
+			"the node has no labels or addresses: no NodePort virtual servers, no topology", self, known))
+	}
+	return warnings
 }
 
 func skipped(err error) string { return err.Error() + "; skipped" }

@@ -135,7 +135,7 @@ spec:
   ports: [{name: http, port: 80}]
 `},
 			wantCode:   ExitOK,
-			wantStderr: []string{"warning: Service shop/broken: spec.clusterIPs[0]: invalid IP"},
+			wantStderr: []string{"svc.yaml:8: Service shop/broken: spec.clusterIPs[0]: invalid IP"},
 			wantInPlan: []string{`"service": "default/good"`},
 		},
 		{
@@ -149,28 +149,62 @@ spec:
   ports: [{name: http, port: 70000}]
 `},
 			wantCode:   ExitOK,
-			wantStderr: []string{"warning: Service shop/broken: spec.ports[0].port: must be 1-65535, got 70000; skipped"},
+			wantStderr: []string{"svc.yaml:8: Service shop/broken: spec.ports[0].port: must be 1-65535, got 70000; skipped"},
 			wantInPlan: []string{`"service": "default/good"`},
 		},
 		{
-			name: "an endpoint address of the wrong family skips the slice with a warning",
+			name: "an endpoint address of the wrong family is left out; the slice keeps its valid endpoints",
 			files: map[string]string{"svc.yaml": goodService + `---
 apiVersion: discovery.k8s.io/v1
 kind: EndpointSlice
 metadata: {name: good-1, namespace: default, labels: {kubernetes.io/service-name: good}}
 addressType: IPv4
 ports: [{name: http, port: 8080}]
-endpoints: [{addresses: ["fd00::1"]}]
+endpoints: [{addresses: ["fd00::1"]}, {addresses: ["10.244.0.7"]}]
+`},
+			wantCode: ExitOK,
+			wantStderr: []string{"svc.yaml:8: EndpointSlice default/good-1: endpoints[0].addresses[0]: fd00::1 is not an IPv4 address; " +
+				"endpoint left out, the slice's others kept"},
+			wantInPlan: []string{`"address": "10.244.0.7"`},
+		},
+		{
+			name:       "an invalid sessionAffinity skips the service, naming the value",
+			files:      map[string]string{"svc.yaml": goodService + "  sessionAffinity: Sticky\n"},
+			wantCode:   ExitOK,
+			wantStderr: []string{`svc.yaml:1: Service default/good: spec.sessionAffinity: must be None or ClientIP, got "Sticky"; skipped`},
+		},
+		{
+			name:       "an invalid internalTrafficPolicy skips the service, naming the value",
+			files:      map[string]string{"svc.yaml": goodService + "  internalTrafficPolicy: Sideways\n"},
+			wantCode:   ExitOK,
+			wantStderr: []string{`svc.yaml:1: Service default/good: spec.internalTrafficPolicy: must be Cluster or Local, got "Sideways"; skipped`},
+		},
+		{
+			name:       "a misspelt kind warns with file:line and the object",
+			files:      map[string]string{"svc.yaml": strings.Replace(goodService, "kind: Service", "kind: Servcie", 1)},
+			wantCode:   ExitOK,
+			wantStderr: []string{"svc.yaml:1: Servcie default/good: kind Servcie is not a built-in Kubernetes kind (Service?); skipped"},
+		},
+		{
+			name:       "an empty file warns",
+			files:      map[string]string{"empty.yaml": ""},
+			wantCode:   ExitOK,
+			wantStderr: []string{"empty.yaml:1: no Kubernetes object in this file"},
+		},
+		{
+			name: "--hostname-override naming no Node warns, naming the Nodes given",
+			files: map[string]string{"nodes.yaml": `apiVersion: v1
+kind: Node
+metadata: {name: node-b}
 `},
 			wantCode:   ExitOK,
-			wantStderr: []string{"warning: EndpointSlice default/good-1: endpoints[0].addresses[0]: fd00::1 is not an IPv4 address; skipped"},
-			wantInPlan: []string{`"destinations": []`},
+			wantStderr: []string{"--hostname-override node-a: no valid Node of that name in --objects (the Nodes given are node-b)"},
 		},
 		{
 			name:       "an unknown annotation warns and the service is still planned",
 			files:      map[string]string{"svc.yaml": strings.Replace(goodService, "namespace: default}", "namespace: default, annotations: {kube-ipvs-proxy.io/shceduler: wrr}}", 1)},
 			wantCode:   ExitOK,
-			wantStderr: []string{"warning: Service default/good: metadata.annotations[kube-ipvs-proxy.io/shceduler]: unknown annotation; ignored"},
+			wantStderr: []string{"svc.yaml:1: Service default/good: metadata.annotations[kube-ipvs-proxy.io/shceduler]: unknown annotation; ignored"},
 			wantInPlan: []string{`"service": "default/good"`},
 		},
 	}

@@ -74,7 +74,7 @@ func (s *flagState) kubeProxyFlags() []kubeProxyFlag {
 	ign := func(name string, ptr any, reason string, inConfig bool) kubeProxyFlag {
 		return kubeProxyFlag{name: name, ptr: ptr, usage: "Accepted for kube-proxy compatibility and ignored: " + reason + ".", ignored: reason, inConfig: inConfig}
 	}
-	isText := func(v string) bool { return v == "text" }
+	isLogFormat := func(v string) bool { return v == "text" || v == "json" }
 	isClusterCIDR := func(v string) bool { return v == "" || v == "ClusterCIDR" }
 	return []kubeProxyFlag{
 		used("kubeconfig", &c.ClientConnection.Kubeconfig, "Path to a kubeconfig file with authorization information (--master overrides its server)."),
@@ -85,7 +85,8 @@ func (s *flagState) kubeProxyFlags() []kubeProxyFlag {
 		used("healthz-bind-address", &c.HealthzBindAddress, "IP address and port of the health check server; empty disables it."),
 		used("metrics-bind-address", &c.MetricsBindAddress, "IP address and port of the metrics server (0.0.0.0:10249 or [::]:10249 for all interfaces); empty disables it."),
 		used("bind-address-hard-fail", &c.BindAddressHardFail, "Treat failure to bind the health or metrics port as fatal."),
-		used("proxy-mode", (*string)(&c.Mode), "Proxy mode: only \"ipvs\" (or empty, meaning ipvs) is accepted."),
+		{name: "proxy-mode", ptr: (*string)(&c.Mode), inConfig: true,
+			usage: "Proxy mode: only \"ipvs\" (or empty, meaning ipvs) is accepted; any other value exits 2, also with --config."},
 		used("iptables-masquerade-bit", c.IPTables.MasqueradeBit, "The fwmark bit marking packets to masquerade, 0-31 (kube-proxy's IPVS mode uses it too)."),
 		used("masquerade-all", &c.IPTables.MasqueradeAll, "Masquerade all traffic sent to cluster IPs."),
 		used("ipvs-sync-period", &c.IPVS.SyncPeriod.Duration, "How often IPVS and nftables are fully resynchronised (e.g. '5s', '1m'); must be greater than 0."),
@@ -97,7 +98,8 @@ func (s *flagState) kubeProxyFlags() []kubeProxyFlag {
 		used("ipvs-tcpfin-timeout", &c.IPVS.TCPFinTimeout.Duration, "IPVS timeout of TCP connections after a FIN; 0 leaves the kernel's value."),
 		used("ipvs-udp-timeout", &c.IPVS.UDPTimeout.Duration, "IPVS timeout of UDP packets; 0 leaves the kernel's value."),
 		used("cluster-cidr", &c.ClusterCIDR, "The pods' CIDR range, or a comma-separated dual-stack pair; ClusterIP traffic from outside it is masqueraded."),
-		used("nodeport-addresses", &c.NodePortAddresses, "CIDRs selecting the node IPs NodePorts accept connections on, or \"primary\"; default: every InternalIP and ExternalIP."),
+		used("nodeport-addresses", &c.NodePortAddresses, "CIDRs selecting the node IPs NodePorts accept connections on, or \"primary\" (the Node's primary IP per family); "+
+			"default: every address of the host's interfaces but kube-ipvs0's, loopback and IPv6 link-local ones (--dry-run, without a host: the Node's InternalIP and ExternalIP addresses)."),
 		used("profiling", &c.EnableProfiling, "Serve Go's profiles (/debug/pprof/) on the metrics server, as kube-proxy."),
 		used("config-sync-period", &c.ConfigSyncPeriod.Duration, "How often the informers resync from the apiserver; must be greater than 0."),
 		used("feature-gates", &featureGatesValue{m: &c.FeatureGates}, "key=bool pairs of kube-proxy feature gates, client-go's among them (e.g. WatchListClient=false); unknown gates are warned about and ignored."),
@@ -119,7 +121,7 @@ func (s *flagState) kubeProxyFlags() []kubeProxyFlag {
 		used("conntrack-udp-timeout-stream", &c.Conntrack.UDPStreamTimeout.Duration, "Idle timeout for ASSURED UDP connections (0 to leave as-is)."),
 		ign("oom-score-adj", c.OOMScoreAdj, "kube-ipvs-proxy does not change its OOM score", true),
 		ign("show-hidden-metrics-for-version", &c.ShowHiddenMetricsForVersion, "no metrics are hidden", true),
-		withSupported(ign("logging-format", &c.Logging.Format, "only text logging is implemented", true), isText),
+		withSupported(ign("logging-format", &c.Logging.Format, "only text and json logging are implemented", true), isLogFormat),
 		ign("log-flush-frequency", &c.Logging.FlushFrequency.Duration.Duration, "logs are written unbuffered", true),
 		ign("log-text-split-stream", &c.Logging.Options.Text.SplitStream, notSupported, true),
 		ign("log-text-info-buffer-size", &throwaway.infoText, notSupported, false),

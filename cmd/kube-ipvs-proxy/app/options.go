@@ -92,7 +92,7 @@ func (o *Options) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.WriteConfigTo, "write-config-to", "", "Write the effective configuration to this file as KubeProxyConfiguration YAML, and exit.")
 	fs.StringVar(&o.HostnameOverride, "hostname-override", "", "The name of this node, winning over the file's hostnameOverride; defaults to the host name.")
 	fs.StringVar(&o.Master, "master", "", "The address of the Kubernetes API server (overrides any value in kubeconfig).")
-	fs.BoolVar(&o.Cleanup, "cleanup", false, "Remove our IPVS virtual servers, dummy interface and nftables table, then exit; nothing foreign is touched.")
+	fs.BoolVar(&o.Cleanup, "cleanup", false, "Remove our IPVS virtual servers, dummy interface and nftables table, list them on stderr, then exit; nothing foreign is touched. With --dry-run, list what it would remove and remove nothing.")
 	fs.BoolVar(&o.InitOnly, "init-only", false, "Exit at once: kube-ipvs-proxy needs no separate privileged initialisation (kube-proxy compatibility).")
 	fs.StringVar(&o.Version, "version", "false", "Print version information and exit.")
 	fs.Lookup("version").NoOptDefVal = "true"
@@ -156,7 +156,7 @@ func (o *Options) unsupportedValues() []string {
 	if m := o.Config.DetectLocalMode; m != "" && m != "ClusterCIDR" {
 		out = append(out, fmt.Sprintf("%s: detectLocalMode: %q is not implemented, local traffic is detected by clusterCIDR; ignored", o.ConfigFile, m))
 	}
-	if f := o.Config.Logging.Format; f != "text" {
+	if f := o.Config.Logging.Format; f != "text" && f != "json" {
 		out = append(out, fmt.Sprintf("%s: logging.format: %q is not implemented, logging as text; ignored", o.ConfigFile, f))
 	}
 	return out

@@ -14,7 +14,7 @@ import (
 // metricsHandler is the --metrics-bind-address server's routes: metrics.Mux,
 // and with profiling Go's profiles under /debug/pprof/, as kube-proxy's
 // --profiling (enableProfiling) installs them on its metrics server.
-func metricsHandler(g prometheus.Gatherer, profiling bool) http.Handler {
+func metricsHandler(g prometheus.Gatherer, profiling bool) *http.ServeMux {
 	mux := metrics.Mux(g)
 	if profiling {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
@@ -26,7 +26,12 @@ func metricsHandler(g prometheus.Gatherer, profiling bool) http.Handler {
 	return mux
 }
 
-// serveMetrics serves metricsHandler on addr until ctx is done.
-func serveMetrics(ctx context.Context, addr string, g prometheus.Gatherer, profiling bool) error {
-	return httpserve.Serve(ctx, "metrics", addr, metricsHandler(g, profiling))
+// serveMetrics serves metricsHandler, /configz (cfg) and /metrics/slis on
+// addr until ctx is done.
+func serveMetrics(ctx context.Context, addr string, g prometheus.Gatherer, profiling bool, cfg *KubeProxyConfiguration) error {
+	mux := metricsHandler(g, profiling)
+	if err := installComponentRoutes(mux, cfg); err != nil {
+		return err
+	}
+	return httpserve.Serve(ctx, "metrics", addr, mux)
 }

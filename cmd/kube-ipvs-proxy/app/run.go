@@ -25,8 +25,10 @@ func Run(ctx context.Context, o *Options, stdout, stderr io.Writer) int {
 	case o.DryRun && len(o.Objects) > 0:
 		return runDryRun(o, stdout, stderr)
 	case o.DryRun:
+		setupLogging(o, stderr)
 		return exitCode(Watch(ctx, o, openNop, stdout), stderr)
 	default:
+		setupLogging(o, stderr)
 		return exitCode(Watch(ctx, o, openKernel(o.RunConfig().DataPlane), stdout), stderr)
 	}
 }

@@ -36,8 +36,8 @@ func (o *Options) Validate() error {
 	if len(o.Objects) > 0 && !o.DryRun {
 		add("--objects needs --dry-run")
 	}
-	if o.Cleanup && o.DryRun {
-		add("--cleanup and --dry-run exclude each other")
+	if o.Cleanup && len(o.Objects) > 0 {
+		add("--cleanup takes no --objects (--cleanup --dry-run lists what --cleanup would remove)")
 	}
 	switch name := o.IPVSInterface; {
 	case name == "":

@@ -46,10 +46,12 @@ func Watch(ctx context.Context, o *Options, open DataPlaneOpener, stdout io.Writ
 	}
 	rc := o.RunConfig()
 	installClientGates(rc.FeatureGates)
+	recordFeatures(ctx)
 	restCfg, err := restConfig(rc.Client)
 	if err != nil {
 		return fmt.Errorf("api client: %w", err)
 	}
+	newAPIErrorLog(logger).install(restCfg)
 	cs, err := kubernetes.NewForConfig(restCfg)
 	if err != nil {
 		return fmt.Errorf("api client: %w", err)
@@ -63,13 +65,12 @@ func Watch(ctx context.Context, o *Options, open DataPlaneOpener, stdout io.Writ
 		return fmt.Errorf("open the data plane: %w", err)
 	}
 	defer closeDataPlane()
-	events := record.NewBroadcaster(record.WithContext(ctx))
-	events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
-	defer events.Shutdown()
+	recorder, stopEvents := eventRecorder(ctx, o, cs, rc.NodeName)
+	defer stopEvents()
 
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	families := ipFamilies(rc.Policy.ClusterCIDRs)
+	families := hostFamilies(rc.Policy.ClusterCIDRs, hostHasIPv6())
 	reg := metrics.NewRegistry()
 	if err := registerBuildInfo(reg); err != nil {
 		return err
@@ -77,14 +78,19 @@ func Watch(ctx context.Context, o *Options, open DataPlaneOpener, stdout io.Writ
 	m := metrics.New(reg, families...)
 	proxyHealth := health.NewProxyHealth(rc.SyncPeriod, nil, families...)
 	proxyHealth.SetProbeObserver(m)
-	serviceHealth := health.NewServiceHealth(logger, nil, proxyHealth)
-	defer serviceHealth.Close()
+	// --dry-run touches nothing: no healthCheckNodePort listeners.
+	var serviceHealth proxier.ServiceHealth
+	if !o.DryRun {
+		sh := health.NewServiceHealth(logger, nil, proxyHealth)
+		defer sh.Close()
+		serviceHealth = sh
+	}
 	var servers sync.WaitGroup
 	// The servers end with ctx: cancel it first, also on an early error
 	// return, which would otherwise wait for them forever.
 	defer func() { cancel(nil); servers.Wait() }()
 	serve := func(what, addr string, run func(context.Context, string) error) {
-		if addr == "" {
+		if addr == "" || o.DryRun { // --dry-run opens no listener
 			return
 		}
 		servers.Go(func() {
@@ -105,7 +111,7 @@ func Watch(ctx context.Context, o *Options, open DataPlaneOpener, stdout io.Writ
 	}
 	serve("healthz", rc.HealthzBindAddress, proxyHealth.Serve)
 	serve("metrics", rc.MetricsBindAddress, func(ctx context.Context, addr string) error {
-		return serveMetrics(ctx, addr, reg, rc.EnableProfiling)
+		return serveMetrics(ctx, addr, servedGatherer(reg), rc.EnableProfiling, &o.Config)
 	})
 
 	var onPlan func(policy.Plan)
@@ -118,7 +124,6 @@ func Watch(ctx context.Context, o *Options, open DataPlaneOpener, stdout io.Writ
 			return err
 		}
 	}
-	recorder := events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kube-ipvs-proxy", Host: rc.NodeName})
 	first := newFirstSync(proxyHealth)
 	if !o.DryRun {
 		stuck, err := leftoverIPSets(reg)
@@ -147,6 +152,17 @@ func Watch(ctx context.Context, o *Options, open DataPlaneOpener, stdout io.Writ
 	return nil
 }
 
+// eventRecorder records Events through the API; with --dry-run it is nil
+// and nothing is written.
+func eventRecorder(ctx context.Context, o *Options, cs kubernetes.Interface, node string) (record.EventRecorder, func()) {
+	if o.DryRun {
+		return nil, func() {}
+	}
+	events := record.NewBroadcaster(record.WithContext(ctx))
+	events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
+	return events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kube-ipvs-proxy", Host: node}), events.Shutdown
+}
+
 // restConfig is the API client configuration: the kubeconfig and master
 // when given, else in-cluster.
 func restConfig(c ClientConfig) (*rest.Config, error) {
@@ -166,8 +182,8 @@ func restConfig(c ClientConfig) (*rest.Config, error) {
 	return cfg, nil
 }
 
-// ipFamilies are the families metrics and health report: those of the
-// cluster CIDRs, IPv4 when none is given.
+// ipFamilies are the families of the cluster CIDRs, IPv4 when none is
+// given.
 func ipFamilies(cidrs []string) []corev1.IPFamily {
 	var fams []corev1.IPFamily
 	for _, c := range cidrs {

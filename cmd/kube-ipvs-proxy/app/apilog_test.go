@@ -1,0 +1,175 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/textlogger"
+)
+
+// syncBuffer is a bytes.Buffer safe for a logger and a test to share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// bufferLogger is a default-level (v=0) text logger writing to a buffer.
+func bufferLogger() (klog.Logger, *syncBuffer) {
+	buf := &syncBuffer{}
+	return textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(buf), textlogger.Verbosity(0))), buf
+}
+
+// TestAPIErrorLogRateLimit: the first failure to reach the API server is
+// logged at once, later ones at most once per interval with the count of
+// those not logged, and recovery once.
+func TestAPIErrorLogRateLimit(t *testing.T) {
+	refused := errors.New("dial tcp 127.0.0.1:1: connect: connection refused")
+	type step struct {
+		at   time.Duration
+		err  error // nil: a success
+		want string
+	}
+	tests := []struct {
+		name  string
+		steps []step
+	}{
+		{"the first failure is logged at once", []step{
+			{0, refused, `"Cannot reach the API server; retrying" err="dial tcp 127.0.0.1:1: connect: connection refused" address="api:6443"`},
+		}},
+		{"repeats within the interval are counted, not logged", []step{
+			{0, refused, "Cannot reach"},
+			{time.Second, refused, ""},
+			{2 * time.Second, refused, ""},
+			{31 * time.Second, refused, `address="api:6443" failuresSinceLastLog=2`},
+		}},
+		{"recovery is logged once", []step{
+			{0, refused, "Cannot reach"},
+			{time.Second, nil, `"API server reachable again" address="api:6443" failuresSinceLastLog=0`},
+			{2 * time.Second, nil, ""},
+			{3 * time.Second, refused, "Cannot reach"},
+		}},
+		{"successes alone log nothing", []step{{0, nil, ""}, {time.Second, nil, ""}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			logger, buf := bufferLogger()
+			l := newAPIErrorLog(logger)
+			start := time.Unix(1000, 0)
+			var now time.Time
+			l.now = func() time.Time { return now }
+			for i, s := range tc.steps {
+				before := len(buf.String())
+				now = start.Add(s.at)
+				if s.err != nil {
+					l.failed("api:6443", s.err)
+				} else {
+					l.succeeded("api:6443")
+				}
+				got := buf.String()[before:]
+				if (s.want == "") != (got == "") || !strings.Contains(got, s.want) {
+					t.Errorf("step %d: logged %q, want %q", i, got, s.want)
+				}
+			}
+		})
+	}
+}
+
+// deadKubeconfig writes a kubeconfig naming a TCP port nothing listens on
+// and returns its path and the address.
+func deadKubeconfig(t *testing.T) (string, string) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := l.Addr().String()
+	l.Close()
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(path, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "http://`+dead+`"}}]
+users: [{name: u, user: {}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path, dead
+}
+
+// TestWatchUnreachableAPIServer: against a closed port, the default-level
+// log says that the caches are awaited and that the API server cannot be
+// reached, with its address and the error; and the proxy returns within
+// a few seconds of being stopped, although its reflectors are in a
+// backoff that ignores the stop.
+func TestWatchUnreachableAPIServer(t *testing.T) {
+	kubeconfig, dead := deadKubeconfig(t)
+	opts, err := ParseFlags([]string{"--dry-run", "--kubeconfig", kubeconfig, "--hostname-override", "node-a",
+		"--healthz-bind-address", "", "--metrics-bind-address", ""}, io.Discard)
+	if err == nil {
+		err = opts.Validate()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	logger, buf := bufferLogger()
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- Watch(ctx, opts, openNop, io.Discard) }()
+	// The reflectors' backoff doubles from 0.8 s: after 7 s they wait
+	// 6.4 s without looking at the stop.
+	time.Sleep(7 * time.Second)
+	cancel()
+	stopped := time.Now()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Watch: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Watch did not return within 30 s of the stop")
+	}
+	if took := time.Since(stopped); took > informerStopWaitForTest+time.Second {
+		t.Errorf("Watch returned %v after the stop, want at most %v", took, informerStopWaitForTest+time.Second)
+	}
+	out := buf.String()
+	for _, want := range []string{
+		`"Waiting for informer caches to sync"`,
+		`"Cannot reach the API server; retrying"`,
+		`address="` + dead + `"`,
+		"connection refused",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("default-level log lacks %s:\n%s", want, out)
+		}
+	}
+	if n := strings.Count(out, "Cannot reach the API server"); n != 1 {
+		t.Errorf("logged the failure %d times in 7 s, want once (rate-limited):\n%s", n, out)
+	}
+}
+
+// informerStopWaitForTest is proxier's bound on waiting for the informers.
+const informerStopWaitForTest = 2 * time.Second

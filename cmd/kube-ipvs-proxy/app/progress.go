@@ -1,0 +1,44 @@
+package app
+
+import (
+	"fmt"
+	"io"
+	"sync"
+	"time"
+)
+
+// A dry run that has not finished after progressAfter says so on stderr,
+// then every progressEvery, so that a large input does not look hung.
+const (
+	progressAfter = 3 * time.Second
+	progressEvery = 5 * time.Second
+)
+
+// startProgress reports on w that the dry run is still under way, after
+// `after` and then every `every`, until the returned stop is called.
+func startProgress(w io.Writer, after, every time.Duration) (stop func()) {
+	start := time.Now()
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTimer(after)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+			fmt.Fprintf(w, "kube-ipvs-proxy: dry run: still loading the objects and computing the plan (%s so far)\n",
+				time.Since(start).Round(time.Second))
+			t.Reset(every)
+		}
+	})
+	return func() {
+		close(done)
+		wg.Wait()
+		if d := time.Since(start); d >= after {
+			fmt.Fprintf(w, "kube-ipvs-proxy: dry run: done in %s\n", d.Round(100*time.Millisecond))
+		}
+	}
+}

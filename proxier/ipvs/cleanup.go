@@ -1,0 +1,68 @@
+package ipvs
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"syscall"
+)
+
+// Removed is what Clean removed, or with dryRun would remove.
+type Removed struct {
+	// VirtualServers are ours, sorted.
+	VirtualServers []Key
+	// Link is the dummy interface's name; "" when it did not exist (or,
+	// with an error, could not be deleted).
+	Link string
+}
+
+// Cleanup deletes the virtual servers that are ours (on addresses of the
+// dummy interface, NodePort virtual servers of the last plan, those this
+// Writer created, and those adopted with AdoptRecorded) and the dummy
+// interface. It reads the kernel, so it works in a fresh process; there,
+// without a plan, NodePort virtual servers on node addresses are ours
+// only if AdoptRecorded named them, and other ones are left alone.
+// Foreign and excluded virtual servers are never touched.
+func (w *Writer) Cleanup() error {
+	_, err := w.Clean(false)
+	return err
+}
+
+// Clean is Cleanup that also returns what it removed: the virtual
+// servers and the link it deleted, those that failed left out. With
+// dryRun it changes nothing and returns what Cleanup would remove.
+func (w *Writer) Clean(dryRun bool) (Removed, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	defer w.forget()
+	var r Removed
+	if err := w.readKernel(); err != nil {
+		return r, err
+	}
+	var errs []error
+	for _, k := range slices.SortedFunc(maps.Keys(w.mirror), Key.Compare) {
+		if !w.owns(k) || w.excluded(k.Address) {
+			continue
+		}
+		if !dryRun {
+			if err := w.call("delete-service", func() error { return gone(w.kernel.DeleteVirtualServer(k), syscall.ESRCH) }); err != nil {
+				errs = append(errs, fmt.Errorf("delete virtual server %s: %w", k, err))
+				continue
+			}
+		}
+		r.VirtualServers = append(r.VirtualServers, k)
+	}
+	if w.linkExists {
+		var err error
+		if !dryRun {
+			err = w.call("delete-link", func() error { return gone(w.links.DeleteLink(w.cfg.Interface), syscall.ENODEV) })
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("delete link %s: %w", w.cfg.Interface, err))
+		} else {
+			r.Link = w.cfg.Interface
+		}
+	}
+	return r, errors.Join(errs...)
+}
