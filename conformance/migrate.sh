@@ -196,9 +196,24 @@ if FOCUS='\[sig-network\] Services.*\[Conformance\]' "$HERE/run.sh" >"$OUT/e2e.l
 echo "e2e after swap ($e2e): $(grep -E '^Ran [0-9]+ of [0-9]+ Specs' "$OUT/e2e.log" | tail -n 1)" | tee -a "$report"
 grep -E '^(SUCCESS|FAIL)!' "$OUT/e2e.log" | tail -n 1 >>"$report" || true
 
-log "phase rollback: set image to $KP_IMAGE"
+# cleanup_table: deploy/rollback's one-shot DaemonSet with our image and
+# --cleanup-table-only: our nftables table goes, IPVS and kube-ipvs0 stay
+# kube-proxy's.
+cleanup_table() {
+	kc kustomize "$REPO/deploy/rollback" |
+		kc set image --local -f - "kube-ipvs-proxy-cleanup=$OURS" -o yaml |
+		kc patch --local -f - --type=json -o yaml \
+			-p '[{"op": "add", "path": "/spec/template/spec/initContainers/0/command/-", "value": "--cleanup-table-only"}]' |
+		kc apply -f - >&2
+	kc -n kube-system rollout status ds/kube-ipvs-proxy-cleanup --timeout=10m >&2
+	kc -n kube-system logs -l k8s-app=kube-ipvs-proxy-cleanup -c kube-ipvs-proxy-cleanup --prefix
+	kc -n kube-system delete ds kube-ipvs-proxy-cleanup >&2
+}
+
+log "phase rollback: set image to $KP_IMAGE, then our table goes (--cleanup --cleanup-table-only)"
 start_load rollback
 handover=$(set_image "$KP_IMAGE")
+cleanup_table >>"$report"
 counts=$(stop_load rollback)
 echo "migration: phase=rollback $counts handover=${handover% }" | tee -a "$report"
 inspect_nodes "after-rollback" >>"$report"

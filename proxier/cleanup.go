@@ -79,6 +79,19 @@ func (d *DataPlane) Clean(dryRun bool) (Removed, error) {
 	return r, d.cleanTable(&r, exists, dryRun)
 }
 
+// CleanTable removes our nftables table only, and returns what it
+// removed: after a rollback to kube-proxy, which owns the IPVS virtual
+// servers and kube-ipvs0 again (--cleanup --cleanup-table-only). With
+// dryRun it changes nothing.
+func (d *DataPlane) CleanTable(dryRun bool) (Removed, error) {
+	var r Removed
+	exists, err := d.nft.TableExists()
+	if err != nil {
+		return r, fmt.Errorf("nftables: %w", err)
+	}
+	return r, d.cleanTable(&r, exists, dryRun)
+}
+
 // clean runs the IPVS writer's cleanup into r.
 func (d *DataPlane) clean(r *Removed, dryRun bool) error {
 	removed, err := d.ipvs.Clean(dryRun)

@@ -4,6 +4,7 @@ package traffic
 
 import (
 	"net"
+	"net/netip"
 	"slices"
 	"strconv"
 	"testing"
@@ -151,4 +152,66 @@ func ipvsKeys(t *testing.T, h *ipvs.Handle) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// TestCleanupTableOnlyLeavesIPVSServing: after a rollback to kube-proxy,
+// which owns the IPVS virtual servers and kube-ipvs0 again, `--cleanup
+// --cleanup-table-only` (a fresh process) removes our nftables table and
+// nothing else: the virtual servers, their destinations and kube-ipvs0
+// stay, and the ClusterIP still answers.
+func TestCleanupTableOnlyLeavesIPVSServing(t *testing.T) {
+	l := newLab(t)
+	l.setService(service("web", []string{"10.96.9.4", "fd00:96::9:4"}), l.ep("pod-b1"), l.ep6("pod-b1"))
+	plan, ws := l.engine.Compute()
+	if len(ws) > 0 {
+		t.Fatalf("plan warnings: %v", ws)
+	}
+	cfg := proxier.DataPlaneConfig{Interface: "kube-ipvs0", ClusterCIDRs: clusterCIDRs, GracefulPeriod: time.Second}
+	first, err := proxier.NewDataPlane(cfg)
+	if err != nil {
+		t.Fatalf("NewDataPlane: %v", err)
+	}
+	if err := first.Resync(plan); err != nil {
+		t.Fatalf("Resync: %v", err)
+	}
+	first.Close()
+	ipv, err := ipvs.New("")
+	if err != nil {
+		t.Fatalf("ipvs handle: %v", err)
+	}
+	defer ipv.Close()
+	before := ipvsKeys(t, ipv)
+
+	fresh, err := proxier.NewDataPlane(cfg)
+	if err != nil {
+		t.Fatalf("NewDataPlane (fresh): %v", err)
+	}
+	defer fresh.Close()
+	removed, err := fresh.CleanTable(false)
+	if err != nil {
+		t.Fatalf("CleanTable: %v", err)
+	}
+	if got := removed.Lines(); !slices.Equal(got, []string{"nftables table inet " + nft.TableName}) {
+		t.Errorf("CleanTable removed %v; want only the table", got)
+	}
+	conn, err := nftables.New()
+	if err != nil {
+		t.Fatalf("nftables: %v", err)
+	}
+	tables, err := conn.ListTablesOfFamily(nftables.TableFamilyINet)
+	if err != nil {
+		t.Fatalf("list tables: %v", err)
+	}
+	for _, tb := range tables {
+		if tb.Name == nft.TableName {
+			t.Errorf("table inet %s still exists after CleanTable", nft.TableName)
+		}
+	}
+	if after := ipvsKeys(t, ipv); !slices.Equal(after, before) || len(after) != 4 {
+		t.Errorf("IPVS holds %v after CleanTable; want the 4 it held before: %v", after, before)
+	}
+	if _, err := net.InterfaceByName("kube-ipvs0"); err != nil {
+		t.Errorf("kube-ipvs0 is gone after CleanTable: %v", err)
+	}
+	l.expectOnly(t, l.client, hostPort(netip.MustParseAddr("10.96.9.4"), 80), TCP, 5, "pod-b1")
 }

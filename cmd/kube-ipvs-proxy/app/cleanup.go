@@ -7,9 +7,11 @@ import (
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxier"
 )
 
-// cleaner is what --cleanup needs of the data plane.
+// cleaner is what --cleanup needs of the data plane: Clean removes all of
+// ours, CleanTable only the nftables table (--cleanup-table-only).
 type cleaner interface {
 	Clean(dryRun bool) (proxier.Removed, error)
+	CleanTable(dryRun bool) (proxier.Removed, error)
 }
 
 // runCleanup removes what the proxy programmed: our IPVS virtual servers
@@ -24,11 +26,15 @@ func runCleanup(o *Options, stderr io.Writer) int {
 		return ExitError
 	}
 	defer dp.Close()
-	return cleanup(dp, o.DryRun, stderr)
+	return cleanup(dp, o.DryRun, o.CleanupTableOnly, stderr)
 }
 
-func cleanup(dp cleaner, dryRun bool, stderr io.Writer) int {
-	removed, err := dp.Clean(dryRun)
+func cleanup(dp cleaner, dryRun, tableOnly bool, stderr io.Writer) int {
+	clean := dp.Clean
+	if tableOnly {
+		clean = dp.CleanTable
+	}
+	removed, err := clean(dryRun)
 	verb, none := "removed", "nothing of ours to remove"
 	if dryRun {
 		verb, none = "would remove", "nothing of ours to remove; --dry-run: nothing changed"

@@ -16,11 +16,19 @@ type fakeCleaner struct {
 	removed proxier.Removed
 	err     error
 	dryRun  []bool
+	calls   []string
 }
 
 func (f *fakeCleaner) Clean(dryRun bool) (proxier.Removed, error) {
 	f.dryRun = append(f.dryRun, dryRun)
+	f.calls = append(f.calls, "Clean")
 	return f.removed, f.err
+}
+
+func (f *fakeCleaner) CleanTable(dryRun bool) (proxier.Removed, error) {
+	f.dryRun = append(f.dryRun, dryRun)
+	f.calls = append(f.calls, "CleanTable")
+	return proxier.Removed{Table: f.removed.Table}, f.err
 }
 
 // TestCleanupLists: --cleanup lists on stderr what it removed, and with
@@ -31,13 +39,16 @@ func TestCleanupLists(t *testing.T) {
 		Interface:      "kube-ipvs0", Table: "inet kube-ipvs-proxy",
 	}
 	tests := []struct {
-		name     string
-		removed  proxier.Removed
-		err      error
-		dryRun   bool
-		wantCode int
-		want     string
+		name      string
+		removed   proxier.Removed
+		err       error
+		dryRun    bool
+		tableOnly bool
+		wantCode  int
+		want      string
 	}{
+		{name: "--cleanup-table-only removes only the table, leaving IPVS to kube-proxy", removed: some, tableOnly: true,
+			wantCode: ExitOK, want: "kube-ipvs-proxy: cleanup: removed nftables table inet kube-ipvs-proxy\n"},
 		{name: "removed objects are listed", removed: some, wantCode: ExitOK, want: `kube-ipvs-proxy: cleanup: removed ipvs virtual server 10.96.0.10:80/TCP
 kube-ipvs-proxy: cleanup: removed interface kube-ipvs0
 kube-ipvs-proxy: cleanup: removed nftables table inet kube-ipvs-proxy
@@ -58,7 +69,7 @@ kube-ipvs-proxy: cleanup: ipvs: delete virtual server 10.96.0.10:80/TCP: operati
 		t.Run(tc.name, func(t *testing.T) {
 			var stderr bytes.Buffer
 			f := &fakeCleaner{removed: tc.removed, err: tc.err}
-			if code := cleanup(f, tc.dryRun, &stderr); code != tc.wantCode {
+			if code := cleanup(f, tc.dryRun, tc.tableOnly, &stderr); code != tc.wantCode {
 				t.Errorf("exit %d, want %d", code, tc.wantCode)
 			}
 			if diff := cmp.Diff(tc.want, stderr.String()); diff != "" {
@@ -66,6 +77,9 @@ kube-ipvs-proxy: cleanup: ipvs: delete virtual server 10.96.0.10:80/TCP: operati
 			}
 			if len(f.dryRun) != 1 || f.dryRun[0] != tc.dryRun {
 				t.Errorf("Clean called with %v, want [%t]", f.dryRun, tc.dryRun)
+			}
+			if want := map[bool]string{false: "Clean", true: "CleanTable"}[tc.tableOnly]; len(f.calls) != 1 || f.calls[0] != want {
+				t.Errorf("called %v, want [%s]", f.calls, want)
 			}
 		})
 	}

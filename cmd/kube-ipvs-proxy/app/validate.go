@@ -36,6 +36,9 @@ func (o *Options) Validate() error {
 	if len(o.Objects) > 0 && !o.DryRun {
 		add("--objects needs --dry-run")
 	}
+	if o.CleanupTableOnly && !o.Cleanup {
+		add("--cleanup-table-only needs --cleanup")
+	}
 	if o.Cleanup && len(o.Objects) > 0 {
 		add("--cleanup takes no --objects (--cleanup --dry-run lists what --cleanup would remove)")
 	}
