@@ -29,6 +29,11 @@ type Config struct {
 	// NoTrackServices are marked NOTRACK as if annotated
 	// kube-ipvs-proxy.io/notrack: "true" (--notrack-services).
 	NoTrackServices []ServiceKey
+	// RefuseNodeAddresses refuses an external or load-balancer IP that is
+	// a Node's address (--refuse-node-address-external-ips). By default it
+	// is served as kube-proxy's IPVS mode does: on the Service's ports,
+	// without binding it on the dummy interface.
+	RefuseNodeAddresses bool
 }
 
 // Engine indexes Services, EndpointSlices and Nodes so that one service's
@@ -56,6 +61,10 @@ type Engine struct {
 	addrNodes map[netip.Addr]int
 
 	claims claimIndex
+	// clusterIPOf holds the services with each ClusterIP (two only while
+	// one is deleted and another created with it); externalUsers, the
+	// services listing each external or load-balancer IP.
+	clusterIPOf, externalUsers map[netip.Addr][]ServiceKey
 
 	services   map[ServiceKey]*serviceEntry
 	slices     map[ServiceKey][]*EndpointSlice // sorted by name
@@ -103,6 +112,9 @@ func New(cfg Config) (*Engine, error) {
 		nodeAddrs:  map[string][]netip.Addr{},
 		addrNodes:  map[netip.Addr]int{},
 		claims:     newClaimIndex(),
+
+		clusterIPOf:   map[netip.Addr][]ServiceKey{},
+		externalUsers: map[netip.Addr][]ServiceKey{},
 	}
 	for _, s := range cfg.NodePortAddresses {
 		if s == "primary" {
@@ -132,8 +144,14 @@ func (e *Engine) UpsertService(svc *Service) []Warning {
 	st, ws := parseSettings("Service "+svc.Key.String(), svc.Annotations, svc.InternalLocal, e.cfg.Scheduler)
 	st.noTrack = st.noTrack || slices.Contains(e.cfg.NoTrackServices, svc.Key)
 	entry := &serviceEntry{svc: svc, settings: st}
+	var old *Service
+	if prev, ok := e.services[svc.Key]; ok {
+		old = prev.svc
+	}
 	e.services[svc.Key] = entry
+	affected := e.indexAddresses(svc.Key, old, svc)
 	e.claim(entry)
+	e.reclaim(affected)
 	delete(e.claims.reassigned, svc.Key)
 	return ws
 }
@@ -142,7 +160,10 @@ func (e *Engine) UpsertService(svc *Service) []Warning {
 // the next claimants (see Reassigned). Its slices stay indexed, so that a
 // service recreated later finds them.
 func (e *Engine) DeleteService(key ServiceKey) {
-	delete(e.services, key)
+	if entry, ok := e.services[key]; ok {
+		delete(e.services, key)
+		e.reclaim(e.indexAddresses(key, entry.svc, nil))
+	}
 	e.claims.set(key, nil, nil)
 	delete(e.claims.reassigned, key)
 }
@@ -243,6 +264,16 @@ func (e *Engine) setNodeAddresses(name string, addrs []netip.Addr) bool {
 	if slices.Equal(old, addrs) {
 		return false
 	}
+	// The services listing an address that becomes or stops being a
+	// node's are served differently on it (bound or not), with no owner
+	// changing: they are reported as reassigned for that.
+	for _, a := range slices.Concat(old, addrs) {
+		if slices.Contains(old, a) != slices.Contains(addrs, a) {
+			for _, k := range e.externalUsers[a] {
+				e.claims.reassigned[k] = struct{}{}
+			}
+		}
+	}
 	for _, a := range old {
 		if e.addrNodes[a]--; e.addrNodes[a] <= 0 {
 			delete(e.addrNodes, a)
@@ -260,8 +291,9 @@ func (e *Engine) setNodeAddresses(name string, addrs []netip.Addr) bool {
 }
 
 // isNodeAddress reports whether a is an InternalIP or ExternalIP of a
-// Node the engine knows. The host's other interface addresses are not
-// node addresses here: one may be a load-balancer VIP that another agent
+// Node the engine knows: the addresses Config.RefuseNodeAddresses refuses
+// and the node-address warning names. The host's other interface
+// addresses are not: one may be a load-balancer VIP that another agent
 // (kube-vip, say) put on an interface, and its Service must be served.
 func (e *Engine) isNodeAddress(a netip.Addr) bool { return e.addrNodes[a] > 0 }
 
@@ -354,7 +386,7 @@ func (e *Engine) ComputeAll() []ServicePlan {
 func (e *Engine) servicePlan(key ServiceKey, entry *serviceEntry) ServicePlan {
 	vss, local := e.virtualServers(entry)
 	vss, ws := e.owned(key, vss)
-	ws = append(e.nodeAddressWarnings(entry.svc), ws...)
+	ws = append(e.addressWarnings(entry.svc), ws...)
 	return ServicePlan{Service: key, VirtualServers: vss,
 		HealthCheckNodePort: entry.svc.HealthCheckNodePort, LocalReadyEndpoints: local, Warnings: ws}
 }

@@ -31,8 +31,12 @@ const (
 	// Service's virtual servers.
 	ReasonVirtualServerConflict = "VirtualServerConflict"
 	// ReasonNodeAddress: an external or load-balancer IP is a node's
-	// address, and is not served.
+	// address: served without binding it, or not served
+	// (Config.RefuseNodeAddresses).
 	ReasonNodeAddress = "ExternalIPIsNodeAddress"
+	// ReasonClusterIPAddress: an external or load-balancer IP is a
+	// Service's ClusterIP, and is not served on any port.
+	ReasonClusterIPAddress = "ExternalIPIsClusterIP"
 	// ReasonNoTrackSharedDestination: a NOTRACK Service shares a
 	// destination with a tracked one.
 	ReasonNoTrackSharedDestination = "NoTrackSharedDestination"

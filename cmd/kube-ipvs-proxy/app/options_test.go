@@ -118,6 +118,8 @@ func TestUsedFlags(t *testing.T) {
 		{[]string{"--nodeport-addresses", "10.0.0.0/8,fd00::/8"}, func(_ *Options, rc RunConfig) any { return rc.Policy.NodePortAddresses }, []string{"10.0.0.0/8", "fd00::/8"}},
 		{[]string{"--nodeport-addresses", "primary"}, func(_ *Options, rc RunConfig) any { return rc.Policy.NodePortAddresses }, []string{"primary"}},
 		{[]string{"--ipvs-scheduler", "wlc"}, func(_ *Options, rc RunConfig) any { return rc.Policy.Scheduler }, "wlc"},
+		{[]string{"--refuse-node-address-external-ips"}, func(_ *Options, rc RunConfig) any { return rc.Policy.RefuseNodeAddresses }, true},
+		{nil, func(_ *Options, rc RunConfig) any { return rc.Policy.RefuseNodeAddresses }, false},
 		{[]string{"--ipvs-sync-period", "2h22m"}, func(_ *Options, rc RunConfig) any { return rc.SyncPeriod }, 2*time.Hour + 22*time.Minute},
 		{[]string{"--ipvs-min-sync-period", "0"}, func(_ *Options, rc RunConfig) any { return rc.MinSyncPeriod }, time.Duration(0)},
 		{[]string{"--ipvs-strict-arp"}, func(_ *Options, rc RunConfig) any { return rc.DataPlane.StrictARP }, true},
