@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/netlinkdump"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/nlfamily"
 )
 
 // netlinkLinks is Links over rtnetlink (github.com/vishvananda/netlink),
@@ -33,10 +34,13 @@ type netlinkLinks struct {
 
 var _ Links = (*netlinkLinks)(nil)
 
+// newNetlinkLinks opens the handle on NETLINK_ROUTE only: without
+// arguments netlink.NewHandle opens XFRM and netfilter sockets too, and a
+// node that cannot load xfrm_user would stop the proxy at start.
 func newNetlinkLinks() (*netlinkLinks, error) {
-	h, err := netlink.NewHandle()
+	h, err := netlink.NewHandle(unix.NETLINK_ROUTE)
 	if err != nil {
-		return nil, fmt.Errorf("rtnetlink handle: %w", err)
+		return nil, nlfamily.Error("dummy interface handle", unix.NETLINK_ROUTE, err)
 	}
 	return &netlinkLinks{h: h}, nil
 }
