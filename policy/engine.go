@@ -66,6 +66,11 @@ type Engine struct {
 	// services listing each external or load-balancer IP.
 	clusterIPOf, externalUsers map[netip.Addr][]ServiceKey
 
+	// nt indexes endpoints while noTrackServices (the NOTRACK services)
+	// is not 0 (notrack.go).
+	nt              noTrackIndex
+	noTrackServices int
+
 	services   map[ServiceKey]*serviceEntry
 	slices     map[ServiceKey][]*EndpointSlice // sorted by name
 	sliceOwner map[sliceID]ServiceKey
@@ -145,15 +150,34 @@ func (e *Engine) UpsertService(svc *Service) []Warning {
 	st.noTrack = st.noTrack || slices.Contains(e.cfg.NoTrackServices, svc.Key)
 	entry := &serviceEntry{svc: svc, settings: st}
 	var old *Service
-	if prev, ok := e.services[svc.Key]; ok {
+	prev, existed := e.services[svc.Key]
+	wasNoTrack := existed && prev.settings.noTrack
+	if existed {
 		old = prev.svc
 	}
 	e.services[svc.Key] = entry
 	affected := e.indexAddresses(svc.Key, old, svc)
 	e.claim(entry)
 	e.reclaim(affected)
+	if !existed || wasNoTrack != st.noTrack {
+		e.setNoTrackCount(e.noTrackServices + boolInt(st.noTrack) - boolInt(wasNoTrack))
+		e.markReassigned(e.noTrackReachable([]ServiceKey{svc.Key}))
+	}
 	delete(e.claims.reassigned, svc.Key)
 	return ws
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func (e *Engine) markReassigned(keys []ServiceKey) {
+	for _, k := range keys {
+		e.claims.reassigned[k] = struct{}{}
+	}
 }
 
 // DeleteService forgets a service and releases its virtual servers to
@@ -163,6 +187,10 @@ func (e *Engine) DeleteService(key ServiceKey) {
 	if entry, ok := e.services[key]; ok {
 		delete(e.services, key)
 		e.reclaim(e.indexAddresses(key, entry.svc, nil))
+		e.markReassigned(e.noTrackReachable([]ServiceKey{key}))
+		if entry.settings.noTrack {
+			e.setNoTrackCount(e.noTrackServices - 1)
+		}
 	}
 	e.claims.set(key, nil, nil)
 	delete(e.claims.reassigned, key)
@@ -178,8 +206,10 @@ func (e *Engine) UpsertEndpointSlice(s *EndpointSlice) []ServiceKey {
 	i, _ := slices.BinarySearchFunc(list, s.Name, func(x *EndpointSlice, name string) int { return cmp.Compare(x.Name, name) })
 	e.slices[s.Service] = slices.Insert(list, i, s)
 	e.sliceOwner[id] = s.Service
-	if !slices.Contains(affected, s.Service) {
-		affected = append(affected, s.Service)
+	for _, k := range append(e.noTrackSliceChanged(id, s.Service, s), s.Service) {
+		if !slices.Contains(affected, k) {
+			affected = append(affected, k)
+		}
 	}
 	return affected
 }
@@ -199,7 +229,13 @@ func (e *Engine) DeleteEndpointSlice(namespace, name string) []ServiceKey {
 	} else {
 		e.slices[owner] = list
 	}
-	return []ServiceKey{owner}
+	affected := []ServiceKey{owner}
+	for _, k := range e.noTrackSliceChanged(id, owner, nil) {
+		if k != owner {
+			affected = append(affected, k)
+		}
+	}
+	return affected
 }
 
 // UpsertNode records a node. It reports whether it is this node, in which
@@ -384,9 +420,17 @@ func (e *Engine) ComputeAll() []ServicePlan {
 }
 
 func (e *Engine) servicePlan(key ServiceKey, entry *serviceEntry) ServicePlan {
+	var ntw []Warning
+	if entry.settings.noTrack {
+		if w, refused := e.noTrackRefused(key); refused {
+			tracked := *entry
+			tracked.settings.noTrack = false
+			entry, ntw = &tracked, []Warning{w}
+		}
+	}
 	vss, local := e.virtualServers(entry)
 	vss, ws := e.owned(key, vss)
-	ws = append(e.addressWarnings(entry.svc), ws...)
+	ws = append(append(e.addressWarnings(entry.svc), ntw...), ws...)
 	return ServicePlan{Service: key, VirtualServers: vss,
 		HealthCheckNodePort: entry.svc.HealthCheckNodePort, LocalReadyEndpoints: local, Warnings: ws}
 }
@@ -429,7 +473,8 @@ type destinationKey struct {
 }
 
 // sharedNoTrackDestinations warns about destinations that a NOTRACK
-// virtual server shares with a tracked one. NOTRACK is keyed on the
+// virtual server shares with a tracked one: a guard, since such a
+// NOTRACK service is served tracked (notrack.go) and none should remain. NOTRACK is keyed on the
 // destination for replies, so pods' connections through the tracked
 // virtual server to it are tracked one way only, and TCP ones fail (seen
 // in the VM lab); the warning names both services. Cost: nothing without NOTRACK services.

@@ -38,8 +38,11 @@ const (
 	// Service's ClusterIP, and is not served on any port.
 	ReasonClusterIPAddress = "ExternalIPIsClusterIP"
 	// ReasonNoTrackSharedDestination: a NOTRACK Service shares a
-	// destination with a tracked one.
+	// destination with a tracked one (a guard: NoTrackRefused prevents it).
 	ReasonNoTrackSharedDestination = "NoTrackSharedDestination"
+	// ReasonNoTrackRefused: a NOTRACK Service shares an endpoint with a
+	// tracked one, and is served tracked.
+	ReasonNoTrackRefused = "NoTrackRefused"
 )
 
 func (w Warning) String() string {

@@ -322,7 +322,8 @@ func TestOwnershipThroughTheAPI(t *testing.T) {
 
 // TestPlanWarningsThroughTheAPI: the warnings a tenant's Service earns
 // reach the apiserver as Events, small and on the right Services: a
-// destination shared by a NOTRACK and a tracked Service warns both, a
+// NOTRACK Service sharing an endpoint with a tracked one is served
+// tracked, with an Event saying why, a
 // 200 KiB annotation value is quoted cut short; and a health check node
 // port counts a local pod serving two ports once (kube-proxy's
 // LocalReadyEndpoints by unique IP).
@@ -373,11 +374,14 @@ func TestPlanWarningsThroughTheAPI(t *testing.T) {
 	}))
 	mkSlice("lb", []int32{8080, 8081}, "10.244.1.7")
 
-	startProxy(t, c, "--ipvs-min-sync-period", "0s", "--nodeport-addresses", "127.0.0.0/8")
+	dp := startProxy(t, c, "--ipvs-min-sync-period", "0s", "--nodeport-addresses", "127.0.0.0/8")
 
-	t.Run("a destination shared by a NOTRACK and a tracked Service warns both", func(t *testing.T) {
-		waitEvent(t, admin, "default", "dns", policy.ReasonNoTrackSharedDestination, "tracked Service default/dns-tcp")
-		waitEvent(t, admin, "default", "dns-tcp", policy.ReasonNoTrackSharedDestination, "NOTRACK Service default/dns")
+	t.Run("a NOTRACK Service sharing an endpoint with a tracked one is served tracked", func(t *testing.T) {
+		waitEvent(t, admin, "default", "dns", policy.ReasonNoTrackRefused, "tracked Service default/dns-tcp")
+		waitFor(t, "default/dns's ClusterIP", func() bool { _, ok := dp.programmedVS()["10.96.0.53:53/TCP"]; return ok })
+		if vs := dp.programmedVS()["10.96.0.53:53/TCP"]; vs.NoTrack {
+			t.Errorf("10.96.0.53:53/TCP is NOTRACK, sharing 10.244.1.5:5353 with tracked default/dns-tcp")
+		}
 	})
 	t.Run("a 200 KiB annotation value is quoted cut short", func(t *testing.T) {
 		waitEvent(t, admin, "default", "huge", "InvalidAnnotation", "(204800 bytes)")
