@@ -34,6 +34,10 @@ type Config struct {
 	// is served as kube-proxy's IPVS mode does: on the Service's ports,
 	// without binding it on the dummy interface.
 	RefuseNodeAddresses bool
+	// MaxVirtualServers is the most virtual servers one Service may have
+	// on this node (--max-virtual-servers-per-service); a Service asking
+	// for more is not served (budget.go). 0 means no limit.
+	MaxVirtualServers int
 }
 
 // Engine indexes Services, EndpointSlices and Nodes so that one service's
@@ -420,6 +424,9 @@ func (e *Engine) ComputeAll() []ServicePlan {
 }
 
 func (e *Engine) servicePlan(key ServiceKey, entry *serviceEntry) ServicePlan {
+	if w, over := e.overBudget(entry.svc); over {
+		return ServicePlan{Service: key, Warnings: []Warning{w}}
+	}
 	var ntw []Warning
 	if entry.settings.noTrack {
 		if w, refused := e.noTrackRefused(key); refused {

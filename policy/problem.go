@@ -43,6 +43,9 @@ const (
 	// ReasonNoTrackRefused: a NOTRACK Service shares an endpoint with a
 	// tracked one, and is served tracked.
 	ReasonNoTrackRefused = "NoTrackRefused"
+	// ReasonTooManyVirtualServers: a Service asks for more virtual
+	// servers than the per-service limit, and is not served.
+	ReasonTooManyVirtualServers = "TooManyVirtualServers"
 )
 
 func (w Warning) String() string {

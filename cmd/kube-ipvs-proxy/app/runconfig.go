@@ -134,6 +134,7 @@ func (o *Options) engineConfig() policy.Config {
 		NoTrackServices:   o.noTrackKeys(),
 
 		RefuseNodeAddresses: o.RefuseNodeAddressExternalIPs,
+		MaxVirtualServers:   o.MaxVirtualServersPerService,
 	}
 }
 
