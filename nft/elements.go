@@ -112,7 +112,7 @@ func virtualServerElements(vs *policy.VirtualServer, add func(setID, keyBuf, val
 		return
 	}
 	vsKey := keyBuf(nil).addr(vs.Address).proto(proto).port(vs.Port)
-	if vs.Kind == policy.KindNodePort {
+	if !vs.Bound() { // on a node address: recorded, not filtered
 		add(idOf(setNodePortServices, fam), vsKey, value{})
 	} else {
 		add(idOf(setServiceIPs, fam), keyBuf(nil).addr(vs.Address), value{})

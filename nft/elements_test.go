@@ -51,6 +51,12 @@ func TestVirtualServerElements(t *testing.T) {
 			"masquerade-always-v4: 10.96.0.10 . tcp . 80",
 			"nodeport-services-v4: 10.96.0.10 . tcp . 80",
 		}},
+		{name: "an external IP on a node address is served as a NodePort: not a service IP, recorded", vss: []policy.VirtualServer{with(web, func(v *policy.VirtualServer) {
+			v.Kind, v.OnNodeAddress, v.Masquerade, v.Destinations = policy.KindExternalIP, true, policy.MasqueradeAlways, nil
+		})}, want: []string{
+			"masquerade-always-v4: 10.96.0.10 . tcp . 80",
+			"nodeport-services-v4: 10.96.0.10 . tcp . 80",
+		}},
 		{name: "NodePort of IPv6, UDP, with destinations: recorded in the v6 set", vss: []policy.VirtualServer{with(vs("a/b", "fd00:1::10", 30053, dest("fd00:244::5", 53)), func(v *policy.VirtualServer) {
 			v.Kind, v.Masquerade, v.Protocol = policy.KindNodePort, policy.MasqueradeNever, policy.ProtocolUDP
 		})}, want: []string{

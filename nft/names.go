@@ -31,7 +31,7 @@ const (
 	setEmptyServices    = "empty-services"         // vsKey : verdict, virtual servers without destinations
 	setMasqueradeAlways = "masquerade-always"      // vsKey, Masquerade=Always
 	setMasqueradeOff    = "masquerade-off-cluster" // vsKey, Masquerade=OffCluster
-	setNodePortServices = "nodeport-services"      // vsKey of NodePort virtual servers: a record for --cleanup, read by no rule
+	setNodePortServices = "nodeport-services"      // vsKey of virtual servers on node addresses (not Bound): a record for --cleanup, read by no rule
 	setNoTrackServices  = "notrack-services"       // vsKey, NoTrack
 	setNoTrackPods      = "notrack-endpoint-addrs" // destination addresses of NoTrack virtual servers
 	setNoTrackEndpoints = "notrack-endpoints"      // destination vsKey of NoTrack virtual servers

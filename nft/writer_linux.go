@@ -6,6 +6,8 @@ import (
 	"github.com/google/nftables"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/nlfamily"
 )
 
 // socketBufferBytes sizes the netlink socket's send and receive buffers. A
@@ -22,7 +24,7 @@ func NewLinux(cfg Config) (*Writer, error) {
 	}
 	c, err := nftables.New(nftables.WithSockOptions(largeBuffers))
 	if err != nil {
-		return nil, fmt.Errorf("nftables netlink connection: %w", err)
+		return nil, nlfamily.Error("nftables", unix.NETLINK_NETFILTER, err)
 	}
 	return New(cfg, c), nil
 }

@@ -14,7 +14,7 @@ func (e *Engine) virtualServers(entry *serviceEntry) ([]VirtualServer, int) {
 	var out []VirtualServer
 	var localReady []netip.Addr
 	zone := e.selfLabel(LabelTopologyZone)
-	var buf [4]frontend
+	var buf [maxFrontends]frontend
 	for ci, cip := range svc.ClusterIPs {
 		v4 := cip.Is4()
 		for _, sp := range svc.Ports {
@@ -154,6 +154,9 @@ func (b *vsBuilder) add(out []VirtualServer, fe frontend, sel selection) []Virtu
 		nodeInRanges = b.nodeIP.IsValid() && slices.ContainsFunc(ranges, func(p netip.Prefix) bool { return p.Contains(b.nodeIP) })
 	}
 	reason := sel.reason + note
+	if fe.onNode {
+		reason += "; on a node address, not bound"
+	}
 	var via netip.AddrPort
 	if k.External() && policy == PolicyLocal && len(ranges) == 0 {
 		via = netip.AddrPortFrom(b.clusterIP, b.port.Port)
@@ -167,7 +170,7 @@ func (b *vsBuilder) add(out []VirtualServer, fe frontend, sel selection) []Virtu
 			PersistenceTimeoutSeconds: b.svc.PersistenceTimeoutSeconds,
 			TrafficPolicy:             policy, NoTrack: b.st.noTrack,
 			Masquerade: masq, WhenEmpty: whenEmpty, InternalVia: via, SourceRanges: ranges,
-			NodeInSourceRanges: nodeInRanges, Destinations: nonNil(sel.dests), Reason: reason,
+			NodeInSourceRanges: nodeInRanges, OnNodeAddress: fe.onNode, Destinations: nonNil(sel.dests), Reason: reason,
 		})
 	}
 	return out

@@ -29,6 +29,15 @@ type Config struct {
 	// NoTrackServices are marked NOTRACK as if annotated
 	// kube-ipvs-proxy.io/notrack: "true" (--notrack-services).
 	NoTrackServices []ServiceKey
+	// RefuseNodeAddresses refuses an external or load-balancer IP that is
+	// a Node's address (--refuse-node-address-external-ips). By default it
+	// is served as kube-proxy's IPVS mode does: on the Service's ports,
+	// without binding it on the dummy interface.
+	RefuseNodeAddresses bool
+	// MaxVirtualServers is the most virtual servers one Service may have
+	// on this node (--max-virtual-servers-per-service); a Service asking
+	// for more is not served (budget.go). 0 means no limit.
+	MaxVirtualServers int
 }
 
 // Engine indexes Services, EndpointSlices and Nodes so that one service's
@@ -56,6 +65,15 @@ type Engine struct {
 	addrNodes map[netip.Addr]int
 
 	claims claimIndex
+	// clusterIPOf holds the services with each ClusterIP (two only while
+	// one is deleted and another created with it); externalUsers, the
+	// services listing each external or load-balancer IP.
+	clusterIPOf, externalUsers map[netip.Addr][]ServiceKey
+
+	// nt indexes endpoints while noTrackServices (the NOTRACK services)
+	// is not 0 (notrack.go).
+	nt              noTrackIndex
+	noTrackServices int
 
 	services   map[ServiceKey]*serviceEntry
 	slices     map[ServiceKey][]*EndpointSlice // sorted by name
@@ -103,6 +121,9 @@ func New(cfg Config) (*Engine, error) {
 		nodeAddrs:  map[string][]netip.Addr{},
 		addrNodes:  map[netip.Addr]int{},
 		claims:     newClaimIndex(),
+
+		clusterIPOf:   map[netip.Addr][]ServiceKey{},
+		externalUsers: map[netip.Addr][]ServiceKey{},
 	}
 	for _, s := range cfg.NodePortAddresses {
 		if s == "primary" {
@@ -132,17 +153,49 @@ func (e *Engine) UpsertService(svc *Service) []Warning {
 	st, ws := parseSettings("Service "+svc.Key.String(), svc.Annotations, svc.InternalLocal, e.cfg.Scheduler)
 	st.noTrack = st.noTrack || slices.Contains(e.cfg.NoTrackServices, svc.Key)
 	entry := &serviceEntry{svc: svc, settings: st}
+	var old *Service
+	prev, existed := e.services[svc.Key]
+	wasNoTrack := existed && prev.settings.noTrack
+	if existed {
+		old = prev.svc
+	}
 	e.services[svc.Key] = entry
+	affected := e.indexAddresses(svc.Key, old, svc)
 	e.claim(entry)
+	e.reclaim(affected)
+	if !existed || wasNoTrack != st.noTrack {
+		e.setNoTrackCount(e.noTrackServices + boolInt(st.noTrack) - boolInt(wasNoTrack))
+		e.markReassigned(e.noTrackReachable([]ServiceKey{svc.Key}))
+	}
 	delete(e.claims.reassigned, svc.Key)
 	return ws
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func (e *Engine) markReassigned(keys []ServiceKey) {
+	for _, k := range keys {
+		e.claims.reassigned[k] = struct{}{}
+	}
 }
 
 // DeleteService forgets a service and releases its virtual servers to
 // the next claimants (see Reassigned). Its slices stay indexed, so that a
 // service recreated later finds them.
 func (e *Engine) DeleteService(key ServiceKey) {
-	delete(e.services, key)
+	if entry, ok := e.services[key]; ok {
+		delete(e.services, key)
+		e.reclaim(e.indexAddresses(key, entry.svc, nil))
+		e.markReassigned(e.noTrackReachable([]ServiceKey{key}))
+		if entry.settings.noTrack {
+			e.setNoTrackCount(e.noTrackServices - 1)
+		}
+	}
 	e.claims.set(key, nil, nil)
 	delete(e.claims.reassigned, key)
 }
@@ -157,8 +210,10 @@ func (e *Engine) UpsertEndpointSlice(s *EndpointSlice) []ServiceKey {
 	i, _ := slices.BinarySearchFunc(list, s.Name, func(x *EndpointSlice, name string) int { return cmp.Compare(x.Name, name) })
 	e.slices[s.Service] = slices.Insert(list, i, s)
 	e.sliceOwner[id] = s.Service
-	if !slices.Contains(affected, s.Service) {
-		affected = append(affected, s.Service)
+	for _, k := range append(e.noTrackSliceChanged(id, s.Service, s), s.Service) {
+		if !slices.Contains(affected, k) {
+			affected = append(affected, k)
+		}
 	}
 	return affected
 }
@@ -178,7 +233,13 @@ func (e *Engine) DeleteEndpointSlice(namespace, name string) []ServiceKey {
 	} else {
 		e.slices[owner] = list
 	}
-	return []ServiceKey{owner}
+	affected := []ServiceKey{owner}
+	for _, k := range e.noTrackSliceChanged(id, owner, nil) {
+		if k != owner {
+			affected = append(affected, k)
+		}
+	}
+	return affected
 }
 
 // UpsertNode records a node. It reports whether it is this node, in which
@@ -243,6 +304,16 @@ func (e *Engine) setNodeAddresses(name string, addrs []netip.Addr) bool {
 	if slices.Equal(old, addrs) {
 		return false
 	}
+	// The services listing an address that becomes or stops being a
+	// node's are served differently on it (bound or not), with no owner
+	// changing: they are reported as reassigned for that.
+	for _, a := range slices.Concat(old, addrs) {
+		if slices.Contains(old, a) != slices.Contains(addrs, a) {
+			for _, k := range e.externalUsers[a] {
+				e.claims.reassigned[k] = struct{}{}
+			}
+		}
+	}
 	for _, a := range old {
 		if e.addrNodes[a]--; e.addrNodes[a] <= 0 {
 			delete(e.addrNodes, a)
@@ -260,8 +331,9 @@ func (e *Engine) setNodeAddresses(name string, addrs []netip.Addr) bool {
 }
 
 // isNodeAddress reports whether a is an InternalIP or ExternalIP of a
-// Node the engine knows. The host's other interface addresses are not
-// node addresses here: one may be a load-balancer VIP that another agent
+// Node the engine knows: the addresses Config.RefuseNodeAddresses refuses
+// and the node-address warning names. The host's other interface
+// addresses are not: one may be a load-balancer VIP that another agent
 // (kube-vip, say) put on an interface, and its Service must be served.
 func (e *Engine) isNodeAddress(a netip.Addr) bool { return e.addrNodes[a] > 0 }
 
@@ -352,9 +424,20 @@ func (e *Engine) ComputeAll() []ServicePlan {
 }
 
 func (e *Engine) servicePlan(key ServiceKey, entry *serviceEntry) ServicePlan {
+	if w, over := e.overBudget(entry.svc); over {
+		return ServicePlan{Service: key, Warnings: []Warning{w}}
+	}
+	var ntw []Warning
+	if entry.settings.noTrack {
+		if w, refused := e.noTrackRefused(key); refused {
+			tracked := *entry
+			tracked.settings.noTrack = false
+			entry, ntw = &tracked, []Warning{w}
+		}
+	}
 	vss, local := e.virtualServers(entry)
 	vss, ws := e.owned(key, vss)
-	ws = append(e.nodeAddressWarnings(entry.svc), ws...)
+	ws = append(append(e.addressWarnings(entry.svc), ntw...), ws...)
 	return ServicePlan{Service: key, VirtualServers: vss,
 		HealthCheckNodePort: entry.svc.HealthCheckNodePort, LocalReadyEndpoints: local, Warnings: ws}
 }
@@ -397,7 +480,8 @@ type destinationKey struct {
 }
 
 // sharedNoTrackDestinations warns about destinations that a NOTRACK
-// virtual server shares with a tracked one. NOTRACK is keyed on the
+// virtual server shares with a tracked one: a guard, since such a
+// NOTRACK service is served tracked (notrack.go) and none should remain. NOTRACK is keyed on the
 // destination for replies, so pods' connections through the tracked
 // virtual server to it are tracked one way only, and TCP ones fail (seen
 // in the VM lab); the warning names both services. Cost: nothing without NOTRACK services.

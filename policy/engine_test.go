@@ -250,38 +250,108 @@ func TestPersistenceAndNoTrackReachEveryVirtualServer(t *testing.T) {
 	}
 }
 
-// TestNoTrackSharedDestinationWarns: a destination that a NOTRACK
-// service shares with a tracked one is reported, naming both services,
-// once per pair; services that are alike (both NOTRACK or both tracked)
-// are not.
-func TestNoTrackSharedDestinationWarns(t *testing.T) {
+// TestNoTrackIsRefusedWhereATrackedServiceSharesAnEndpoint: a NOTRACK
+// service one of whose endpoints is also an endpoint of a tracked service,
+// in any namespace, directly or through other NOTRACK services sharing
+// endpoints with it, is served tracked, with a warning naming the tracked
+// service; NOTRACK services sharing only among themselves keep NOTRACK.
+func TestNoTrackIsRefusedWhereATrackedServiceSharesAnEndpoint(t *testing.T) {
 	noTrack := annotate(AnnotationNoTrack, "true")
-	ip2 := func(a string) svcOpt { return func(s *Service) { s.ClusterIPs = []netip.Addr{ip(a)} } }
-	shared := []Endpoint{ep("10.244.1.5"), ep("10.244.1.6")}
+	cip := func(a string) svcOpt { return func(s *Service) { s.ClusterIPs = []netip.Addr{ip(a)} } }
 	for _, tc := range []struct {
-		name string
-		svcs []*Service
-		want string
+		name      string
+		svcs      []*Service
+		endpoints map[string][]string // service name → endpoint addresses
+		want      map[string]bool     // service → its virtual servers are NOTRACK
+		warn      string
 	}{
-		{name: "NOTRACK and tracked share destinations", svcs: []*Service{svc("dns", noTrack), svc("dns-other", ip2("10.96.0.2"))},
-			want: "Service default/dns-other: metadata.annotations[kube-ipvs-proxy.io/notrack]: destination 10.244.1.5:8080/TCP is also a destination of NOTRACK Service default/dns: " +
-				"pods' connections to it through this service are tracked one way only, which breaks TCP; annotate both services alike\n" +
-				"Service default/dns: metadata.annotations[kube-ipvs-proxy.io/notrack]: destination 10.244.1.5:8080/TCP is also a destination of tracked Service default/dns-other: " +
-				"pods' connections to it through that service are tracked one way only, which breaks TCP; annotate both services alike"},
-		{name: "both NOTRACK", svcs: []*Service{svc("dns", noTrack), svc("dns-other", noTrack, ip2("10.96.0.2"))}},
-		{name: "both tracked", svcs: []*Service{svc("dns"), svc("dns-other", ip2("10.96.0.2"))}},
+		{name: "a tracked service in another namespace shares an endpoint",
+			svcs:      []*Service{svc("dns", noTrack), svc("other", inNamespace("team-b"), cip("10.96.0.2"))},
+			endpoints: map[string][]string{"dns": {"10.244.1.5", "10.244.1.6"}, "other": {"10.244.1.6"}},
+			want:      map[string]bool{"default/dns": false, "team-b/other": false},
+			warn: "Service default/dns: metadata.annotations[kube-ipvs-proxy.io/notrack]: endpoint 10.244.1.6:8080/TCP is also an endpoint of tracked Service team-b/other: " +
+				"NOTRACK is not applied (a connection tracked one way only breaks TCP); this Service's traffic stays tracked"},
+		{name: "through another NOTRACK service",
+			svcs:      []*Service{svc("a", noTrack), svc("b", noTrack, cip("10.96.0.2")), svc("c", cip("10.96.0.3"))},
+			endpoints: map[string][]string{"a": {"10.244.1.5"}, "b": {"10.244.1.5", "10.244.1.7"}, "c": {"10.244.1.7"}},
+			want:      map[string]bool{"default/a": false, "default/b": false, "default/c": false},
+			warn: "Service default/a: metadata.annotations[kube-ipvs-proxy.io/notrack]: endpoint 10.244.1.7:8080/TCP is also an endpoint of tracked Service default/c: " +
+				"NOTRACK is not applied (a connection tracked one way only breaks TCP); this Service's traffic stays tracked\n" +
+				"Service default/b: metadata.annotations[kube-ipvs-proxy.io/notrack]: endpoint 10.244.1.7:8080/TCP is also an endpoint of tracked Service default/c: " +
+				"NOTRACK is not applied (a connection tracked one way only breaks TCP); this Service's traffic stays tracked"},
+		{name: "both NOTRACK",
+			svcs:      []*Service{svc("dns", noTrack), svc("other", noTrack, cip("10.96.0.2"))},
+			endpoints: map[string][]string{"dns": {"10.244.1.5"}, "other": {"10.244.1.5"}},
+			want:      map[string]bool{"default/dns": true, "default/other": true}},
+		{name: "nothing shared",
+			svcs:      []*Service{svc("dns", noTrack), svc("other", cip("10.96.0.2"))},
+			endpoints: map[string][]string{"dns": {"10.244.1.5"}, "other": {"10.244.1.6"}},
+			want:      map[string]bool{"default/dns": true, "default/other": false}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := world{svcs: tc.svcs}
 			for _, s := range tc.svcs {
-				w.slices = append(w.slices, slice(s.Key.Name, s.Key.Name+"-1", shared...))
+				var eps []Endpoint
+				for _, a := range tc.endpoints[s.Key.Name] {
+					eps = append(eps, ep(a))
+				}
+				sl := slice(s.Key.Name, s.Key.Name+"-1", eps...)
+				sl.Service = s.Key
+				w.slices = append(w.slices, sl)
 			}
 			e, _ := newEngine(t, w)
-			_, ws := e.Compute()
-			if got := warningsText(ws); got != tc.want {
-				t.Errorf("warnings:\n got %s\nwant %s", got, tc.want)
+			plan, ws := e.Compute()
+			got := map[string]bool{}
+			for _, vs := range plan.VirtualServers {
+				got[vs.Service.String()] = vs.NoTrack
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("NOTRACK by service (-want +got):\n%s", diff)
+			}
+			if got := warningsText(ws); got != tc.warn {
+				t.Errorf("warnings:\n got %s\nwant %s", got, tc.warn)
 			}
 		})
+	}
+}
+
+// TestNoTrackRefusalFollowsChanges: the refusal is recomputed when a
+// tracked service's slice comes to share an endpoint and stops sharing
+// it (the NOTRACK service is in the slice change's affected services),
+// and when the tracked service goes (Reassigned).
+func TestNoTrackRefusalFollowsChanges(t *testing.T) {
+	dns := svc("dns", annotate(AnnotationNoTrack, "true"))
+	other := svc("other", func(s *Service) { s.ClusterIPs = []netip.Addr{ip("10.96.0.2")} })
+	e, _ := newEngine(t, world{svcs: []*Service{dns, other},
+		slices: []*EndpointSlice{slice("dns", "dns-1", ep("10.244.1.5")), slice("other", "other-1", ep("10.244.1.6"))}})
+	e.Reassigned()
+	noTrack := func() bool {
+		sp, _ := e.ComputeService(dns.Key)
+		return len(sp.VirtualServers) > 0 && sp.VirtualServers[0].NoTrack
+	}
+	if !noTrack() {
+		t.Fatal("dns is not NOTRACK while nothing is shared")
+	}
+	if got := e.UpsertEndpointSlice(slice("other", "other-1", ep("10.244.1.5"))); !slices.Contains(got, dns.Key) {
+		t.Errorf("sharing an endpoint affects %v, want default/dns among them", got)
+	}
+	if noTrack() {
+		t.Error("dns is NOTRACK while a tracked service shares its endpoint")
+	}
+	if got := e.UpsertEndpointSlice(slice("other", "other-1", ep("10.244.1.6"))); !slices.Contains(got, dns.Key) {
+		t.Errorf("no longer sharing affects %v, want default/dns among them", got)
+	}
+	if !noTrack() {
+		t.Error("dns is not NOTRACK after the tracked service stopped sharing")
+	}
+	e.UpsertEndpointSlice(slice("other", "other-1", ep("10.244.1.5")))
+	e.DeleteService(other.Key)
+	if got := e.Reassigned(); !slices.Contains(got, dns.Key) || !noTrack() {
+		t.Errorf("the tracked service going reassigns %v (NOTRACK now %v), want default/dns, true", got, noTrack())
+	}
+	e.UpsertService(svc("dns")) // no longer NOTRACK: the index goes
+	if e.nt.active {
+		t.Error("the endpoint index is kept with no NOTRACK service")
 	}
 }
 

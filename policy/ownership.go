@@ -1,8 +1,8 @@
 package policy
 
 import (
+	"cmp"
 	"fmt"
-	"net/netip"
 	"slices"
 	"time"
 )
@@ -14,10 +14,14 @@ import (
 // address, including another Service's ClusterIP, and two NodePort
 // services cannot collide but an externalIP can sit on a node address.
 //
-// The rule: a ClusterIP claim beats an external one (the apiserver keeps
-// ClusterIPs unique, so a ClusterIP is never contested by another
-// ClusterIP); among equals the oldest Service (creationTimestamp) wins,
-// then namespace/name. The engine keeps the claim index (key → claimants,
+// The rule goes by who may write the address. A ClusterIP or NodePort
+// claim, allocated by the apiserver and unique, beats a load-balancer
+// ingress IP (status.loadBalancer, written only by a controller holding
+// services/status), which beats a spec.externalIPs entry (any editor of
+// the namespace); among equals the oldest Service (creationTimestamp)
+// wins, then namespace/name. An external or load-balancer address that
+// is any Service's ClusterIP is not claimed at all (addresses.go): the
+// address belongs to its Service whole, on every port. The engine keeps the claim index (key → claimants,
 // owner first), so that when the owner goes, or changes its ports, the
 // next claimant takes over in the same batch: Reassigned names the
 // services whose plans that changes, and a losing service's plan carries
@@ -26,18 +30,27 @@ import (
 // claimant is one service's claim on one virtual server key.
 type claimant struct {
 	svc     ServiceKey
-	cluster bool // the ClusterIP kind
 	created time.Time
 	kind    Kind
 }
 
+// kindRank orders the kinds of claim by who may write the address, the
+// strongest first: the apiserver (ClusterIP, NodePort), a controller with
+// services/status (LoadBalancer), any editor (ExternalIP).
+func kindRank(k Kind) int {
+	switch k {
+	case KindClusterIP, KindNodePort:
+		return 0
+	case KindLoadBalancer:
+		return 1
+	}
+	return 2
+}
+
 // compareClaimants orders claimants owner first.
 func compareClaimants(a, b claimant) int {
-	if a.cluster != b.cluster {
-		if a.cluster {
-			return -1
-		}
-		return 1
+	if c := cmp.Compare(kindRank(a.kind), kindRank(b.kind)); c != 0 {
+		return c
 	}
 	if c := a.created.Compare(b.created); c != 0 {
 		return c
@@ -128,16 +141,19 @@ func (ci *claimIndex) edit(k VirtualServerKey, list []claimant) {
 // addresses (not its endpoints: ownership does not depend on them).
 func (e *Engine) claim(entry *serviceEntry) {
 	svc := entry.svc
+	if _, over := e.overBudget(svc); over {
+		e.claims.set(svc.Key, nil, nil) // not served: claims nothing
+		return
+	}
 	var keys []VirtualServerKey
 	var claims []claimant
-	var buf [4]frontend
+	var buf [maxFrontends]frontend
 	for i := range svc.ClusterIPs {
 		for _, sp := range svc.Ports {
 			for _, fe := range e.frontends(buf[:0], svc, sp, i) {
 				for _, a := range fe.addrs {
 					keys = append(keys, VirtualServerKey{Address: a, Protocol: sp.Protocol, Port: fe.port})
-					claims = append(claims, claimant{svc: svc.Key, cluster: fe.kind == KindClusterIP,
-						created: svc.Created, kind: fe.kind})
+					claims = append(claims, claimant{svc: svc.Key, created: svc.Created, kind: fe.kind})
 				}
 			}
 		}
@@ -192,69 +208,11 @@ func (e *Engine) owned(key ServiceKey, vss []VirtualServer) ([]VirtualServer, []
 
 // ownershipRule says why the owner won, for the loser's warning.
 func ownershipRule(o claimant, lost Kind) string {
-	if o.cluster && lost != KindClusterIP {
-		return "a ClusterIP beats an external address"
+	switch r := kindRank(o.kind); {
+	case r < kindRank(lost) && r == 0:
+		return "an address the apiserver allocated beats a load-balancer or external IP"
+	case r < kindRank(lost):
+		return "a load-balancer IP, written by a controller, beats an external IP, written by any editor"
 	}
 	return "the oldest Service wins, then namespace/name"
-}
-
-// frontend is one kind of virtual server of one service port in one
-// family: its addresses and port.
-type frontend struct {
-	kind  Kind
-	addrs []netip.Addr
-	port  uint16
-}
-
-// frontends appends to out the addresses a service port is served on in
-// the family of its i-th ClusterIP: that ClusterIP, this node's NodePort
-// addresses, and its external and load-balancer IPs that are not node
-// addresses (binding a node's address on the dummy interface would cut
-// the node off).
-func (e *Engine) frontends(out []frontend, svc *Service, sp ServicePort, i int) []frontend {
-	v4 := svc.ClusterIPs[i].Is4()
-	out = append(out, frontend{kind: KindClusterIP, addrs: svc.ClusterIPs[i : i+1], port: sp.Port})
-	if sp.NodePort != 0 {
-		if a := ofFamily(e.nodeIPs, v4); len(a) > 0 {
-			out = append(out, frontend{kind: KindNodePort, addrs: a, port: sp.NodePort})
-		}
-	}
-	if a := e.notNodeAddresses(ofFamily(svc.ExternalIPs, v4)); len(a) > 0 {
-		out = append(out, frontend{kind: KindExternalIP, addrs: a, port: sp.Port})
-	}
-	if a := e.notNodeAddresses(ofFamily(svc.LoadBalancerIPs, v4)); len(a) > 0 {
-		out = append(out, frontend{kind: KindLoadBalancer, addrs: a, port: sp.Port})
-	}
-	return out
-}
-
-func ofFamily(addrs []netip.Addr, v4 bool) []netip.Addr {
-	var out []netip.Addr
-	for _, a := range addrs {
-		if a.Is4() == v4 {
-			out = append(out, a)
-		}
-	}
-	return out
-}
-
-func (e *Engine) notNodeAddresses(addrs []netip.Addr) []netip.Addr {
-	return slices.DeleteFunc(addrs, e.isNodeAddress)
-}
-
-// nodeAddressWarnings names the external and load-balancer IPs of svc
-// that are node addresses and so are not served.
-func (e *Engine) nodeAddressWarnings(svc *Service) []Warning {
-	var ws []Warning
-	check := func(field string, addrs []netip.Addr) {
-		for _, a := range addrs {
-			if e.isNodeAddress(a) {
-				ws = append(ws, Warning{Object: "Service " + svc.Key.String(), Field: field,
-					Reason: ReasonNodeAddress, Service: svc.Key, Message: fmt.Sprintf("%s is a node's address; not served, so that the node keeps it", a)})
-			}
-		}
-	}
-	check("spec.externalIPs", svc.ExternalIPs)
-	check("status.loadBalancer.ingress.ip", svc.LoadBalancerIPs)
-	return ws
 }

@@ -45,8 +45,12 @@ func owners(p Plan) map[string]string {
 }
 
 // TestOwnershipRule: one owner per virtual server, the same on every
-// path: a ClusterIP beats an external address, then the oldest service,
-// then namespace/name; the loser gets a warning naming the winner.
+// path, by who may write the address: an apiserver-allocated ClusterIP or
+// NodePort beats a load-balancer IP (a controller's), which beats an
+// external IP (any editor's); then the oldest service, then
+// namespace/name. An external or load-balancer IP that is any Service's
+// ClusterIP is refused on every port. The loser gets a warning naming the
+// winner.
 func TestOwnershipRule(t *testing.T) {
 	for _, tc := range []struct {
 		name         string
@@ -55,14 +59,49 @@ func TestOwnershipRule(t *testing.T) {
 		wantWarnings string
 	}{
 		{
-			name: "a ClusterIP beats an older external IP that sorts first",
+			name: "an external IP on another Service's ClusterIP is refused on every port",
 			svcs: []*Service{
-				svc("kube-dns", inNamespace("kube-system"), clusterIP("10.96.0.10"), createdAt(30)),
-				svc("grab", inNamespace("aaa"), clusterIP("10.96.0.99"), externalIPs("10.96.0.10"), createdAt(1)),
+				svc("kube-dns", inNamespace("kube-system"), clusterIP("10.96.0.10"), createdAt(30), func(s *Service) { s.Ports[0].Port = 53 }),
+				svc("grab", inNamespace("aaa"), clusterIP("10.96.0.99"), externalIPs("10.96.0.10"), createdAt(1),
+					func(s *Service) {
+						s.Ports = append(s.Ports, ServicePort{Name: "dns", Protocol: ProtocolTCP, Port: 53},
+							ServicePort{Name: "https", Protocol: ProtocolTCP, Port: 443})
+					}),
 			},
-			want: map[string]string{"10.96.0.10:80/TCP": "kube-system/kube-dns", "10.96.0.99:80/TCP": "aaa/grab"},
-			wantWarnings: "Service aaa/grab: spec.ports[http]: ExternalIP virtual server 10.96.0.10:80/TCP is owned by Service kube-system/kube-dns (ClusterIP), " +
-				"which wins (a ClusterIP beats an external address); not served here",
+			want: map[string]string{"10.96.0.10:53/TCP": "kube-system/kube-dns", "10.96.0.99:53/TCP": "aaa/grab",
+				"10.96.0.99:80/TCP": "aaa/grab", "10.96.0.99:443/TCP": "aaa/grab"},
+			wantWarnings: "Service aaa/grab: spec.externalIPs: 10.96.0.10 is the ClusterIP of Service kube-system/kube-dns, which owns it on every port; not served here",
+		},
+		{
+			name: "a load-balancer IP on a ClusterIP is refused too, also the Service's own",
+			svcs: []*Service{
+				svc("dns", clusterIP("10.96.0.10"), func(s *Service) { s.Ports[0].Port = 53 }),
+				svc("lb", clusterIP("10.96.0.11"), lbIPs("10.96.0.10", "10.96.0.11")),
+			},
+			want: map[string]string{"10.96.0.10:53/TCP": "default/dns", "10.96.0.11:80/TCP": "default/lb"},
+			wantWarnings: "Service default/lb: status.loadBalancer.ingress.ip: 10.96.0.10 is the ClusterIP of Service default/dns, which owns it on every port; not served here\n" +
+				"Service default/lb: status.loadBalancer.ingress.ip: 10.96.0.11 is the ClusterIP of Service default/lb, which owns it on every port; not served here",
+		},
+		{
+			name: "a load-balancer IP beats an older external IP",
+			svcs: []*Service{
+				svc("squat", inNamespace("team-a"), clusterIP("10.96.0.1"), externalIPs("203.0.113.50"), createdAt(1)),
+				svc("lb", inNamespace("team-b"), clusterIP("10.96.0.2"), lbIPs("203.0.113.50"), createdAt(2)),
+			},
+			want: map[string]string{"10.96.0.1:80/TCP": "team-a/squat", "10.96.0.2:80/TCP": "team-b/lb", "203.0.113.50:80/TCP": "team-b/lb"},
+			wantWarnings: "Service team-a/squat: spec.ports[http]: ExternalIP virtual server 203.0.113.50:80/TCP is owned by Service team-b/lb (LoadBalancer), " +
+				"which wins (a load-balancer IP, written by a controller, beats an external IP, written by any editor); not served here",
+		},
+		{
+			name: "a NodePort beats an external IP on the same node address and port",
+			svcs: []*Service{
+				svc("ext", clusterIP("10.96.0.1"), externalIPs("192.168.0.1"), createdAt(1), func(s *Service) { s.Ports[0].Port = 30080 }),
+				svc("np", clusterIP("10.96.0.2"), nodePort(30080), createdAt(2)),
+			},
+			want: map[string]string{"10.96.0.1:30080/TCP": "default/ext", "10.96.0.2:80/TCP": "default/np", "192.168.0.1:30080/TCP": "default/np"},
+			wantWarnings: "Service default/ext: spec.externalIPs: 192.168.0.1 is a node's address; served on the Service's ports without binding it, the node's other ports untouched\n" +
+				"Service default/ext: spec.ports[http]: ExternalIP virtual server 192.168.0.1:30080/TCP is owned by Service default/np (NodePort), " +
+				"which wins (an address the apiserver allocated beats a load-balancer or external IP); not served here",
 		},
 		{
 			name: "the oldest of two external claims wins, whatever the names",
@@ -75,22 +114,23 @@ func TestOwnershipRule(t *testing.T) {
 				"which wins (the oldest Service wins, then namespace/name); not served here",
 		},
 		{
-			name: "equal age: namespace/name decides, and an external IP against a load-balancer IP is a tie of kinds",
+			name: "equal kind and age: namespace/name decides",
 			svcs: []*Service{
 				svc("b", clusterIP("10.96.0.2"), lbIPs("203.0.113.7")),
-				svc("a", clusterIP("10.96.0.1"), externalIPs("203.0.113.7")),
+				svc("a", clusterIP("10.96.0.1"), lbIPs("203.0.113.7")),
 			},
 			want: map[string]string{"10.96.0.1:80/TCP": "default/a", "10.96.0.2:80/TCP": "default/b", "203.0.113.7:80/TCP": "default/a"},
-			wantWarnings: "Service default/b: spec.ports[http]: LoadBalancer virtual server 203.0.113.7:80/TCP is owned by Service default/a (ExternalIP), " +
+			wantWarnings: "Service default/b: spec.ports[http]: LoadBalancer virtual server 203.0.113.7:80/TCP is owned by Service default/a (LoadBalancer), " +
 				"which wins (the oldest Service wins, then namespace/name); not served here",
 		},
 		{
-			name: "other ports and protocols on a contested address stay with their services",
+			name: "other ports and protocols on a contested external address stay with their services",
 			svcs: []*Service{
-				svc("dns", clusterIP("10.96.0.10")),
-				svc("other", clusterIP("10.96.0.11"), externalIPs("10.96.0.10"), func(s *Service) { s.Ports[0].Port = 8080 }),
+				svc("a", clusterIP("10.96.0.1"), externalIPs("203.0.113.7"), createdAt(1)),
+				svc("b", clusterIP("10.96.0.2"), externalIPs("203.0.113.7"), createdAt(2), func(s *Service) { s.Ports[0].Port = 8080 }),
 			},
-			want: map[string]string{"10.96.0.10:80/TCP": "default/dns", "10.96.0.11:8080/TCP": "default/other", "10.96.0.10:8080/TCP": "default/other"},
+			want: map[string]string{"10.96.0.1:80/TCP": "default/a", "10.96.0.2:8080/TCP": "default/b",
+				"203.0.113.7:80/TCP": "default/a", "203.0.113.7:8080/TCP": "default/b"},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -178,37 +218,108 @@ func TestReleaseBeforeClaimInOneBatch(t *testing.T) {
 	}
 }
 
-// TestExternalAddressesThatAreNodeAddressesAreNotServed: an external or
-// load-balancer IP that is this node's address or another Node's (their
-// InternalIP and ExternalIP) gets no virtual server and a warning; the
-// service's other addresses are served, including a host interface
-// address no Node lists (a VIP another agent put there).
-func TestExternalAddressesThatAreNodeAddressesAreNotServed(t *testing.T) {
-	s := svc("web", externalIPs("192.168.0.1", "203.0.113.7", "192.168.0.2"), lbIPs("192.168.0.9", "198.51.100.1"))
-	e, _ := newEngine(t, world{
-		nodes: []*Node{node(thisNode, thisZone, "192.168.0.1"), node("node-b", "zone-b", "192.168.0.2")},
-		svcs:  []*Service{s},
-	})
-	e.SetLocalAddresses([]netip.Addr{ip("192.168.0.1"), ip("192.168.0.9")})
-	plan, ws := e.Compute()
-	want := []string{"ClusterIP 10.96.0.1:80/TCP -> ", "LoadBalancer 192.168.0.9:80/TCP -> ", "LoadBalancer 198.51.100.1:80/TCP -> ", "ExternalIP 203.0.113.7:80/TCP -> "}
-	if diff := cmp.Diff(want, planLines(plan)); diff != "" {
-		t.Errorf("plan (-want +got):\n%s", diff)
-	}
-	wantW := "Service default/web: spec.externalIPs: 192.168.0.1 is a node's address; not served, so that the node keeps it\n" +
-		"Service default/web: spec.externalIPs: 192.168.0.2 is a node's address; not served, so that the node keeps it"
-	if got := warningsText(ws); got != wantW {
-		t.Errorf("warnings:\n got %s\nwant %s", got, wantW)
-	}
+// TestExternalAddressesOnNodeAddresses: an external or load-balancer IP
+// that is this node's address or another Node's (their InternalIP and
+// ExternalIP), or an address of this host's interfaces, is served as
+// kube-proxy's IPVS mode serves it: on the Service's ports, not bound
+// (OnNodeAddress), with a warning naming a Node's address; with
+// RefuseNodeAddresses, a Node's address is not served at all. The
+// service's other addresses are served and bound.
+func TestExternalAddressesOnNodeAddresses(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		cfg   Config
+		want  []string // kind address bound|unbound
+		wantW string
+	}{
+		{
+			name: "served unbound, as kube-proxy",
+			want: []string{"ClusterIP 10.96.0.1:80/TCP bound", "ExternalIP 192.168.0.1:80/TCP unbound", "ExternalIP 192.168.0.2:80/TCP unbound",
+				"LoadBalancer 192.168.0.9:80/TCP unbound", "LoadBalancer 198.51.100.1:80/TCP bound", "ExternalIP 203.0.113.7:80/TCP bound"},
+			wantW: "Service default/web: spec.externalIPs: 192.168.0.1 is a node's address; served on the Service's ports without binding it, the node's other ports untouched\n" +
+				"Service default/web: spec.externalIPs: 192.168.0.2 is a node's address; served on the Service's ports without binding it, the node's other ports untouched",
+		},
+		{
+			name: "refused on request",
+			cfg:  Config{RefuseNodeAddresses: true},
+			want: []string{"ClusterIP 10.96.0.1:80/TCP bound", "LoadBalancer 192.168.0.9:80/TCP unbound", "LoadBalancer 198.51.100.1:80/TCP bound",
+				"ExternalIP 203.0.113.7:80/TCP bound"},
+			wantW: "Service default/web: spec.externalIPs: 192.168.0.1 is a node's address; not served, so that the node keeps it\n" +
+				"Service default/web: spec.externalIPs: 192.168.0.2 is a node's address; not served, so that the node keeps it",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := svc("web", externalIPs("192.168.0.1", "203.0.113.7", "192.168.0.2"), lbIPs("192.168.0.9", "198.51.100.1"))
+			e, _ := newEngine(t, world{cfg: tc.cfg,
+				nodes: []*Node{node(thisNode, thisZone, "192.168.0.1"), node("node-b", "zone-b", "192.168.0.2")},
+				svcs:  []*Service{s},
+			})
+			e.SetLocalAddresses([]netip.Addr{ip("192.168.0.1"), ip("192.168.0.9")}) // .9: a VIP another agent put there
+			plan, ws := e.Compute()
+			if diff := cmp.Diff(tc.want, boundLines(plan)); diff != "" {
+				t.Errorf("plan (-want +got):\n%s", diff)
+			}
+			if got := warningsText(ws); got != tc.wantW {
+				t.Errorf("warnings:\n got %s\nwant %s", got, tc.wantW)
+			}
 
-	// The other node goes: its address may be served again.
-	e.DeleteNode("node-b")
-	if got := e.Reassigned(); !cmp.Equal(got, []ServiceKey{s.Key}) {
-		t.Errorf("a node address going away reassigns %v, want [default/web]", got)
+			// The other node goes: its address is served bound again,
+			// and the service is re-planned for it.
+			e.DeleteNode("node-b")
+			if got := e.Reassigned(); !cmp.Equal(got, []ServiceKey{s.Key}) {
+				t.Errorf("a node address going away reassigns %v, want [default/web]", got)
+			}
+			sp, _ := e.ComputeService(s.Key)
+			if got := boundLines(Plan{VirtualServers: sp.VirtualServers}); !slices.Contains(got, "ExternalIP 192.168.0.2:80/TCP bound") {
+				t.Errorf("192.168.0.2 not served bound after node-b went: %v", got)
+			}
+		})
 	}
-	plan, _ = e.Compute()
-	if _, ok := owners(plan)["192.168.0.2:80/TCP"]; !ok {
-		t.Errorf("192.168.0.2 not served after node-b went: %v", planLines(plan))
+}
+
+// boundLines renders each virtual server as kind, key and whether it is
+// bound on the dummy interface.
+func boundLines(p Plan) []string {
+	var out []string
+	for _, vs := range p.VirtualServers {
+		b := "bound"
+		if !vs.Bound() {
+			b = "unbound"
+		}
+		out = append(out, string(vs.Kind)+" "+vs.Key().String()+" "+b)
+	}
+	return out
+}
+
+// TestClusterIPTakesItsAddressFromExternalClaims: a Service arriving with
+// a ClusterIP that another service lists as an external IP takes the
+// address on every port, and the other service is reported reassigned;
+// when the ClusterIP's Service goes, the external claim is served again.
+func TestClusterIPTakesItsAddressFromExternalClaims(t *testing.T) {
+	grab := svc("grab", clusterIP("10.96.0.99"), externalIPs("10.96.0.10"), func(s *Service) { s.Ports[0].Port = 443 })
+	e, _ := newEngine(t, world{svcs: []*Service{grab}})
+	e.Reassigned()
+	holds := func() bool {
+		sp, _ := e.ComputeService(grab.Key)
+		return slices.ContainsFunc(sp.VirtualServers, func(vs VirtualServer) bool { return vs.Address == ip("10.96.0.10") })
+	}
+	if !holds() {
+		t.Fatal("grab does not hold 10.96.0.10:443 before any Service has that ClusterIP")
+	}
+	dns := svc("kube-dns", inNamespace("kube-system"), clusterIP("10.96.0.10"), func(s *Service) { s.Ports[0].Port = 53 })
+	e.UpsertService(dns)
+	if got := e.Reassigned(); !cmp.Equal(got, []ServiceKey{grab.Key}) {
+		t.Errorf("the ClusterIP arriving reassigns %v, want [default/grab]", got)
+	}
+	if holds() {
+		t.Error("grab still holds 10.96.0.10:443, another Service's ClusterIP (another port)")
+	}
+	e.DeleteService(dns.Key)
+	if got := e.Reassigned(); !cmp.Equal(got, []ServiceKey{grab.Key}) {
+		t.Errorf("the ClusterIP going reassigns %v, want [default/grab]", got)
+	}
+	if !holds() {
+		t.Error("grab does not hold 10.96.0.10:443 after the ClusterIP's Service went")
 	}
 }
 

@@ -152,10 +152,21 @@ type VirtualServer struct {
 	// bound on the dummy interface. Otherwise they are dropped, as
 	// kube-proxy's IPVS mode decides (KUBE-LOAD-BALANCER-SOURCE-IP and
 	// KUBE-IPVS-OUT-FILTER).
-	NodeInSourceRanges bool          `json:"nodeInSourceRanges,omitempty"`
-	Destinations       []Destination `json:"destinations"`
-	Reason             string        `json:"reason"`
+	NodeInSourceRanges bool `json:"nodeInSourceRanges,omitempty"`
+	// OnNodeAddress, on an ExternalIP or LoadBalancer virtual server, says
+	// its address is a node's: it is served as a NodePort is, not bound on
+	// the dummy interface and not in the VIP filter (see Bound).
+	OnNodeAddress bool          `json:"onNodeAddress,omitempty"`
+	Destinations  []Destination `json:"destinations"`
+	Reason        string        `json:"reason"`
 }
+
+// Bound reports whether the virtual server's address belongs on the
+// dummy interface and in the VIP filter (traffic to it on other ports is
+// rejected): a ClusterIP, and an external or load-balancer IP that is no
+// node address. A NodePort and an external address on a node address
+// sit on the node's own address, whose other ports are the node's.
+func (vs *VirtualServer) Bound() bool { return vs.Kind != KindNodePort && !vs.OnNodeAddress }
 
 // Destination is one backend of a virtual server.
 type Destination struct {

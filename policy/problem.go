@@ -31,11 +31,21 @@ const (
 	// Service's virtual servers.
 	ReasonVirtualServerConflict = "VirtualServerConflict"
 	// ReasonNodeAddress: an external or load-balancer IP is a node's
-	// address, and is not served.
+	// address: served without binding it, or not served
+	// (Config.RefuseNodeAddresses).
 	ReasonNodeAddress = "ExternalIPIsNodeAddress"
+	// ReasonClusterIPAddress: an external or load-balancer IP is a
+	// Service's ClusterIP, and is not served on any port.
+	ReasonClusterIPAddress = "ExternalIPIsClusterIP"
 	// ReasonNoTrackSharedDestination: a NOTRACK Service shares a
-	// destination with a tracked one.
+	// destination with a tracked one (a guard: NoTrackRefused prevents it).
 	ReasonNoTrackSharedDestination = "NoTrackSharedDestination"
+	// ReasonNoTrackRefused: a NOTRACK Service shares an endpoint with a
+	// tracked one, and is served tracked.
+	ReasonNoTrackRefused = "NoTrackRefused"
+	// ReasonTooManyVirtualServers: a Service asks for more virtual
+	// servers than the per-service limit, and is not served.
+	ReasonTooManyVirtualServers = "TooManyVirtualServers"
 )
 
 func (w Warning) String() string {

@@ -64,6 +64,7 @@ func appendVirtualServer(b []byte, vs *policy.VirtualServer) []byte {
 		b = binary.AppendVarint(b, int64(p.Bits()))
 	}
 	b = appendBool(b, vs.NodeInSourceRanges)
+	b = appendBool(b, vs.OnNodeAddress)
 	b = binary.AppendUvarint(b, uint64(len(vs.Destinations)))
 	for _, d := range vs.Destinations {
 		b = appendAddr(b, d.Address)

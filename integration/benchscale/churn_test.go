@@ -19,6 +19,7 @@ import (
 	"github.com/moby/ipvs"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -296,7 +297,7 @@ func (b *bench) floor(tb table, cold time.Duration) {
 			return fmt.Errorf("ipvs handle: %w", err)
 		}
 		defer h.Close()
-		nh, err := netlink.NewHandle()
+		nh, err := netlink.NewHandle(unix.NETLINK_ROUTE)
 		if err != nil {
 			return fmt.Errorf("rtnetlink handle: %w", err)
 		}

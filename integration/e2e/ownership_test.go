@@ -26,34 +26,46 @@ import (
 // plane holds now, with its service.
 func (r *recorder) programmed() map[string]string {
 	owner := map[string]string{}
+	for k, vs := range r.programmedVS() {
+		owner[k] = vs.Service.String()
+	}
+	return owner
+}
+
+// programmedVS replays the recorded calls: each virtual server the data
+// plane holds now, by key; a key two services were given in one Apply
+// has the Service "CONFLICT first second".
+func (r *recorder) programmedVS() map[string]policy.VirtualServer {
+	held := map[string]policy.VirtualServer{}
 	for _, c := range r.snapshot() {
 		if c.full {
-			clear(owner)
+			clear(held)
 			for _, vs := range c.plan.VirtualServers {
-				owner[vs.Key().String()] = vs.Service.String()
+				held[vs.Key().String()] = vs
 			}
 			continue
 		}
 		// Release before claim: an Apply replaces its services' virtual
 		// servers as one change.
 		for _, sp := range c.changes {
-			for k, s := range owner {
-				if s == sp.Service.String() {
-					delete(owner, k)
+			for k, vs := range held {
+				if vs.Service == sp.Service {
+					delete(held, k)
 				}
 			}
 		}
 		for _, sp := range c.changes {
 			for _, vs := range sp.VirtualServers {
-				if prev, ok := owner[vs.Key().String()]; ok {
-					owner[vs.Key().String()] = "CONFLICT " + prev + " " + vs.Service.String()
+				if prev, ok := held[vs.Key().String()]; ok {
+					prev.Service = policy.ServiceKey{Namespace: "CONFLICT " + prev.Service.String(), Name: vs.Service.String()}
+					held[vs.Key().String()] = prev
 					continue
 				}
-				owner[vs.Key().String()] = vs.Service.String()
+				held[vs.Key().String()] = vs
 			}
 		}
 	}
-	return owner
+	return held
 }
 
 // proxyToken applies deploy/base's ServiceAccount and RBAC and returns
@@ -150,14 +162,17 @@ func tcpService(ns, name, clusterIP string, port int32, mutate ...func(*corev1.S
 
 // TestOwnershipThroughTheAPI: what a namespace editor can do to other
 // Services' and the node's addresses, through a real apiserver: an
-// external IP naming another Service's ClusterIP or a node's address is
-// not served (an Event says why), the sync never fails, and a ClusterIP
+// external IP naming another Service's ClusterIP takes none of its ports,
+// one naming a load-balancer IP loses it to the LoadBalancer Service
+// however old it is, one naming a node's address is served there without
+// binding it (or, with --refuse-node-address-external-ips, not served),
+// an Event says why each time, the sync never fails, and a ClusterIP
 // released and claimed again in one batch goes to the new Service.
 func TestOwnershipThroughTheAPI(t *testing.T) {
 	c := apiserver.Start(t, apiserver.Options{})
 	ctx := context.Background()
 	admin := kubernetes.NewForConfigOrDie(c.AdminConfig())
-	for _, ns := range []string{"aaa", "kube-system"} {
+	for _, ns := range []string{"aaa", "kube-system", "team-a", "team-b"} {
 		_, _ = admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
 	}
 	createNode(t, admin, nodeName, "zone-a", "192.0.2.1")
@@ -169,37 +184,78 @@ func TestOwnershipThroughTheAPI(t *testing.T) {
 	if _, err := svcs("kube-system")(tcpService("kube-system", "kube-dns", "10.96.0.10", 53)); err != nil {
 		t.Fatal(err)
 	}
-	dp := startProxy(t, c, "--ipvs-min-sync-period", "0s")
+	token := proxyToken(t, c)
+	dp := runProxy(t, c, token, "--ipvs-min-sync-period", "0s")
 	waitFor(t, "the first sync", func() bool { return len(dp.snapshot()) > 0 })
 
-	t.Run("an external IP on another Service's ClusterIP does not take it", func(t *testing.T) {
-		grab := tcpService("aaa", "grab", "10.96.0.99", 53, func(s *corev1.Service) { s.Spec.ExternalIPs = []string{"10.96.0.10"} })
+	t.Run("an external IP on another Service's ClusterIP takes none of its ports", func(t *testing.T) {
+		grab := tcpService("aaa", "grab", "10.96.0.99", 53, func(s *corev1.Service) {
+			s.Spec.ExternalIPs = []string{"10.96.0.10"}
+			s.Spec.Ports = append(s.Spec.Ports, corev1.ServicePort{Name: "https", Protocol: corev1.ProtocolTCP, Port: 443})
+		})
 		if _, err := svcs("aaa")(grab); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "aaa/grab's ClusterIP to be programmed", func() bool { return dp.programmed()["10.96.0.99:53/TCP"] == "aaa/grab" })
+		waitFor(t, "aaa/grab's ClusterIP to be programmed", func() bool { return dp.programmed()["10.96.0.99:443/TCP"] == "aaa/grab" })
 		if got := dp.programmed()["10.96.0.10:53/TCP"]; got != "kube-system/kube-dns" {
 			t.Errorf("10.96.0.10:53/TCP is programmed for %q, want kube-system/kube-dns", got)
 		}
-		waitEvent(t, admin, "aaa", "grab", policy.ReasonVirtualServerConflict, "owned by Service kube-system/kube-dns")
+		if got, ok := dp.programmed()["10.96.0.10:443/TCP"]; ok {
+			t.Errorf("10.96.0.10:443/TCP, an unused port of kube-dns's ClusterIP, is programmed for %s", got)
+		}
+		waitEvent(t, admin, "aaa", "grab", policy.ReasonClusterIPAddress, "10.96.0.10 is the ClusterIP of Service kube-system/kube-dns")
 	})
 
-	t.Run("an external IP that is a node's address is not served", func(t *testing.T) {
-		for _, ip := range []string{"192.0.2.1"} { // this node's InternalIP
-			name := "on-node-" + strings.ReplaceAll(ip, ".", "-")
-			s := tcpService("aaa", name, "", 22, func(s *corev1.Service) { s.Spec.ExternalIPs = []string{ip, "203.0.113.9"} })
-			if _, err := svcs("aaa")(s); err != nil {
-				t.Fatal(err)
-			}
-			waitFor(t, name+"'s other external IP", func() bool { return dp.programmed()["203.0.113.9:22/TCP"] == "aaa/"+name })
-			if got, ok := dp.programmed()[ip+":22/TCP"]; ok {
-				t.Errorf("%s:22/TCP (a node's address) is programmed for %s", ip, got)
-			}
-			waitEvent(t, admin, "aaa", name, policy.ReasonNodeAddress, ip+" is a node's address")
-			if err := admin.CoreV1().Services("aaa").Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
-				t.Fatal(err)
-			}
+	t.Run("a load-balancer IP beats an older external IP squatting on it", func(t *testing.T) {
+		squat := tcpService("team-a", "squat", "", 80, func(s *corev1.Service) { s.Spec.ExternalIPs = []string{"203.0.113.50"} })
+		if _, err := svcs("team-a")(squat); err != nil {
+			t.Fatal(err)
 		}
+		waitFor(t, "team-a/squat's external IP", func() bool { return dp.programmed()["203.0.113.50:80/TCP"] == "team-a/squat" })
+		time.Sleep(time.Second) // the squatter is older by a creationTimestamp second
+		lb, err := svcs("team-b")(tcpService("team-b", "lb", "", 80, func(s *corev1.Service) { s.Spec.Type = corev1.ServiceTypeLoadBalancer }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		lb.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "203.0.113.50"}}
+		if _, err := admin.CoreV1().Services("team-b").UpdateStatus(ctx, lb, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the load-balancer IP to go to team-b/lb", func() bool { return dp.programmed()["203.0.113.50:80/TCP"] == "team-b/lb" })
+		waitEvent(t, admin, "team-a", "squat", policy.ReasonVirtualServerConflict, "owned by Service team-b/lb (LoadBalancer)")
+	})
+
+	t.Run("an external IP that is a node's address is served there, unbound", func(t *testing.T) {
+		s := tcpService("aaa", "on-node", "", 22, func(s *corev1.Service) { s.Spec.ExternalIPs = []string{"192.0.2.1", "203.0.113.9"} })
+		if _, err := svcs("aaa")(s); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "aaa/on-node's external IPs", func() bool {
+			return dp.programmed()["203.0.113.9:22/TCP"] == "aaa/on-node" && dp.programmed()["192.0.2.1:22/TCP"] == "aaa/on-node"
+		})
+		if vs := dp.programmedVS()["192.0.2.1:22/TCP"]; vs.Bound() {
+			t.Errorf("192.0.2.1:22/TCP (this node's address) is to be bound on kube-ipvs0: %+v", vs)
+		}
+		if vs := dp.programmedVS()["203.0.113.9:22/TCP"]; !vs.Bound() {
+			t.Errorf("203.0.113.9:22/TCP is not to be bound on kube-ipvs0: %+v", vs)
+		}
+		waitEvent(t, admin, "aaa", "on-node", policy.ReasonNodeAddress, "192.0.2.1 is a node's address; served")
+		if err := admin.CoreV1().Services("aaa").Delete(ctx, "on-node", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("with --refuse-node-address-external-ips, a node's address is not served", func(t *testing.T) {
+		refusing := runProxy(t, c, token, "--ipvs-min-sync-period", "0s", "--refuse-node-address-external-ips")
+		s := tcpService("aaa", "refused", "", 2222, func(s *corev1.Service) { s.Spec.ExternalIPs = []string{"192.0.2.1", "203.0.113.9"} })
+		if _, err := svcs("aaa")(s); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "aaa/refused's other external IP", func() bool { return refusing.programmed()["203.0.113.9:2222/TCP"] == "aaa/refused" })
+		if got, ok := refusing.programmed()["192.0.2.1:2222/TCP"]; ok {
+			t.Errorf("192.0.2.1:2222/TCP (a node's address) is programmed for %s", got)
+		}
+		waitEvent(t, admin, "aaa", "refused", policy.ReasonNodeAddress, "192.0.2.1 is a node's address; not served")
 	})
 
 	t.Run("an eTP=Local NodePort sends in-cluster clients via the ClusterIP", func(t *testing.T) {
@@ -234,7 +290,8 @@ func TestOwnershipThroughTheAPI(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitFor(t, "aaa/old", func() bool { return dp.programmed()["10.96.0.50:80/TCP"] == "aaa/old" })
-		// Another service claiming it as an external IP waits in line.
+		// Another service claiming it as an external IP is refused while
+		// it is a ClusterIP.
 		if _, err := svcs("aaa")(tcpService("aaa", "next", "10.96.0.51", 80, func(s *corev1.Service) { s.Spec.ExternalIPs = []string{"10.96.0.50"} })); err != nil {
 			t.Fatal(err)
 		}
@@ -265,7 +322,8 @@ func TestOwnershipThroughTheAPI(t *testing.T) {
 
 // TestPlanWarningsThroughTheAPI: the warnings a tenant's Service earns
 // reach the apiserver as Events, small and on the right Services: a
-// destination shared by a NOTRACK and a tracked Service warns both, a
+// NOTRACK Service sharing an endpoint with a tracked one is served
+// tracked, with an Event saying why, a
 // 200 KiB annotation value is quoted cut short; and a health check node
 // port counts a local pod serving two ports once (kube-proxy's
 // LocalReadyEndpoints by unique IP).
@@ -316,11 +374,14 @@ func TestPlanWarningsThroughTheAPI(t *testing.T) {
 	}))
 	mkSlice("lb", []int32{8080, 8081}, "10.244.1.7")
 
-	startProxy(t, c, "--ipvs-min-sync-period", "0s", "--nodeport-addresses", "127.0.0.0/8")
+	dp := startProxy(t, c, "--ipvs-min-sync-period", "0s", "--nodeport-addresses", "127.0.0.0/8")
 
-	t.Run("a destination shared by a NOTRACK and a tracked Service warns both", func(t *testing.T) {
-		waitEvent(t, admin, "default", "dns", policy.ReasonNoTrackSharedDestination, "tracked Service default/dns-tcp")
-		waitEvent(t, admin, "default", "dns-tcp", policy.ReasonNoTrackSharedDestination, "NOTRACK Service default/dns")
+	t.Run("a NOTRACK Service sharing an endpoint with a tracked one is served tracked", func(t *testing.T) {
+		waitEvent(t, admin, "default", "dns", policy.ReasonNoTrackRefused, "tracked Service default/dns-tcp")
+		waitFor(t, "default/dns's ClusterIP", func() bool { _, ok := dp.programmedVS()["10.96.0.53:53/TCP"]; return ok })
+		if vs := dp.programmedVS()["10.96.0.53:53/TCP"]; vs.NoTrack {
+			t.Errorf("10.96.0.53:53/TCP is NOTRACK, sharing 10.244.1.5:5353 with tracked default/dns-tcp")
+		}
 	})
 	t.Run("a 200 KiB annotation value is quoted cut short", func(t *testing.T) {
 		waitEvent(t, admin, "default", "huge", "InvalidAnnotation", "(204800 bytes)")

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/integration/labnet"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxier/hostaddr"
@@ -189,7 +190,7 @@ func TestWatchKeepsItsSubscriptionThroughABurst(t *testing.T) {
 	errs := make(chan error, 2)
 	for w := range 2 {
 		go func() {
-			h, err := netlink.NewHandle()
+			h, err := netlink.NewHandle(unix.NETLINK_ROUTE)
 			if err != nil {
 				errs <- err
 				return

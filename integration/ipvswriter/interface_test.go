@@ -67,3 +67,60 @@ func TestInterfaceMustBeDummy(t *testing.T) {
 		})
 	}
 }
+
+// TestInterfaceMustBeOurs: a dummy interface another agent created
+// (NodeLocal DNSCache's nodelocaldns, with its address) is refused as
+// Config.Interface by every sync and by Cleanup, and keeps its address;
+// one the Writer creates carries the alias ipvs.LinkAlias in the kernel,
+// so that a fresh process's Cleanup knows it as ours and deletes it.
+func TestInterfaceMustBeOurs(t *testing.T) {
+	clean(t)
+	t.Run("another agent's dummy interface", func(t *testing.T) {
+		dl := &netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Name: "nodelocaldns"}}
+		if err := netlink.LinkAdd(dl); err != nil {
+			t.Fatalf("add nodelocaldns: %v", err)
+		}
+		t.Cleanup(func() { _ = netlink.LinkDel(dl) })
+		addr, _ := netlink.ParseAddr("169.254.20.10/32")
+		if err := netlink.AddrAdd(dl, addr); err != nil {
+			t.Fatal(err)
+		}
+		w := newWriter(t, ipvs.Config{Interface: "nodelocaldns"})
+		for what, err := range map[string]error{
+			"Apply":   w.Apply(cluster()),
+			"Resync":  w.Resync(plan(cluster()...)),
+			"Cleanup": w.Cleanup(),
+		} {
+			if !errors.Is(err, ipvs.ErrForeignLink) {
+				t.Errorf("%s: %v, want ErrForeignLink", what, err)
+			}
+		}
+		l, err := netlink.LinkByName("nodelocaldns")
+		if err != nil {
+			t.Fatalf("nodelocaldns after Cleanup: %v", err)
+		}
+		as, _ := netlink.AddrList(l, netlink.FAMILY_V4)
+		if len(as) != 1 || as[0].IPNet.String() != "169.254.20.10/32" {
+			t.Errorf("nodelocaldns's addresses %v, want 169.254.20.10/32", as)
+		}
+	})
+	t.Run("a dummy interface the Writer created under another name", func(t *testing.T) {
+		w := newWriter(t, ipvs.Config{Interface: "kipvs1"})
+		if err := w.Resync(plan(cluster()...)); err != nil {
+			t.Fatalf("Resync: %v", err)
+		}
+		l, err := netlink.LinkByName("kipvs1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := l.Attrs().Alias; got != ipvs.LinkAlias {
+			t.Errorf("kipvs1's alias %q, want %q", got, ipvs.LinkAlias)
+		}
+		if err := newWriter(t, ipvs.Config{Interface: "kipvs1"}).Cleanup(); err != nil {
+			t.Errorf("Cleanup in a fresh Writer: %v", err)
+		}
+		if _, err := netlink.LinkByName("kipvs1"); err == nil {
+			t.Error("kipvs1 left after Cleanup")
+		}
+	})
+}

@@ -111,3 +111,27 @@ func TestNoTrackServiceAnswersItsOwnPods(t *testing.T) {
 	l.resync()
 	l.expectOnly(t, l.pod("pod-a1"), "10.96.8.3:80", TCP, nConns, "pod-a1", "pod-a2", "pod-b1")
 }
+
+// TestNoTrackSharedWithATrackedServiceIsRefused: a NOTRACK Service whose
+// endpoints are also a tracked Service's (in another namespace) is served
+// tracked, with a NoTrackRefused warning: pods' connections through both
+// Services are answered, by a local and a remote endpoint. With NOTRACK
+// applied, the tracked Service's replies were untracked and none of its
+// connections was answered.
+func TestNoTrackSharedWithATrackedServiceIsRefused(t *testing.T) {
+	l := newLab(t)
+	notrack := service("dns", []string{"10.96.8.5"}, annotate(policy.AnnotationNoTrack, "true"))
+	tracked := service("web", []string{"10.96.8.6"}, func(s *policy.Service) { s.Key.Namespace = "team-b" })
+	l.upsertWarned(notrack, l.ep("pod-a1"), l.ep("pod-b1"))
+	l.upsertWarned(tracked, l.ep("pod-a1"), l.ep("pod-b1"))
+	ws := l.resyncWarned()
+	if len(ws) != 1 || ws[0].Reason != policy.ReasonNoTrackRefused || ws[0].Service != notrack.Key {
+		t.Errorf("warnings %v, want one NoTrackRefused on default/dns", ws)
+	}
+	for _, w := range ws {
+		t.Logf("warning: %s", w)
+	}
+	for _, addr := range []string{"10.96.8.6:80", "10.96.8.5:80"} {
+		expectAllAnswered(t, l.pod("pod-a3"), addr, 10)
+	}
+}

@@ -59,14 +59,81 @@ func dummyAddrs(t *testing.T) []netip.Addr {
 	return out
 }
 
-// TestExternalIPOnANodeAddressLeavesTheNodeAlone: a Service whose
-// external IPs name this node's address and another node's is not served
-// on them: neither is bound on kube-ipvs0, the node's own host port and
-// NodePorts on its address keep answering, the node still reaches the
-// other node, and a foreign virtual server on the node address survives
-// a resync.
-func TestExternalIPOnANodeAddressLeavesTheNodeAlone(t *testing.T) {
+// TestExternalIPOnANodeAddressIsServedUnbound: as kube-proxy's IPVS
+// mode, a Service whose external IPs name this node's address and another
+// node's is served on them, on its ports, without binding them on
+// kube-ipvs0: a client reaches the Service on the node's address, the
+// node's other ports (a host port) and NodePorts keep answering (the
+// address is in no VIP filter), the node still reaches the other node,
+// and a foreign virtual server on the node address survives a resync.
+func TestExternalIPOnANodeAddressIsServedUnbound(t *testing.T) {
 	l := newLab(t)
+	nodeB := l.node("node-b")
+	l.serve(l.root, "node-a-host", 8181, 8181)
+	l.serve(nodeB.host, "node-b-host", 8182, 8182)
+	ipv, err := ipvs.New("")
+	l.must(err)
+	defer ipv.Close()
+	foreign := &ipvs.Service{Address: net.IP(l.root.v4.AsSlice()), Protocol: unix.IPPROTO_TCP, Port: 22,
+		AddressFamily: unix.AF_INET, SchedName: "rr", Netmask: 0xffffffff}
+	l.must(ipv.NewService(foreign))
+	defer func() { _ = ipv.DelService(foreign) }()
+
+	web := service("web", []string{"10.96.12.1"}, nodePorts(30091, 30061))
+	l.setService(web, l.ep("pod-b1"))
+	ingress := service("ingress", []string{"10.96.12.2"}, func(s *policy.Service) {
+		s.Key.Namespace = "ingress"
+		s.ExternalIPs = []netip.Addr{l.root.v4, nodeB.v4, netip.MustParseAddr("203.0.113.12")}
+		s.Ports = []policy.ServicePort{{Name: "http", Protocol: policy.ProtocolTCP, Port: 8443}} // the pods serve "http"
+	})
+	l.upsertWarned(ingress, l.ep("pod-c1"))
+	ws := l.resyncWarned()
+	if len(ws) != 2 {
+		t.Errorf("warnings %v, want one per node address", ws)
+	}
+	for _, w := range ws {
+		t.Logf("warning: %s", w)
+	}
+
+	got := dummyAddrs(t)
+	if slices.Contains(got, l.root.v4) || slices.Contains(got, nodeB.v4) || !slices.Contains(got, netip.MustParseAddr("203.0.113.12")) {
+		t.Errorf("kube-ipvs0 holds %v: want 203.0.113.12 and no node address", got)
+	}
+	t.Run("the Service answers on the node's address", func(t *testing.T) {
+		l.expectOnly(t, l.client, hostPort(l.root.v4, 8443), TCP, 4, "pod-c1")
+	})
+	t.Run("the node's other ports answer on its address", func(t *testing.T) {
+		for _, from := range []*host{l.client, l.pod("pod-a1")} {
+			if name, _, err := l.TCP(from, hostPort(l.root.v4, 8181)); err != nil || name != "node-a-host" {
+				t.Errorf("from %s to %s:8181: %q, %v; want node-a-host", from, l.root.v4, name, err)
+			}
+		}
+		l.expectOnly(t, l.client, hostPort(l.root.v4, 30091), TCP, 4, "pod-b1")
+	})
+	t.Run("the node reaches the other node", func(t *testing.T) {
+		if name, _, err := l.TCP(l.root, hostPort(nodeB.v4, 8182)); err != nil || name != "node-b-host" {
+			t.Errorf("node-a to %s:8182: %q, %v; want node-b-host", nodeB.v4, name, err)
+		}
+	})
+	t.Run("the Service's other external IP is served", func(t *testing.T) {
+		l.expectOnly(t, l.pod("pod-a1"), "203.0.113.12:8443", TCP, 4, "pod-c1")
+	})
+	t.Run("a foreign virtual server on the node address survives a resync", func(t *testing.T) {
+		l.resyncWarned()
+		if _, err := ipv.GetService(foreign); err != nil {
+			t.Errorf("foreign virtual server %s:22 after resync: %v", l.root.v4, err)
+		}
+	})
+}
+
+// TestExternalIPOnANodeAddressLeavesTheNodeAlone: with
+// --refuse-node-address-external-ips, a Service whose external IPs name
+// this node's address and another node's is not served on them: neither
+// is bound on kube-ipvs0, the node's own host port and NodePorts on its
+// address keep answering, the node still reaches the other node, and a
+// foreign virtual server on the node address survives a resync.
+func TestExternalIPOnANodeAddressLeavesTheNodeAlone(t *testing.T) {
+	l := newLab(t, func(c *policy.Config) { c.RefuseNodeAddresses = true })
 	nodeB := l.node("node-b")
 	l.serve(l.root, "node-a-host", 8181, 8181)
 	l.serve(nodeB.host, "node-b-host", 8182, 8182)
@@ -125,9 +192,10 @@ func TestExternalIPOnANodeAddressLeavesTheNodeAlone(t *testing.T) {
 }
 
 // TestContestedVirtualServerStaysWithTheClusterIP: a tenant's external IP
-// naming another Service's ClusterIP (same port) takes nothing, on a full
-// resync and on an incremental Apply: the ClusterIP's endpoints answer,
-// nothing refuses, and no sync fails.
+// naming another Service's ClusterIP takes nothing of it, neither the
+// ports that Service uses nor the others, on a full resync and on an
+// incremental Apply: the ClusterIP's endpoints answer, its unused port is
+// refused (the VIP filter), and no sync fails.
 func TestContestedVirtualServerStaysWithTheClusterIP(t *testing.T) {
 	l := newLab(t)
 	dns := service("dns", []string{"10.96.13.10"})
@@ -135,6 +203,7 @@ func TestContestedVirtualServerStaysWithTheClusterIP(t *testing.T) {
 	grab := service("grab", []string{"10.96.13.99"}, func(s *policy.Service) {
 		s.Key.Namespace = "aaa" // sorts before default
 		s.ExternalIPs = []netip.Addr{netip.MustParseAddr("10.96.13.10")}
+		s.Ports = []policy.ServicePort{{Name: "http", Protocol: policy.ProtocolTCP, Port: 8080}, portDNS} // 8080: unused by dns
 	})
 	from := l.pod("pod-a1")
 
@@ -152,16 +221,17 @@ func TestContestedVirtualServerStaysWithTheClusterIP(t *testing.T) {
 		}
 		l.expectOnly(t, from, "10.96.13.10:80", TCP, 6, "pod-b1")
 		l.expectOnly(t, from, "10.96.13.10:53", UDP, 6, "pod-b1")
-		l.expectFastFailure(t, from, TCP, "10.96.13.99:80")
+		l.expectFastFailure(t, from, TCP, "10.96.13.99:8080")
 	})
 	t.Run("full resync", func(t *testing.T) {
 		l.setEndpoints(grab.Key, l.ep("pod-c1"))
 		ws := l.resyncWarned()
-		if len(ws) != 2 {
-			t.Errorf("warnings %v, want the two lost ports of aaa/grab", ws)
+		if len(ws) != 1 || ws[0].Reason != policy.ReasonClusterIPAddress {
+			t.Errorf("warnings %v, want one ExternalIPIsClusterIP on aaa/grab", ws)
 		}
 		l.expectOnly(t, from, "10.96.13.10:80", TCP, 6, "pod-b1")
-		l.expectOnly(t, from, "10.96.13.99:80", TCP, 6, "pod-c1")
+		l.expectOnly(t, from, "10.96.13.99:8080", TCP, 6, "pod-c1")
+		l.expectFastFailure(t, from, TCP, "10.96.13.10:8080") // dns's unused port: not grab's
 	})
 }
 

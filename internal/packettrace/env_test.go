@@ -106,6 +106,7 @@ type vsSpec struct {
 	ranged     bool               // loadBalancerSourceRanges: sourceRanges
 	rangedNode bool               // loadBalancerSourceRanges: sourceRanges and the node's address
 	noTrack    bool
+	onNode     bool // an external address that is a node's: OnNodeAddress
 }
 
 // specs is the test plan: one or more services for every rule of
@@ -128,6 +129,8 @@ var specs = []vsSpec{
 	{service: "default/ranged", kind: policy.KindLoadBalancer, at: "ranged-lb:443", masq: policy.MasqueradeAlways, dests: []string{"pod-c:8443"}, ranged: true},
 	{service: "default/node-ranged", kind: policy.KindClusterIP, at: "node-ranged:443", masq: policy.MasqueradeOffCluster, dests: []string{"pod-c:8443"}},
 	{service: "default/node-ranged", kind: policy.KindLoadBalancer, at: "node-ranged-lb:443", masq: policy.MasqueradeAlways, dests: []string{"pod-c:8443"}, rangedNode: true},
+	// An external IP that is the node's address: served unbound, as kube-proxy.
+	{service: "ingress/nginx", kind: policy.KindExternalIP, at: "node:8443", masq: policy.MasqueradeAlways, dests: []string{"pod-c:8443"}, onNode: true},
 	// NOTRACK, with a host-network destination (the node's address).
 	{service: "kube-system/dns", kind: policy.KindClusterIP, at: "dns:53", proto: policy.ProtocolUDP, masq: policy.MasqueradeOffCluster, noTrack: true,
 		dests: []string{"node:5353", "pod-a:5353", "pod-c:5353"}},
@@ -144,7 +147,7 @@ func testPlan(t testing.TB) policy.Plan {
 			ns, name, _ := strings.Cut(s.service, "/")
 			vs := policy.VirtualServer{Service: policy.ServiceKey{Namespace: ns, Name: name}, Kind: s.kind, Address: at.Addr(), Port: at.Port(),
 				Protocol: s.proto, Scheduler: "rr", TrafficPolicy: policy.PolicyCluster, NoTrack: s.noTrack,
-				Masquerade: s.masq, Destinations: []policy.Destination{}}
+				Masquerade: s.masq, OnNodeAddress: s.onNode, Destinations: []policy.Destination{}}
 			if vs.Protocol == "" {
 				vs.Protocol = policy.ProtocolTCP
 			}

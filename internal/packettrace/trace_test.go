@@ -59,6 +59,10 @@ var cases = []traceCase{
 		want: "send masq=mark dnat=ipvs>pod-c:8080", proves: []string{"nat-output#1", "nat-postrouting#1"}},
 	{name: "service-ips: a port of a node address that is no service is delivered, not filtered", src: "client", dst: "node:22",
 		want: "deliver", proves: []string{"!filter-input#3"}},
+	{name: "nodeport-services: an external IP that is the node's address is served there, masqueraded", src: "client", dst: "node:8443", backend: "pod-c",
+		want: "send masq=mark dnat=ipvs>pod-c:8443", proves: []string{"nat-prerouting#1", "nat-postrouting#1"}},
+	{name: "service-ips: an external IP that is the node's address leaves the node's other ports alone", src: "client", dst: "node:8444",
+		want: "deliver", proves: []string{"!filter-input#3"}},
 	{name: "masquerade-always: an external client of an ExternalIP is masqueraded", src: "client", dst: "web-ext:80", backend: "pod-c",
 		want: "send masq=mark dnat=ipvs>pod-c:8080", proves: []string{"nat-prerouting#1", "nat-postrouting#1"}},
 

@@ -367,7 +367,7 @@ var schedulerFlags = map[string]uint32{
 // wanted is one planned virtual server in kernel form.
 type wanted struct {
 	svc   policy.ServiceKey
-	kind  policy.Kind
+	bound bool // its address belongs on the dummy interface (policy.VirtualServer.Bound)
 	vs    VirtualServer
 	dests destList // NAT, with the plan's weights
 }
@@ -394,7 +394,7 @@ func translate(svc policy.ServiceKey, vs *policy.VirtualServer) (*wanted, error)
 		// plan without one is a bug, not something to decide here.
 		return nil, fmt.Errorf("virtual server %s: the plan names no scheduler", k)
 	}
-	w := &wanted{svc: svc, kind: vs.Kind, vs: VirtualServer{Key: k, Scheduler: vs.Scheduler}}
+	w := &wanted{svc: svc, bound: vs.Bound(), vs: VirtualServer{Key: k, Scheduler: vs.Scheduler}}
 	for _, f := range vs.SchedulerFlags {
 		bit, ok := schedulerFlags[f]
 		if !ok {
@@ -419,8 +419,9 @@ func translate(svc policy.ServiceKey, vs *policy.VirtualServer) (*wanted, error)
 }
 
 // binds reports whether the virtual server's address belongs on the dummy
-// interface: every kind but NodePort, which sits on node addresses.
-func (w *wanted) binds() bool { return w.kind != policy.KindNodePort }
+// interface: every kind but NodePort and an external address that is a
+// node's, which sit on node addresses (policy decides).
+func (w *wanted) binds() bool { return w.bound }
 
 // hostPrefix is the /32 or /128 of an address.
 func hostPrefix(a netip.Addr) netip.Prefix { return netip.PrefixFrom(a, a.BitLen()) }

@@ -8,6 +8,8 @@ import (
 
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/nlfamily"
 )
 
 // destReader lists virtual servers' destinations on its own generic
@@ -117,7 +119,7 @@ const genlReadTimeout = 30 * time.Second
 func openGenlSocket() (*genlSocket, error) {
 	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_GENERIC)
 	if err != nil {
-		return nil, fmt.Errorf("open a generic netlink socket: %w", err)
+		return nil, nlfamily.Error("ipvs destinations", unix.NETLINK_GENERIC, err)
 	}
 	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
 		unix.Close(fd)

@@ -20,6 +20,12 @@ const (
 // addresses of another link (lo, eth0, ...), nor the link itself.
 var ErrNotDummy = errors.New("not a dummy interface")
 
+// ErrForeignLink is returned when Config.Interface names a dummy interface
+// that this proxy did not create (no LinkAlias) and that is not named
+// DefaultInterface: another agent's (NodeLocal DNSCache's nodelocaldns,
+// say), whose addresses the Writer must not strip nor Cleanup delete.
+var ErrForeignLink = errors.New("a dummy interface this proxy did not create")
+
 // ErrLinkChanged is returned by Apply when the dummy interface was deleted
 // or replaced behind our back: its addresses are gone, and NeedsResync is
 // true until a Resync has restored them.
@@ -71,7 +77,7 @@ var planeErrnos = []syscall.Errno{
 
 // planeWide reports whether err leaves the whole data plane unknown.
 func planeWide(err error) bool {
-	if errors.Is(err, ErrLinkChanged) || errors.Is(err, ErrNotDummy) {
+	if errors.Is(err, ErrLinkChanged) || errors.Is(err, ErrNotDummy) || errors.Is(err, ErrForeignLink) {
 		return true
 	}
 	for _, e := range planeErrnos {
@@ -90,4 +96,18 @@ func serviceError(svc policy.ServiceKey, reason string, err error) error {
 // notDummy is the error for a link of another kind.
 func notDummy(name, kind string) error {
 	return fmt.Errorf("link %s is a %q link: %w; choose another --ipvs-interface", name, kind, ErrNotDummy)
+}
+
+// checkLink refuses a link that is not ours to manage: not a dummy
+// interface, or a dummy interface without LinkAlias under a name other
+// than DefaultInterface.
+func checkLink(name string, info LinkInfo) error {
+	switch {
+	case info.Kind != dummyKind:
+		return notDummy(name, info.Kind)
+	case info.Alias != LinkAlias && name != DefaultInterface:
+		return fmt.Errorf("link %s (alias %q): %w; its addresses are left alone and it is never deleted: choose another --ipvs-interface, or %s",
+			name, info.Alias, ErrForeignLink, DefaultInterface)
+	}
+	return nil
 }

@@ -26,6 +26,7 @@ type FakeLinks struct {
 type fakeLink struct {
 	index int
 	kind  string
+	alias string
 	addrs map[netip.Prefix]bool
 }
 
@@ -73,7 +74,7 @@ func (f *FakeLinks) Link(name string) (LinkInfo, error) {
 	if l == nil {
 		return LinkInfo{}, syscall.ENODEV
 	}
-	return LinkInfo{Index: l.index, Kind: l.kind}, nil
+	return LinkInfo{Index: l.index, Kind: l.kind, Alias: l.alias}, nil
 }
 
 // AddDummy implements Links.
@@ -81,7 +82,13 @@ func (f *FakeLinks) AddDummy(name string) error {
 	if err := f.fault("add-link", name); err != nil {
 		return err
 	}
-	return f.AddLink(name, "dummy")
+	if err := f.AddLink(name, "dummy"); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.links[name].alias = LinkAlias
+	return nil
 }
 
 // DeleteLink implements Links.

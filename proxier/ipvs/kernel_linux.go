@@ -9,6 +9,7 @@ import (
 	mobyipvs "github.com/moby/ipvs"
 	"golang.org/x/sys/unix"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/nlfamily"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 )
 
@@ -160,7 +161,14 @@ func (m *mobyKernel) Close() {
 func mobyipvsNew() (*mobyKernel, error) {
 	h, err := mobyipvs.New("")
 	if err != nil {
-		return nil, fmt.Errorf("open ipvs netlink socket: %w", err)
+		return nil, nlfamily.Error("ipvs", unix.NETLINK_GENERIC, err)
+	}
+	// moby/ipvs resolves the IPVS generic netlink family once and only
+	// logs a failure; ask the kernel once, so that a node without ip_vs
+	// fails here with the module named.
+	if _, err := h.GetConfig(); err != nil {
+		h.Close()
+		return nil, fmt.Errorf("ipvs: the IPVS generic netlink family does not answer (load module ip_vs): %w", err)
 	}
 	dests, err := newDestReader()
 	if err != nil {

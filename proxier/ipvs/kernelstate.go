@@ -48,11 +48,11 @@ func (w *Writer) addLink() error {
 		return fmt.Errorf("add link %s: %w", name, err)
 	}
 	info, err := w.links.Link(name)
-	switch {
-	case err != nil:
+	if err != nil {
 		return fmt.Errorf("read link %s: %w", name, err)
-	case info.Kind != dummyKind:
-		return notDummy(name, info.Kind)
+	}
+	if err := checkLink(name, info); err != nil {
+		return err
 	}
 	w.linkExists, w.linkIndex = true, info.Index
 	return nil
@@ -126,7 +126,7 @@ func (w *Writer) readKernel() error {
 
 // readAddresses reads the dummy interface and its addresses. The link
 // comes first: never read (and so never strip) the addresses of a link
-// that is not a dummy interface.
+// that is not ours (checkLink).
 func (w *Writer) readAddresses() (exists bool, index int, prefixes []netip.Prefix, err error) {
 	info, err := w.links.Link(w.cfg.Interface)
 	switch {
@@ -134,8 +134,9 @@ func (w *Writer) readAddresses() (exists bool, index int, prefixes []netip.Prefi
 		return false, 0, nil, nil
 	case err != nil:
 		return false, 0, nil, fmt.Errorf("read link %s: %w", w.cfg.Interface, err)
-	case info.Kind != dummyKind:
-		return false, 0, nil, notDummy(w.cfg.Interface, info.Kind)
+	}
+	if err := checkLink(w.cfg.Interface, info); err != nil {
+		return false, 0, nil, err
 	}
 	prefixes, err = w.links.Addrs(w.cfg.Interface)
 	switch {

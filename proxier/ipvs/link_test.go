@@ -33,6 +33,49 @@ func TestInterfaceMustBeDummy(t *testing.T) {
 	}
 }
 
+// TestInterfaceMustBeOurs: Config.Interface may name only a dummy
+// interface this proxy created (LinkAlias) or one named kube-ipvs0
+// (kube-proxy's, left without the alias): another agent's dummy interface
+// (NodeLocal DNSCache's nodelocaldns) is refused by every sync and by
+// Cleanup, its address kept and the link never deleted; ours and
+// kube-proxy's are managed, and Cleanup in a fresh process deletes them.
+func TestInterfaceMustBeOurs(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		link     string
+		existing bool // the link exists, without the alias, before the Writer
+		want     error
+	}{
+		{name: "another agent's dummy interface is refused", link: "nodelocaldns", existing: true, want: ErrForeignLink},
+		{name: "a dummy interface we create under another name is ours", link: "kipvs1"},
+		{name: "kube-proxy's kube-ipvs0 without the alias is ours", link: DefaultInterface, existing: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, Config{Interface: tc.link})
+			if tc.existing {
+				must(t, e.l.AddLink(tc.link, "dummy"))
+				must(t, e.l.AddAddr(tc.link, netip.MustParsePrefix("169.254.20.10/32")))
+			}
+			before := e.l.Dump()
+			errs := map[string]error{"Apply": e.apply(web("10.244.1.5:8080")), "Resync": e.resync(plan(web("10.244.1.5:8080")))}
+			e.restart()
+			errs["Cleanup"] = e.w.Cleanup()
+			for what, err := range errs {
+				if !errors.Is(err, tc.want) {
+					t.Errorf("%s: error %v, want %v", what, err, tc.want)
+				}
+			}
+			got := e.l.Dump()
+			switch {
+			case tc.want != nil && got != before:
+				t.Errorf("links changed:\n%s\nwant:\n%s", got, before)
+			case tc.want == nil && strings.Contains(got, "link "+tc.link+" "):
+				t.Errorf("Cleanup left %s:\n%s", tc.link, got)
+			}
+		})
+	}
+}
+
 // TestDeletedLinkIsNoticed: when kube-ipvs0 is deleted, or deleted and
 // re-created (a new index, no addresses), by someone else, the next Apply
 // and Check notice it at once, change nothing and ask for a Resync, which

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/netlinkdump"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/nlfamily"
 )
 
 // netlinkLinks is Links over rtnetlink (github.com/vishvananda/netlink),
@@ -33,10 +34,13 @@ type netlinkLinks struct {
 
 var _ Links = (*netlinkLinks)(nil)
 
+// newNetlinkLinks opens the handle on NETLINK_ROUTE only: without
+// arguments netlink.NewHandle opens XFRM and netfilter sockets too, and a
+// node that cannot load xfrm_user would stop the proxy at start.
 func newNetlinkLinks() (*netlinkLinks, error) {
-	h, err := netlink.NewHandle()
+	h, err := netlink.NewHandle(unix.NETLINK_ROUTE)
 	if err != nil {
-		return nil, fmt.Errorf("rtnetlink handle: %w", err)
+		return nil, nlfamily.Error("dummy interface handle", unix.NETLINK_ROUTE, err)
 	}
 	return &netlinkLinks{h: h}, nil
 }
@@ -87,11 +91,22 @@ func (l *netlinkLinks) Link(name string) (LinkInfo, error) {
 	if err != nil {
 		return LinkInfo{}, err
 	}
-	return LinkInfo{Index: lk.Attrs().Index, Kind: lk.Type()}, nil
+	return LinkInfo{Index: lk.Attrs().Index, Kind: lk.Type(), Alias: lk.Attrs().Alias}, nil
 }
 
+// AddDummy creates the link, then sets its alias: the kernel ignores
+// IFLA_IFALIAS in a request that creates a link. A link whose alias
+// cannot be set is deleted again, so that none is left that a later
+// start would refuse as foreign.
 func (l *netlinkLinks) AddDummy(name string) error {
-	return l.h.LinkAdd(&netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Name: name}})
+	lk := &netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Name: name}}
+	if err := l.h.LinkAdd(lk); err != nil {
+		return err
+	}
+	if err := l.h.LinkSetAlias(lk, LinkAlias); err != nil {
+		return errors.Join(fmt.Errorf("set alias of link %s: %w", name, err), l.h.LinkDel(lk))
+	}
+	return nil
 }
 
 func (l *netlinkLinks) DeleteLink(name string) error {

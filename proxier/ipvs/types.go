@@ -93,7 +93,8 @@ type Links interface {
 	// says "device" for a link without one, such as lo); ENODEV if it
 	// does not exist.
 	Link(name string) (LinkInfo, error)
-	// AddDummy creates a dummy interface (left down, as kube-proxy does).
+	// AddDummy creates a dummy interface (left down, as kube-proxy does)
+	// with the alias LinkAlias, which marks it as this proxy's.
 	AddDummy(name string) error
 	DeleteLink(name string) error
 	// Addrs lists the link's addresses, without IPv6 link-local ones.
@@ -106,7 +107,14 @@ type Links interface {
 type LinkInfo struct {
 	Index int
 	Kind  string
+	Alias string // IFLA_IFALIAS; LinkAlias on a link AddDummy created
 }
+
+// LinkAlias marks a dummy interface as created by this proxy: the Writer
+// manages the addresses of, and Cleanup deletes, only a dummy interface
+// with this alias or named DefaultInterface (kube-proxy's name, which a
+// kube-proxy being replaced leaves behind without it).
+const LinkAlias = "kube-ipvs-proxy"
 
 // Conntrack deletes conntrack entries.
 type Conntrack interface {

@@ -263,3 +263,20 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// TestExternalIPOnANodeAddressIsNotBound: an external IP that is a node's
+// address (policy's OnNodeAddress) gets its virtual server, but its
+// address is not put on the dummy interface, as kube-proxy's IPVS mode.
+func TestExternalIPOnANodeAddressIsNotBound(t *testing.T) {
+	onNode := vs("ExternalIP 192.168.1.10:80/TCP", "10.244.1.5:80")
+	onNode.OnNodeAddress = true
+	e := newEnv(t, Config{})
+	e.mustApply(svc("ingress", onNode, vs("ExternalIP 203.0.113.9:80/TCP", "10.244.1.5:80")))
+	if _, err := e.k.VirtualServer(key("192.168.1.10:80/TCP")); err != nil {
+		t.Errorf("virtual server 192.168.1.10:80/TCP: %v", err)
+	}
+	links := e.l.Dump()
+	if !strings.Contains(links, "203.0.113.9/32") || strings.Contains(links, "192.168.1.10/32") {
+		t.Errorf("kube-ipvs0 should hold 203.0.113.9/32 and not the node address 192.168.1.10:\n%s", links)
+	}
+}

@@ -118,6 +118,10 @@ func TestUsedFlags(t *testing.T) {
 		{[]string{"--nodeport-addresses", "10.0.0.0/8,fd00::/8"}, func(_ *Options, rc RunConfig) any { return rc.Policy.NodePortAddresses }, []string{"10.0.0.0/8", "fd00::/8"}},
 		{[]string{"--nodeport-addresses", "primary"}, func(_ *Options, rc RunConfig) any { return rc.Policy.NodePortAddresses }, []string{"primary"}},
 		{[]string{"--ipvs-scheduler", "wlc"}, func(_ *Options, rc RunConfig) any { return rc.Policy.Scheduler }, "wlc"},
+		{[]string{"--refuse-node-address-external-ips"}, func(_ *Options, rc RunConfig) any { return rc.Policy.RefuseNodeAddresses }, true},
+		{nil, func(_ *Options, rc RunConfig) any { return rc.Policy.RefuseNodeAddresses }, false},
+		{[]string{"--max-virtual-servers-per-service", "50"}, func(_ *Options, rc RunConfig) any { return rc.Policy.MaxVirtualServers }, 50},
+		{nil, func(_ *Options, rc RunConfig) any { return rc.Policy.MaxVirtualServers }, 1000},
 		{[]string{"--ipvs-sync-period", "2h22m"}, func(_ *Options, rc RunConfig) any { return rc.SyncPeriod }, 2*time.Hour + 22*time.Minute},
 		{[]string{"--ipvs-min-sync-period", "0"}, func(_ *Options, rc RunConfig) any { return rc.MinSyncPeriod }, time.Duration(0)},
 		{[]string{"--ipvs-strict-arp"}, func(_ *Options, rc RunConfig) any { return rc.DataPlane.StrictARP }, true},
@@ -311,7 +315,7 @@ func TestValidateCollectsErrors(t *testing.T) {
 		"--ipvs-exclude-cidrs", "10.0.0.0/33", "--cluster-cidr", "10.0.0.0/8,10.1.0.0/16", "--nodeport-addresses", "primary,10.0.0.0/8",
 		"--bind-address", "host", "--healthz-bind-address", "1.2.3.4:99999", "--metrics-bind-address", "[::1]",
 		"--iptables-masquerade-bit", "32", "--kube-api-burst", "-1", "--config-sync-period", "0", "--ipvs-tcp-timeout", "-1s",
-		"--output", "yaml", "--ipvs-interface", "", "--hostname-override", " ")
+		"--output", "yaml", "--ipvs-interface", "", "--hostname-override", " ", "--max-virtual-servers-per-service", "-1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -336,6 +340,7 @@ func TestValidateCollectsErrors(t *testing.T) {
 		"--output must be json or text",
 		"--ipvs-interface must not be empty",
 		"--hostname-override: must not be blank",
+		"--max-virtual-servers-per-service must not be negative",
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q", want)

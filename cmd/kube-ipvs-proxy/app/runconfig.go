@@ -132,6 +132,9 @@ func (o *Options) engineConfig() policy.Config {
 		ClusterCIDRs:      splitList(o.Config.ClusterCIDR),
 		MasqueradeAll:     o.Config.IPTables.MasqueradeAll,
 		NoTrackServices:   o.noTrackKeys(),
+
+		RefuseNodeAddresses: o.RefuseNodeAddressExternalIPs,
+		MaxVirtualServers:   o.MaxVirtualServersPerService,
 	}
 }
 

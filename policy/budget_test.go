@@ -1,0 +1,83 @@
+package policy
+
+import (
+	"fmt"
+	"net/netip"
+	"testing"
+)
+
+// manyPorts gives a service n TCP ports, 1000 and up.
+func manyPorts(n int) svcOpt {
+	return func(s *Service) {
+		s.Ports = nil
+		for i := range n {
+			s.Ports = append(s.Ports, ServicePort{Name: fmt.Sprintf("p%d", i), Protocol: ProtocolTCP, Port: uint16(1000 + i)})
+		}
+	}
+}
+
+// manyExternalIPs gives a service n external IPs in 198.18.0.0/15.
+func manyExternalIPs(n int) svcOpt {
+	return func(s *Service) {
+		s.ExternalIPs = nil
+		for i := range n {
+			s.ExternalIPs = append(s.ExternalIPs, netip.AddrFrom4([4]byte{198, 18, byte(i >> 8), byte(i)}))
+		}
+	}
+}
+
+// TestPerServiceBudget: a Service whose ports × addresses on this node
+// exceed Config.MaxVirtualServers is not served (no virtual server, no
+// claim) and gets one warning with the count and the limit; one at the
+// limit is served; 0 means no limit.
+func TestPerServiceBudget(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		limit   int
+		svc     *Service
+		wantVSs int
+		warn    string
+	}{
+		{name: "50 ports × 1,000 external IPs: refused", limit: 1000, svc: svc("big", manyPorts(50), manyExternalIPs(1000)),
+			warn: "Service default/big: spec: 50 ports on 1 ClusterIPs, 1000 external and 0 load-balancer IPs make 50050 virtual servers on this node, " +
+				"over the limit of 1000 per Service (--max-virtual-servers-per-service); not served"},
+		{name: "NodePorts count the node's addresses", limit: 9, svc: svc("np", manyPorts(5), func(s *Service) {
+			for i := range s.Ports {
+				s.Ports[i].NodePort = uint16(30000 + i)
+			}
+		}), warn: "Service default/np: spec: 5 ports on 1 ClusterIPs, 0 external and 0 load-balancer IPs make 10 virtual servers on this node, " +
+			"over the limit of 9 per Service (--max-virtual-servers-per-service); not served"},
+		{name: "at the limit: served", limit: 1000, svc: svc("ok", manyPorts(10), manyExternalIPs(99)), wantVSs: 1000},
+		{name: "no limit", limit: 0, svc: svc("any", manyPorts(20), manyExternalIPs(100)), wantVSs: 2020},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, _ := newEngine(t, world{cfg: Config{MaxVirtualServers: tc.limit}, svcs: []*Service{tc.svc}})
+			plan, ws := e.Compute()
+			if len(plan.VirtualServers) != tc.wantVSs {
+				t.Errorf("%d virtual servers, want %d", len(plan.VirtualServers), tc.wantVSs)
+			}
+			if got := warningsText(ws); got != tc.warn {
+				t.Errorf("warnings:\n got %s\nwant %s", got, tc.warn)
+			}
+			if tc.wantVSs == 0 && len(e.claims.bySvc[tc.svc.Key]) != 0 {
+				t.Errorf("a refused service claims %d virtual servers", len(e.claims.bySvc[tc.svc.Key]))
+			}
+		})
+	}
+}
+
+// TestOverBudgetCostsNoExpansion: refusing 1,000 ports × 10,000 external
+// IPs (10 M virtual servers) allocates about what the Service object
+// itself holds, not per virtual server.
+func TestOverBudgetCostsNoExpansion(t *testing.T) {
+	big := svc("huge", manyPorts(1000), manyExternalIPs(10000))
+	allocs := testing.AllocsPerRun(3, func() {
+		e, _ := newEngine(t, world{cfg: Config{MaxVirtualServers: 1000}})
+		e.UpsertService(big)
+		e.ComputeService(big.Key)
+	})
+	if allocs > 50000 { // the external-address index: about one allocation per address
+		t.Errorf("upserting and computing a refused 10 M virtual server Service made %.0f allocations", allocs)
+	}
+	t.Logf("%.0f allocations", allocs)
+}
