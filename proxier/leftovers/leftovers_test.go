@@ -119,15 +119,15 @@ const v4, v6 = nftables.TableFamilyIPv4, nftables.TableFamilyIPv6
 
 func TestRemoveTakesKubeProxysChainsAndIPSetsOnly(t *testing.T) {
 	for _, tc := range []struct {
-		name                   string
-		build                  func(f *fakeTables)
-		sets                   map[string]bool
-		loaded                 bool
-		legacy                 []string
-		wantLeft               string
-		wantSets               map[string]bool
+		name                  string
+		build                 func(f *fakeTables)
+		sets                  map[string]bool
+		loaded                bool
+		legacy                []string
+		wantLeft              string
+		wantSets              map[string]bool
 		wantStuck, wantLegacy []string
-		wantErr                string
+		wantErr               string
 	}{
 		{
 			name: "kube-proxy's chains and every jump to them go; the kubelet's and a CNI's stay",
