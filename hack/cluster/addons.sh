@@ -27,11 +27,17 @@ sed -e "s/__DNS_IP__/${dns_ip%%,*}/" -e "s/__DNS_IPS__/${dns_ip//,/, }/" \
 # ClusterRoleBinding to system:node-proxier, ConfigMap kube-proxy
 # (config.conf with mode: ipvs, kubeconfig.conf) and the DaemonSet.
 kubeadm_kube_proxy() {
-	local cfg=$RUN/kubeadm.yaml endpoint
-	case $FAMILY in ipv6) endpoint="[$GW6]:$API_PORT" ;; *) endpoint="$GW4:$API_PORT" ;; esac
+	local cfg=$RUN/kubeadm.yaml endpoint advertise
+	case $FAMILY in
+	ipv6) endpoint="[$GW6]:$API_PORT" advertise=$GW6 ;;
+	*) endpoint="$GW4:$API_PORT" advertise=$GW4 ;;
+	esac
 	cat >"$cfg" <<CFG
 apiVersion: kubeadm.k8s.io/v1beta4
 kind: InitConfiguration
+localAPIEndpoint:
+  advertiseAddress: "$advertise"
+  bindPort: $API_PORT
 nodeRegistration:
   criSocket: unix:///run/containerd/containerd.sock
 ---
