@@ -12,6 +12,8 @@ shopt -s inherit_errexit
 # shellcheck source=hack/cluster/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 [[ -e $RUN/cluster.env ]] || die "no cluster (make cluster)"
+# shellcheck source=/dev/null
+. "$RUN/cluster.env"
 [[ $# -gt 0 ]] || die "usage: load-image.sh ARCHIVE.tar..."
 
 dir=$(mktemp -d "$CACHE/.serve.XXXXXX")
