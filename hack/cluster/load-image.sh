@@ -25,7 +25,7 @@ for a in "$@"; do
 	names+=("$(basename "$a")")
 done
 port=18099
-in_ns /usr/bin/python3 -m http.server --bind "$GW4" --directory "$dir" "$port" >"$RUN/logs/load-image-http.log" 2>&1 &
+ip netns exec "$NETNS" /usr/bin/python3 -m http.server --bind "$GW4" --directory "$dir" "$port" >"$RUN/logs/load-image-http.log" 2>&1 &
 server=$!
 script="set -e; mkdir -p /host/var/tmp/kip-images"
 for n in "${names[@]}"; do
