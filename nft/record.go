@@ -67,7 +67,9 @@ func decodeVSKey(b []byte, fam *family) (policy.VirtualServerKey, error) {
 // TableExists reads whether our table is in the kernel; it sends
 // nothing.
 func (w *Writer) TableExists() (bool, error) {
-	_, err := w.conn.GetSets(w.table)
+	// One set by name, not GetSets: google/nftables formats GetSets'
+	// errors with %v, so a missing table's ENOENT could not be told.
+	_, err := w.conn.GetSetByName(w.table, probeSet)
 	switch {
 	case err == nil:
 		return true, nil
