@@ -66,7 +66,7 @@ start_load() {
 	done
 	for ((i = 1; i <= NODES; i++)); do
 		ip=$(node_ip4 "$i")
-		in_ns "$LOAD" client -rate 6 -http "http://$ip:30080/,http://$ip:30081/" -long "$ip:30090" -long-count 2 \
+		ip netns exec "$NETNS" "$LOAD" client -rate 6 -http "http://$ip:30080/,http://$ip:30081/" -long "$ip:30090" -long-count 2 \
 			>"$OUT/$phase-host-$i.log" 2>"$OUT/$phase-host-$i.err" &
 		echo $! >>"$OUT/$phase.hosts"
 	done
@@ -84,7 +84,9 @@ stop_load() {
 	while read -r pid; do wait "$pid" 2>/dev/null || true; done <"$OUT/$phase.followers"
 	for f in "$OUT/$phase"-*.log; do
 		grep '^load: requests=' "$f" | tail -n 1 || die "$f: no final counts (see ${f%.log}.err)"
-	done | awk '{ for (i = 2; i <= NF; i++) { split($i, kv, "="); sum[kv[1]] += kv[2]; if (!(kv[1] in seen)) { seen[kv[1]] = 1; order[++n] = kv[1] } } }
+	done | awk '{ for (i = 2; i <= NF; i++) { split($i, kv, "=")
+			if (kv[1] == "slowest-ms") { if (kv[2] > sum[kv[1]]) sum[kv[1]] = kv[2] } else sum[kv[1]] += kv[2]
+			if (!(kv[1] in seen)) { seen[kv[1]] = 1; order[++n] = kv[1] } } }
 		END { for (i = 1; i <= n; i++) printf "%s%s=%d", (i > 1 ? " " : ""), order[i], sum[order[i]]; print "" }'
 }
 
@@ -156,7 +158,8 @@ spec:
           echo "ipsets: \$(ipset list -n 2>/dev/null | grep '^KUBE-' | tr '\n' ' ')"
           if exec 3<>/dev/tcp/127.0.0.1/10249; then
             printf 'GET /metrics HTTP/1.0\r\n\r\n' >&3
-            grep '^kube_ipvs_proxy_netlink_ops_total' <&3 | tr '\n' ' ' | sed 's/^/ipvs-ops: /'; echo
+            m=\$(cat <&3)
+            echo "proxy: \$(grep -c '^kube_ipvs_proxy_' <<<"\$m") kube_ipvs_proxy series; ipvs-ops: \$(grep '^kube_ipvs_proxy_netlink_ops_total' <<<"\$m" | tr '\n' ' ')"
           fi
           sleep infinity
         securityContext: {privileged: true}
@@ -176,7 +179,7 @@ report=$OUT/report.txt
 	echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 	echo "commit: $(git -C "$REPO" rev-parse --short HEAD)$(git -C "$REPO" diff --quiet HEAD || echo -dirty)"
 	echo "command: make migration (conformance/migrate.sh)"
-	echo "cluster: $NODES nodes, $FAMILY, kube-proxy $KP_IMAGE (kubeadm addon, mode: ipvs) → $OURS ($("$REPO/hack/version.sh" version))"
+	echo "cluster: $NODES nodes, $FAMILY, kube-proxy $KP_IMAGE (kubeadm addon, mode: ipvs) → $OURS ($(cut -d' ' -f2 "$CACHE/images/kube-ipvs-proxy.ref"))"
 } >"$report"
 
 kc create namespace migration --dry-run=client -o yaml | kc apply -f - >&2

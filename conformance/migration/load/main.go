@@ -14,7 +14,7 @@
 // one counts as reset), and asks -sticky which backend answers, counting
 // changes. On SIGTERM or SIGINT it prints its counts on one line,
 //
-//	load: requests=N failed=N long-lived=N reset=N dns=N dns-failed=N sticky=N sticky-moves=N
+//	load: requests=N failed=N long-lived=N reset=N dns=N dns-failed=N sticky=N sticky-moves=N slowest-ms=N
 //
 // and the first failures with their times on stderr as they happen.
 package main
@@ -88,6 +88,18 @@ func serve(ctx context.Context) {
 type counts struct {
 	requests, failed, long, reset, dns, dnsFailed, sticky, stickyMoves atomic.Int64
 	logged                                                             atomic.Int64
+	slowestMS                                                          atomic.Int64
+}
+
+// took records how long an answered request took.
+func (c *counts) took(d time.Duration) {
+	ms := d.Milliseconds()
+	for {
+		cur := c.slowestMS.Load()
+		if ms <= cur || c.slowestMS.CompareAndSwap(cur, ms) {
+			return
+		}
+	}
 }
 
 // fail logs a failure with its time, the first 50 of them.
@@ -140,13 +152,17 @@ func client(ctx context.Context, args []string) {
 }
 
 func line(c *counts) string {
-	return fmt.Sprintf("requests=%d failed=%d long-lived=%d reset=%d dns=%d dns-failed=%d sticky=%d sticky-moves=%d",
+	return fmt.Sprintf("requests=%d failed=%d long-lived=%d reset=%d dns=%d dns-failed=%d sticky=%d sticky-moves=%d slowest-ms=%d",
 		c.requests.Load(), c.failed.Load(), c.long.Load(), c.reset.Load(), c.dns.Load(), c.dnsFailed.Load(),
-		c.sticky.Load(), c.stickyMoves.Load())
+		c.sticky.Load(), c.stickyMoves.Load(), c.slowestMS.Load())
 }
 
+// A request that has no answer in 10 s has failed. Under TCG a node's
+// CPU can stall a healthy request for seconds (module loads, image
+// imports), so a shorter limit would count slowness as failure; the
+// slowest answer is reported beside the counts instead.
 var httpClient = &http.Client{
-	Timeout:   3 * time.Second,
+	Timeout:   10 * time.Second,
 	Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil},
 }
 
@@ -182,10 +198,13 @@ func requests(ctx context.Context, c *counts, targets []string, rate int) {
 		url := targets[i%len(targets)]
 		c.requests.Add(1)
 		wg.Go(func() {
+			start := time.Now()
 			if _, err := get(url); err != nil {
 				c.failed.Add(1)
 				c.fail("GET "+url, err)
+				return
 			}
+			c.took(time.Since(start))
 		})
 	}
 }
@@ -211,7 +230,7 @@ func longLived(ctx context.Context, c *counts, addr string, id int) {
 		case <-t.C:
 		}
 		msg := fmt.Sprintf("%d %d\n", id, n)
-		_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+		_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
 		if _, err := io.WriteString(conn, msg); err != nil {
 			c.reset.Add(1)
 			c.fail(fmt.Sprintf("long-lived %d write", id), err)
@@ -246,7 +265,7 @@ func queries(ctx context.Context, c *counts, spec string) {
 		case <-t.C:
 		}
 		c.dns.Add(1)
-		qctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		_, err := r.LookupHost(qctx, name)
 		cancel()
 		if err != nil && ctx.Err() == nil {
