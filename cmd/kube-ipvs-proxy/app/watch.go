@@ -63,7 +63,8 @@ func Watch(ctx context.Context, o *Options, open DataPlaneOpener, stdout io.Writ
 	}
 	defer closeDataPlane()
 	events := record.NewBroadcaster(record.WithContext(ctx))
-	events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
+	// One Event per Service problem in the cluster, not one per node.
+	events.StartRecordingToSink(proxier.ClusterWideEventSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")}))
 	defer events.Shutdown()
 
 	ctx, cancel := context.WithCancelCause(ctx)
