@@ -263,8 +263,8 @@ func TestMissingSchedulerModuleStaysWithItsService(t *testing.T) {
 
 // TestDeletedKernelObjectsRepairedAtOnce: with the periodic resync an
 // hour away, deleting kube-ipvs0 (every ClusterIP becomes unreachable)
-// or our nftables table is noticed by the loop's probe and repaired by a
-// full resync: traffic is back within 2 s.
+// or our nftables table, or flushing the table's rules, is noticed by the
+// loop's probe and repaired by a full resync: traffic is back within 2 s.
 func TestDeletedKernelObjectsRepairedAtOnce(t *testing.T) {
 	h := newHarness(t)
 	l := newLoop(t, h, k8sNodeA(), k8sService("web", "10.96.21.1", nil), h.k8sSlice("web", "pod-b1"))
@@ -280,6 +280,15 @@ func TestDeletedKernelObjectsRepairedAtOnce(t *testing.T) {
 		}
 		_, err = c.ListTableOfFamily(nft.TableName, nftables.TableFamilyINet)
 		return err == nil
+	}
+	rulesBack := func() bool {
+		c, err := nftables.New()
+		if err != nil {
+			return false
+		}
+		t := &nftables.Table{Family: nftables.TableFamilyINet, Name: nft.TableName}
+		rules, err := c.GetRules(t, &nftables.Chain{Name: "nat-prerouting", Table: t})
+		return err == nil && len(rules) > 0
 	}
 	for _, tc := range []struct {
 		what     string
@@ -301,6 +310,14 @@ func TestDeletedKernelObjectsRepairedAtOnce(t *testing.T) {
 			c.DelTable(&nftables.Table{Family: nftables.TableFamilyINet, Name: nft.TableName})
 			return c.Flush()
 		}, tableBack},
+		{"table's rules flushed (nft flush table)", func() error {
+			c, err := nftables.New()
+			if err != nil {
+				return err
+			}
+			c.FlushTable(&nftables.Table{Family: nftables.TableFamilyINet, Name: nft.TableName})
+			return c.Flush()
+		}, rulesBack},
 	} {
 		full := l.p.Stats().FullSyncs
 		if err := tc.delete(); err != nil {
