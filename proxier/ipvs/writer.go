@@ -339,18 +339,26 @@ func (w *Writer) NeedsResync() bool {
 	return w.full
 }
 
-// Check verifies cheaply, without changing anything, that the dummy
-// interface known from the last sync still exists with the same index
-// (one rtnetlink request). If it was deleted or replaced it returns an
-// error wrapping ErrLinkChanged and NeedsResync becomes true. Before the
-// first sync, and when a Resync is due already, it returns nil.
+// Check verifies, without changing anything, that the dummy interface
+// known from the last sync still exists with the same index (one
+// rtnetlink request), that every virtual server we programmed is still
+// in the kernel (one dump of the virtual servers, not of their
+// destinations) and every address we bound still on the interface (one
+// dump of its addresses). If the link was deleted or replaced it returns
+// an error wrapping ErrLinkChanged, if a virtual server or an address is
+// gone one wrapping ErrDrift, and NeedsResync becomes true. A deleted
+// destination is left to the periodic repair. Before the first sync, and
+// when a Resync is due already, it returns nil.
 func (w *Writer) Check() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.full {
+	if w.full || !w.started {
 		return nil // a Resync is due and re-reads everything anyway
 	}
 	err := w.linkChanged()
+	if err == nil {
+		err = w.drifted()
+	}
 	if err != nil {
 		w.full = true
 	}
