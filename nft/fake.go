@@ -102,6 +102,22 @@ func (f *Fake) DelTable(t *nftables.Table) {
 	})
 }
 
+// FlushTable queues "flush table": every rule of every chain of the
+// table is deleted (what `nft flush table` does to rules; the chains and
+// sets stay). ENOENT if the table does not exist.
+func (f *Fake) FlushTable(t *nftables.Table) {
+	f.enqueue("flush table "+tableText(t), func(st map[fakeTableKey]*fakeTable, _ map[uint32]string) error {
+		ft, err := lookupTable(st, t)
+		if err != nil {
+			return err
+		}
+		for _, c := range ft.chains {
+			c.rules = nil
+		}
+		return nil
+	})
+}
+
 // AddChain queues "add chain".
 func (f *Fake) AddChain(c *nftables.Chain) *nftables.Chain {
 	cc := *c

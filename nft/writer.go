@@ -264,6 +264,26 @@ func (w *Writer) Apply(changes []policy.ServicePlan) error {
 // probeSet is the set Check reads: every table we write has it.
 var probeSet = setServiceIPs + familyV4.suffix
 
+// probeChain is the chain whose rules Check counts: `nft flush table`
+// (or flushing that chain) leaves our sets in place but every service
+// broken, and a count of one chain's few rules sees it.
+const probeChain = chainNATPrerouting
+
+// checkProbeChain counts probeChain's rules; another count than we write
+// marks the table for a Resync (ErrNeedsResync).
+func (w *Writer) checkProbeChain() error {
+	rules, err := w.conn.GetRules(w.table, &nftables.Chain{Name: probeChain, Table: w.table})
+	if err != nil && !errors.Is(err, syscall.ENOENT) {
+		return fmt.Errorf("table inet %s: read rules of chain %s: %w", TableName, probeChain, err)
+	}
+	if want := w.ruleCounts()[probeChain]; err != nil || len(rules) != want {
+		w.needsResync = true
+		w.mirror = newMirror()
+		return fmt.Errorf("table inet %s: chain %s has %d rules, want %d: %w", TableName, probeChain, len(rules), want, ErrNeedsResync)
+	}
+	return nil
+}
+
 // Check verifies cheaply, without changing anything, that our table
 // still exists: one netlink request reading one set's definition. When
 // the table (or the set) is gone it returns an error wrapping
@@ -277,7 +297,7 @@ func (w *Writer) Check() error {
 	_, err := w.conn.GetSetByName(w.table, probeSet)
 	switch {
 	case err == nil:
-		return nil
+		return w.checkProbeChain()
 	case errors.Is(err, syscall.ENOENT):
 		w.needsResync = true
 		w.mirror = newMirror()

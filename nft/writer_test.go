@@ -330,6 +330,35 @@ func TestConfig(t *testing.T) {
 	}
 }
 
+// TestCheckNoticesFlushedRules: `nft flush table` leaves our sets but no
+// rule; Check notices it with one more read, asks for a Resync, and the
+// Resync restores every rule.
+func TestCheckNoticesFlushedRules(t *testing.T) {
+	f := NewFake()
+	w := New(Config{}, f)
+	plan := fullPlan()
+	if err := w.Resync(plan); err != nil {
+		t.Fatal(err)
+	}
+	want := f.Dump()
+	f.FlushTable(&nftables.Table{Family: nftables.TableFamilyINet, Name: TableName})
+	if err := f.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Check(); !errors.Is(err, ErrNeedsResync) || !w.NeedsResync() {
+		t.Fatalf("Check after the rules were flushed: %v, NeedsResync %v; want ErrNeedsResync, true", err, w.NeedsResync())
+	}
+	if err := w.Resync(plan); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.Dump(); got != want {
+		t.Errorf("after Resync:\n%s\nwant:\n%s", got, want)
+	}
+	if err := w.Check(); err != nil {
+		t.Errorf("Check after the Resync: %v", err)
+	}
+}
+
 // TestCheckNoticesADeletedTable: once someone deletes our table, Check
 // and Apply notice it with one read, change nothing, and ask for a
 // Resync, which restores it; Check is silent while a Resync is due.

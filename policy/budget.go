@@ -1,6 +1,9 @@
 package policy
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // The per-service budget. A Service's virtual servers on a node are its
 // ports times its addresses (ClusterIPs, external and load-balancer IPs,
@@ -56,4 +59,77 @@ func (e *Engine) overBudget(svc *Service) (Warning, bool) {
 	return Warning{Object: "Service " + svc.Key.String(), Field: "spec", Reason: ReasonTooManyVirtualServers, Service: svc.Key,
 		Message: fmt.Sprintf("%d ports on %d ClusterIPs, %d external and %d load-balancer IPs make %d virtual servers on this node, over the limit of %d per Service (--max-virtual-servers-per-service); not served",
 			len(svc.Ports), len(svc.ClusterIPs), len(svc.ExternalIPs), len(svc.LoadBalancerIPs), n, limit)}, true
+}
+
+// The node-wide ceiling (Config.MaxVirtualServersPerNode): services are
+// admitted oldest first (creationTimestamp, then namespace/name), each if
+// its virtual servers fit under the ceiling with those of the older
+// services admitted; a service that does not fit is refused with one
+// warning, and younger, smaller ones may still fit. A new Service can
+// thus never push an older one out. The admission is recomputed, in
+// O(services log services), on each Service change and node address
+// change, only when a ceiling is set.
+
+// applyCeiling recomputes the refused services and returns those whose
+// admission changed.
+func (e *Engine) applyCeiling() []ServiceKey {
+	limit := e.cfg.MaxVirtualServersPerNode
+	if limit <= 0 {
+		return nil
+	}
+	entries := make([]*serviceEntry, 0, len(e.services))
+	for _, entry := range e.services {
+		entries = append(entries, entry)
+	}
+	slices.SortFunc(entries, func(a, b *serviceEntry) int {
+		if c := a.svc.Created.Compare(b.svc.Created); c != 0 {
+			return c
+		}
+		return a.svc.Key.Compare(b.svc.Key)
+	})
+	refused := map[ServiceKey]int{}
+	total := 0
+	for _, entry := range entries {
+		if _, over := e.overBudget(entry.svc); over {
+			continue // refused on its own
+		}
+		n := e.virtualServerCount(entry.svc)
+		if total+n > limit {
+			refused[entry.svc.Key] = total
+			continue
+		}
+		total += n
+	}
+	var flipped []ServiceKey
+	for k := range refused {
+		if _, was := e.ceilingRefused[k]; !was {
+			flipped = append(flipped, k)
+		}
+	}
+	for k := range e.ceilingRefused {
+		if _, is := refused[k]; !is {
+			if _, exists := e.services[k]; exists {
+				flipped = append(flipped, k)
+			}
+		}
+	}
+	e.ceilingRefused = refused
+	return flipped
+}
+
+// overCeiling reports whether the node-wide ceiling refuses svc, with the
+// warning that says so.
+func (e *Engine) overCeiling(svc *Service) (Warning, bool) {
+	older, refused := e.ceilingRefused[svc.Key]
+	if !refused {
+		return Warning{}, false
+	}
+	return Warning{Object: "Service " + svc.Key.String(), Field: "spec", Reason: ReasonTooManyVirtualServers, Service: svc.Key,
+		Message: fmt.Sprintf("its %d virtual servers do not fit under this node's ceiling of %d (--max-virtual-servers-per-node), %d taken by older Services; not served",
+			e.virtualServerCount(svc), e.cfg.MaxVirtualServersPerNode, older)}, true
+}
+
+func (e *Engine) isCeilingRefused(k ServiceKey) bool {
+	_, refused := e.ceilingRefused[k]
+	return refused
 }

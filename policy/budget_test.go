@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"testing"
 )
 
@@ -80,4 +81,50 @@ func TestOverBudgetCostsNoExpansion(t *testing.T) {
 		t.Errorf("upserting and computing a refused 10 M virtual server Service made %.0f allocations", allocs)
 	}
 	t.Logf("%.0f allocations", allocs)
+}
+
+// TestNodeWideCeiling: with Config.MaxVirtualServersPerNode, services are
+// admitted oldest first while their virtual servers fit; one that does
+// not is refused with a warning and a younger, smaller one may still fit;
+// an older service growing pushes out the youngest, and one going lets
+// the refused back (both reported by Reassigned).
+func TestNodeWideCeiling(t *testing.T) {
+	a := svc("a", clusterIP("10.96.0.1"), externalIPs("203.0.113.1"), createdAt(1))                               // 2
+	b := svc("b", clusterIP("10.96.0.2"), externalIPs("203.0.113.2", "203.0.113.3", "203.0.113.4"), createdAt(2)) // 4
+	c := svc("c", clusterIP("10.96.0.3"), externalIPs("203.0.113.5"), createdAt(3))                               // 2
+	e, _ := newEngine(t, world{cfg: Config{MaxVirtualServersPerNode: 5}, svcs: []*Service{c, b, a}})
+	e.Reassigned()
+	served := func() []string {
+		var out []string
+		for _, k := range e.Services() {
+			if sp, _ := e.ComputeService(k); len(sp.VirtualServers) > 0 {
+				out = append(out, k.Name)
+			}
+		}
+		return out
+	}
+	if got := served(); !slices.Equal(got, []string{"a", "c"}) {
+		t.Errorf("served %v, want [a c]", got)
+	}
+	_, ws := e.Compute()
+	want := "Service default/b: spec: its 4 virtual servers do not fit under this node's ceiling of 5 (--max-virtual-servers-per-node), 2 taken by older Services; not served"
+	if got := warningsText(ws); got != want {
+		t.Errorf("warnings:\n got %s\nwant %s", got, want)
+	}
+
+	grown := svc("a", clusterIP("10.96.0.1"), externalIPs("203.0.113.1", "203.0.113.6", "203.0.113.7", "203.0.113.8"), createdAt(1)) // 5
+	e.UpsertService(grown)
+	if got := e.Reassigned(); !slices.Contains(got, c.Key) {
+		t.Errorf("the oldest service growing reassigns %v, want default/c among them", got)
+	}
+	if got := served(); !slices.Equal(got, []string{"a"}) {
+		t.Errorf("served %v after a grew, want [a]", got)
+	}
+	e.DeleteService(a.Key)
+	if got := e.Reassigned(); !slices.Contains(got, b.Key) {
+		t.Errorf("the oldest service going reassigns %v, want default/b among them", got)
+	}
+	if got := served(); !slices.Equal(got, []string{"b"}) {
+		t.Errorf("served %v after a went, want [b] (4, then c's 2 do not fit)", got)
+	}
 }

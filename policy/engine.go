@@ -38,6 +38,10 @@ type Config struct {
 	// on this node (--max-virtual-servers-per-service); a Service asking
 	// for more is not served (budget.go). 0 means no limit.
 	MaxVirtualServers int
+	// MaxVirtualServersPerNode is the most virtual servers of all Services
+	// on this node (--max-virtual-servers-per-node); the youngest Services
+	// that do not fit are not served (budget.go). 0 means no limit.
+	MaxVirtualServersPerNode int
 }
 
 // Engine indexes Services, EndpointSlices and Nodes so that one service's
@@ -74,6 +78,10 @@ type Engine struct {
 	// is not 0 (notrack.go).
 	nt              noTrackIndex
 	noTrackServices int
+
+	// ceilingRefused holds the services the node-wide ceiling refuses,
+	// with the virtual servers older services took (budget.go).
+	ceilingRefused map[ServiceKey]int
 
 	services   map[ServiceKey]*serviceEntry
 	slices     map[ServiceKey][]*EndpointSlice // sorted by name
@@ -161,8 +169,9 @@ func (e *Engine) UpsertService(svc *Service) []Warning {
 	}
 	e.services[svc.Key] = entry
 	affected := e.indexAddresses(svc.Key, old, svc)
+	affected = append(affected, e.applyCeiling()...)
 	e.claim(entry)
-	e.reclaim(affected)
+	e.reclaim(slices.DeleteFunc(affected, func(k ServiceKey) bool { return k == svc.Key }))
 	if !existed || wasNoTrack != st.noTrack {
 		e.setNoTrackCount(e.noTrackServices + boolInt(st.noTrack) - boolInt(wasNoTrack))
 		e.markReassigned(e.noTrackReachable([]ServiceKey{svc.Key}))
@@ -191,6 +200,8 @@ func (e *Engine) DeleteService(key ServiceKey) {
 	if entry, ok := e.services[key]; ok {
 		delete(e.services, key)
 		e.reclaim(e.indexAddresses(key, entry.svc, nil))
+		delete(e.ceilingRefused, key)
+		e.reclaim(e.applyCeiling())
 		e.markReassigned(e.noTrackReachable([]ServiceKey{key}))
 		if entry.settings.noTrack {
 			e.setNoTrackCount(e.noTrackServices - 1)
@@ -272,6 +283,7 @@ func (e *Engine) nodeChanged(name string, n *Node, addrs []netip.Addr) bool {
 	old := e.nodeIPs
 	e.nodeIPs = e.nodePortIPs()
 	if addrsChanged || !slices.Equal(old, e.nodeIPs) {
+		e.applyCeiling() // NodePort counts moved; every plan is recomputed
 		e.reclaimAll()
 	}
 	return true
@@ -293,7 +305,8 @@ func (e *Engine) SetLocalAddresses(addrs []netip.Addr) bool {
 	}
 	e.local, e.haveLocal = addrs, true
 	e.nodeIPs = e.nodePortIPs()
-	e.reclaimAll() // NodePort keys moved
+	e.applyCeiling() // NodePort counts moved; every plan is recomputed
+	e.reclaimAll()   // NodePort keys moved
 	return true
 }
 
@@ -425,6 +438,9 @@ func (e *Engine) ComputeAll() []ServicePlan {
 
 func (e *Engine) servicePlan(key ServiceKey, entry *serviceEntry) ServicePlan {
 	if w, over := e.overBudget(entry.svc); over {
+		return ServicePlan{Service: key, Warnings: []Warning{w}}
+	}
+	if w, over := e.overCeiling(entry.svc); over {
 		return ServicePlan{Service: key, Warnings: []Warning{w}}
 	}
 	var ntw []Warning

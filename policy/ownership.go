@@ -141,7 +141,7 @@ func (ci *claimIndex) edit(k VirtualServerKey, list []claimant) {
 // addresses (not its endpoints: ownership does not depend on them).
 func (e *Engine) claim(entry *serviceEntry) {
 	svc := entry.svc
-	if _, over := e.overBudget(svc); over {
+	if _, over := e.overBudget(svc); over || e.isCeilingRefused(svc.Key) {
 		e.claims.set(svc.Key, nil, nil) // not served: claims nothing
 		return
 	}

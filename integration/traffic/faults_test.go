@@ -5,16 +5,20 @@ package traffic
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/nftables"
+	"github.com/moby/ipvs"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -262,9 +266,10 @@ func TestMissingSchedulerModuleStaysWithItsService(t *testing.T) {
 }
 
 // TestDeletedKernelObjectsRepairedAtOnce: with the periodic resync an
-// hour away, deleting kube-ipvs0 (every ClusterIP becomes unreachable)
-// or our nftables table is noticed by the loop's probe and repaired by a
-// full resync: traffic is back within 2 s.
+// hour away, deleting kube-ipvs0 (every ClusterIP becomes unreachable),
+// one of our virtual servers, an address of kube-ipvs0 or our nftables
+// table, or flushing the table's rules, is noticed by the loop's probe
+// and repaired by a full resync: traffic is back within 2 s.
 func TestDeletedKernelObjectsRepairedAtOnce(t *testing.T) {
 	h := newHarness(t)
 	l := newLoop(t, h, k8sNodeA(), k8sService("web", "10.96.21.1", nil), h.k8sSlice("web", "pod-b1"))
@@ -280,6 +285,33 @@ func TestDeletedKernelObjectsRepairedAtOnce(t *testing.T) {
 		}
 		_, err = c.ListTableOfFamily(nft.TableName, nftables.TableFamilyINet)
 		return err == nil
+	}
+	webVS := &ipvs.Service{Address: net.ParseIP("10.96.21.1").To4(), Protocol: unix.IPPROTO_TCP, Port: 80, AddressFamily: unix.AF_INET}
+	vsBack := func() bool {
+		h, err := ipvs.New("")
+		if err != nil {
+			return false
+		}
+		defer h.Close()
+		_, err = h.GetService(webVS)
+		return err == nil
+	}
+	addrBack := func() bool {
+		link, err := netlink.LinkByName("kube-ipvs0")
+		if err != nil {
+			return false
+		}
+		as, err := netlink.AddrList(link, netlink.FAMILY_V4)
+		return err == nil && slices.ContainsFunc(as, func(a netlink.Addr) bool { return a.IP.Equal(net.ParseIP("10.96.21.1")) })
+	}
+	rulesBack := func() bool {
+		c, err := nftables.New()
+		if err != nil {
+			return false
+		}
+		t := &nftables.Table{Family: nftables.TableFamilyINet, Name: nft.TableName}
+		rules, err := c.GetRules(t, &nftables.Chain{Name: "nat-prerouting", Table: t})
+		return err == nil && len(rules) > 0
 	}
 	for _, tc := range []struct {
 		what     string
@@ -301,6 +333,30 @@ func TestDeletedKernelObjectsRepairedAtOnce(t *testing.T) {
 			c.DelTable(&nftables.Table{Family: nftables.TableFamilyINet, Name: nft.TableName})
 			return c.Flush()
 		}, tableBack},
+		{"one virtual server deleted", func() error {
+			h, err := ipvs.New("")
+			if err != nil {
+				return err
+			}
+			defer h.Close()
+			return h.DelService(webVS)
+		}, vsBack},
+		{"an address removed from kube-ipvs0", func() error {
+			link, err := netlink.LinkByName("kube-ipvs0")
+			if err != nil {
+				return err
+			}
+			a, _ := netlink.ParseAddr("10.96.21.1/32")
+			return netlink.AddrDel(link, a)
+		}, addrBack},
+		{"table's rules flushed (nft flush table)", func() error {
+			c, err := nftables.New()
+			if err != nil {
+				return err
+			}
+			c.FlushTable(&nftables.Table{Family: nftables.TableFamilyINet, Name: nft.TableName})
+			return c.Flush()
+		}, rulesBack},
 	} {
 		full := l.p.Stats().FullSyncs
 		if err := tc.delete(); err != nil {

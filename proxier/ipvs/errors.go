@@ -26,6 +26,11 @@ var ErrNotDummy = errors.New("not a dummy interface")
 // say), whose addresses the Writer must not strip nor Cleanup delete.
 var ErrForeignLink = errors.New("a dummy interface this proxy did not create")
 
+// ErrDrift is returned by Check when one of our virtual servers or one of
+// the dummy interface's addresses is gone from the kernel (deleted by
+// hand); NeedsResync is true until a Resync has restored it.
+var ErrDrift = errors.New("kernel state changed behind our back")
+
 // ErrLinkChanged is returned by Apply when the dummy interface was deleted
 // or replaced behind our back: its addresses are gone, and NeedsResync is
 // true until a Resync has restored them.
@@ -77,7 +82,7 @@ var planeErrnos = []syscall.Errno{
 
 // planeWide reports whether err leaves the whole data plane unknown.
 func planeWide(err error) bool {
-	if errors.Is(err, ErrLinkChanged) || errors.Is(err, ErrNotDummy) || errors.Is(err, ErrForeignLink) {
+	if errors.Is(err, ErrLinkChanged) || errors.Is(err, ErrNotDummy) || errors.Is(err, ErrForeignLink) || errors.Is(err, ErrDrift) {
 		return true
 	}
 	for _, e := range planeErrnos {

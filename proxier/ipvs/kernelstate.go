@@ -79,6 +79,47 @@ func (w *Writer) linkChanged() error {
 	return nil
 }
 
+// drifted reports (ErrDrift) a virtual server we programmed that is no
+// longer in the kernel, or an address we bound that is no longer on the
+// dummy interface. Others' virtual servers and addresses are not looked at.
+func (w *Writer) drifted() error {
+	vss, err := w.kernel.VirtualServers()
+	if err != nil {
+		return fmt.Errorf("list virtual servers: %w", err)
+	}
+	ours := 0
+	for k := range w.want {
+		if w.mirror[k] != nil {
+			ours++
+		}
+	}
+	for _, vs := range vss {
+		if w.want[vs.Key] != nil && w.mirror[vs.Key] != nil {
+			ours--
+		}
+	}
+	if ours > 0 {
+		return fmt.Errorf("%d of our virtual servers gone from the kernel: %w", ours, ErrDrift)
+	}
+	if !w.linkExists || len(w.bound) == 0 {
+		return nil
+	}
+	prefixes, err := w.links.Addrs(w.cfg.Interface)
+	if err != nil {
+		return fmt.Errorf("list addresses of %s: %w", w.cfg.Interface, err)
+	}
+	missing := len(w.bound)
+	for _, p := range prefixes {
+		if _, ok := w.bound[p.Addr().Unmap()]; ok {
+			missing--
+		}
+	}
+	if missing > 0 {
+		return fmt.Errorf("%d addresses gone from %s: %w", missing, w.cfg.Interface, ErrDrift)
+	}
+	return nil
+}
+
 // readKernel replaces the mirror with the kernel's virtual servers,
 // destinations and dummy addresses. Managed marks and drain start times
 // survive for what still exists; virtual servers named by AdoptRecorded

@@ -149,3 +149,49 @@ func TestPlaneWideErrorsForceResync(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckNoticesDrift: Check notices one of our virtual servers or one
+// of kube-ipvs0's addresses deleted by hand, asks for a Resync and
+// changes nothing; the Resync restores it. Someone else's virtual server
+// or address is no drift.
+func TestCheckNoticesDrift(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		edit  func(e *env) error
+		drift bool
+	}{
+		{"our virtual server deleted", func(e *env) error { return e.k.DeleteVirtualServer(key("10.96.0.53:53/UDP")) }, true},
+		{"our address removed", func(e *env) error {
+			return e.l.DelAddr(DefaultInterface, netip.MustParsePrefix("203.0.113.10/32"))
+		}, true},
+		{"a foreign virtual server added", func(e *env) error {
+			return e.k.AddVirtualServer(VirtualServer{Key: key("192.168.1.10:22/TCP"), Scheduler: "rr"})
+		}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, Config{})
+			p := plan(web("10.244.1.5:8080"), dns("10.244.1.7:53"))
+			e.mustResync(p)
+			want := e.dump()
+			must(t, tc.edit(e))
+			edited := e.dump()
+			err := e.w.Check()
+			if got := errors.Is(err, ErrDrift) && e.w.NeedsResync(); got != tc.drift {
+				t.Fatalf("Check: %v, NeedsResync %v; want drift %v", err, e.w.NeedsResync(), tc.drift)
+			}
+			if e.dump() != edited {
+				t.Errorf("Check changed the kernel")
+			}
+			if !tc.drift {
+				return
+			}
+			e.mustResync(p)
+			if got := e.dump(); got != want {
+				t.Errorf("after Resync:\n%s\nwant:\n%s", got, want)
+			}
+			if err := e.w.Check(); err != nil || e.w.NeedsResync() {
+				t.Errorf("Check after the Resync: %v, NeedsResync %v", err, e.w.NeedsResync())
+			}
+		})
+	}
+}

@@ -73,10 +73,12 @@ type Writer struct {
 	// could not have all of them (untranslatable, or claimed by another
 	// service), to translate them again at their retry; other services
 	// are retried from want.
-	desired  map[policy.ServiceKey][]policy.VirtualServer
-	owned    map[policy.ServiceKey][]Key
-	want     map[Key]*wanted
-	addrRefs map[netip.Addr]int // planned VSs binding each address
+	desired map[policy.ServiceKey][]policy.VirtualServer
+	owned   map[policy.ServiceKey][]Key
+	want    map[Key]*wanted
+	// driftCheckedAt is when Check last dumped the virtual servers.
+	driftCheckedAt time.Time
+	addrRefs       map[netip.Addr]int // planned VSs binding each address
 
 	draining map[Key]map[netip.AddrPort]time.Time
 	recorded map[Key]bool // to adopt at the next kernel read (AdoptRecorded)
@@ -306,18 +308,33 @@ func (w *Writer) NeedsResync() bool {
 	return w.full
 }
 
-// Check verifies cheaply, without changing anything, that the dummy
-// interface known from the last sync still exists with the same index
-// (one rtnetlink request). If it was deleted or replaced it returns an
-// error wrapping ErrLinkChanged and NeedsResync becomes true. Before the
-// first sync, and when a Resync is due already, it returns nil.
+// driftCheckInterval spaces Check's dumps of the virtual servers and
+// addresses: at most one a second, whatever the loop's probe interval, so
+// that an idle node with 10,000 services does not dump them twice a
+// second, and a deletion is still noticed within a second.
+const driftCheckInterval = time.Second
+
+// Check verifies, without changing anything, that the dummy interface
+// known from the last sync still exists with the same index (one
+// rtnetlink request), that every virtual server we programmed is still
+// in the kernel (one dump of the virtual servers, not of their
+// destinations) and every address we bound still on the interface (one
+// dump of its addresses; these two at most once per driftCheckInterval). If the link was deleted or replaced it returns
+// an error wrapping ErrLinkChanged, if a virtual server or an address is
+// gone one wrapping ErrDrift, and NeedsResync becomes true. A deleted
+// destination is left to the periodic repair. Before the first sync, and
+// when a Resync is due already, it returns nil.
 func (w *Writer) Check() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.full {
+	if w.full || !w.started {
 		return nil // a Resync is due and re-reads everything anyway
 	}
 	err := w.linkChanged()
+	if now := w.cfg.Now(); err == nil && now.Sub(w.driftCheckedAt) >= driftCheckInterval {
+		w.driftCheckedAt = now
+		err = w.drifted()
+	}
 	if err != nil {
 		w.full = true
 	}

@@ -53,8 +53,10 @@ type Options struct {
 	RefuseNodeAddressExternalIPs bool
 	// MaxVirtualServersPerService is the per-Service budget; 0: no limit.
 	MaxVirtualServersPerService int
-	IPVSInterface               string
-	IPVSGracefulPeriod          time.Duration
+	// MaxVirtualServersPerNode is the node-wide ceiling; 0: no limit.
+	MaxVirtualServersPerNode int
+	IPVSInterface            string
+	IPVSGracefulPeriod       time.Duration
 
 	// NodeName is this node's name: --hostname-override, else the
 	// file's hostnameOverride, else the host name; trimmed and lower
@@ -111,6 +113,7 @@ func (o *Options) addFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&o.NoTrackServices, "notrack-services", nil, "Services (namespace/name, comma-separated) whose traffic is NOTRACK, as if annotated kube-ipvs-proxy.io/notrack.")
 	fs.BoolVar(&o.RefuseNodeAddressExternalIPs, "refuse-node-address-external-ips", false, "Serve no external or load-balancer IP that is a Node's InternalIP or ExternalIP. By default, as kube-proxy's IPVS mode, it is served on the Service's ports without being bound on the dummy interface, with a warning Event.")
 	fs.IntVar(&o.MaxVirtualServersPerService, "max-virtual-servers-per-service", 1000, "The most IPVS virtual servers one Service may have on a node (its ports times its ClusterIPs, external and load-balancer IPs, and node addresses for NodePorts). A Service asking for more is not served, with a TooManyVirtualServers Event; 0 means no limit.")
+	fs.IntVar(&o.MaxVirtualServersPerNode, "max-virtual-servers-per-node", 0, "The most IPVS virtual servers of all Services on a node. Services are admitted oldest first while they fit; one that does not is not served, with a TooManyVirtualServers Event. 0 (the default) means no limit.")
 	fs.StringVar(&o.IPVSInterface, "ipvs-interface", "kube-ipvs0", "The dummy interface carrying service addresses: kube-ipvs0, or another name for a dummy interface this proxy creates. An existing link this proxy did not create (another agent's dummy interface, say) is refused, its addresses left alone, and --cleanup never deletes it.")
 	fs.DurationVar(&o.IPVSGracefulPeriod, "ipvs-graceful-period", 15*time.Minute, "How long a removed TCP destination may drain at weight 0 before it is deleted.")
 }

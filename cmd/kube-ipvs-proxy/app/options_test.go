@@ -122,6 +122,7 @@ func TestUsedFlags(t *testing.T) {
 		{nil, func(_ *Options, rc RunConfig) any { return rc.Policy.RefuseNodeAddresses }, false},
 		{[]string{"--max-virtual-servers-per-service", "50"}, func(_ *Options, rc RunConfig) any { return rc.Policy.MaxVirtualServers }, 50},
 		{nil, func(_ *Options, rc RunConfig) any { return rc.Policy.MaxVirtualServers }, 1000},
+		{[]string{"--max-virtual-servers-per-node", "200000"}, func(_ *Options, rc RunConfig) any { return rc.Policy.MaxVirtualServersPerNode }, 200000},
 		{[]string{"--ipvs-sync-period", "2h22m"}, func(_ *Options, rc RunConfig) any { return rc.SyncPeriod }, 2*time.Hour + 22*time.Minute},
 		{[]string{"--ipvs-min-sync-period", "0"}, func(_ *Options, rc RunConfig) any { return rc.MinSyncPeriod }, time.Duration(0)},
 		{[]string{"--ipvs-strict-arp"}, func(_ *Options, rc RunConfig) any { return rc.DataPlane.StrictARP }, true},
@@ -315,7 +316,7 @@ func TestValidateCollectsErrors(t *testing.T) {
 		"--ipvs-exclude-cidrs", "10.0.0.0/33", "--cluster-cidr", "10.0.0.0/8,10.1.0.0/16", "--nodeport-addresses", "primary,10.0.0.0/8",
 		"--bind-address", "host", "--healthz-bind-address", "1.2.3.4:99999", "--metrics-bind-address", "[::1]",
 		"--iptables-masquerade-bit", "32", "--kube-api-burst", "-1", "--config-sync-period", "0", "--ipvs-tcp-timeout", "-1s",
-		"--output", "yaml", "--ipvs-interface", "", "--hostname-override", " ", "--max-virtual-servers-per-service", "-1")
+		"--output", "yaml", "--ipvs-interface", "", "--hostname-override", " ", "--max-virtual-servers-per-service", "-1", "--max-virtual-servers-per-node", "-5")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -341,6 +342,7 @@ func TestValidateCollectsErrors(t *testing.T) {
 		"--ipvs-interface must not be empty",
 		"--hostname-override: must not be blank",
 		"--max-virtual-servers-per-service must not be negative",
+		"--max-virtual-servers-per-node must not be negative",
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q", want)

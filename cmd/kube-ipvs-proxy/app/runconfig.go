@@ -135,6 +135,8 @@ func (o *Options) engineConfig() policy.Config {
 
 		RefuseNodeAddresses: o.RefuseNodeAddressExternalIPs,
 		MaxVirtualServers:   o.MaxVirtualServersPerService,
+
+		MaxVirtualServersPerNode: o.MaxVirtualServersPerNode,
 	}
 }
 

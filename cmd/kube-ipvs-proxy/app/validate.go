@@ -58,6 +58,9 @@ func (o *Options) Validate() error {
 	if o.MaxVirtualServersPerService < 0 {
 		add("--max-virtual-servers-per-service must not be negative (0: no limit), got %d", o.MaxVirtualServersPerService)
 	}
+	if o.MaxVirtualServersPerNode < 0 {
+		add("--max-virtual-servers-per-node must not be negative (0: no limit), got %d", o.MaxVirtualServersPerNode)
+	}
 	for _, s := range o.NoTrackServices {
 		if ns, name, ok := strings.Cut(s, "/"); !ok || ns == "" || name == "" || strings.Contains(name, "/") {
 			add("--notrack-services: %q is not namespace/name", s)

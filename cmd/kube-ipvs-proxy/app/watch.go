@@ -159,7 +159,8 @@ func eventRecorder(ctx context.Context, o *Options, cs kubernetes.Interface, nod
 		return nil, func() {}
 	}
 	events := record.NewBroadcaster(record.WithContext(ctx))
-	events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
+	// One Event per Service problem in the cluster, not one per node.
+	events.StartRecordingToSink(proxier.ClusterWideEventSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")}))
 	return events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kube-ipvs-proxy", Host: node}), events.Shutdown
 }
 
