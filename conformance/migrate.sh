@@ -39,7 +39,7 @@ LOAD=$CACHE/.load/load
 mkdir -p "$OUT" "$(dirname "$LOAD")"
 t_start=$(date +%s)
 
-if [[ ! -e $RUN/cluster.env ]]; then
+if [[ ! -e $RUN/cluster.env ]] || ! ip netns list | grep -qw "$NETNS"; then
 	log "no cluster: bringing up two nodes with upstream kube-proxy (KIP_KUBE_PROXY=upstream)"
 	KIP_KUBE_PROXY=upstream NODES=2 "$REPO/hack/cluster/up.sh"
 fi
