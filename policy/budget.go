@@ -5,32 +5,28 @@ import (
 	"slices"
 )
 
-// The per-service budget. A Service's virtual servers on a node are its
-// ports times its addresses (ClusterIPs, external and load-balancer IPs,
-// and this node's NodePort addresses for ports with a NodePort); an
-// editor can ask for millions (1,000 ports × 10,000 external IPs), and
-// every node would build them. A service over Config.MaxVirtualServers is
-// not served at all and gets one warning saying why and the limit. The
-// count is arithmetic on the spec, made before anything is expanded, so
-// such a service costs the engine no more than its object.
+// The per-service budget. A Service's virtual servers are its ports times
+// its addresses (ClusterIPs, external and load-balancer IPs); an editor
+// can ask for millions (1,000 ports × 10,000 external IPs), and every
+// node would build them. A service over Config.MaxVirtualServers is not
+// served at all and gets one warning saying why and the limit. The count
+// is arithmetic on the spec, made before anything is expanded, so such a
+// service costs the engine no more than its object. NodePort virtual
+// servers are not counted: each node port is allocated by the API server
+// from its range, so a tenant cannot multiply them, and counting the
+// node's addresses would admit a Service on one node and refuse it on
+// another.
 
 // virtualServerCount is the number of virtual servers svc asks for on
-// this node, before ownership: per family of its ClusterIPs, every port
-// on the ClusterIP and the external and load-balancer IPs of the family,
-// and every port with a NodePort on the node's NodePort addresses of the
-// family.
+// its own addresses, before ownership: per family of its ClusterIPs,
+// every port on the ClusterIP and the external and load-balancer IPs of
+// the family.
 func (e *Engine) virtualServerCount(svc *Service) int {
-	nodePorts := 0
-	for _, sp := range svc.Ports {
-		if sp.NodePort != 0 {
-			nodePorts++
-		}
-	}
 	n := 0
 	for _, cip := range svc.ClusterIPs {
 		v4 := cip.Is4()
 		addrs := 1 + countFamily(svc.ExternalIPs, v4) + countFamily(svc.LoadBalancerIPs, v4)
-		n += len(svc.Ports)*addrs + nodePorts*len(ofFamily(e.nodeIPs, v4))
+		n += len(svc.Ports) * addrs
 	}
 	return n
 }
@@ -57,7 +53,7 @@ func (e *Engine) overBudget(svc *Service) (Warning, bool) {
 		return Warning{}, false
 	}
 	return Warning{Object: "Service " + svc.Key.String(), Field: "spec", Reason: ReasonTooManyVirtualServers, Service: svc.Key,
-		Message: fmt.Sprintf("%d ports on %d ClusterIPs, %d external and %d load-balancer IPs make %d virtual servers on this node, over the limit of %d per Service (--max-virtual-servers-per-service); not served",
+		Message: fmt.Sprintf("%d ports on %d ClusterIPs, %d external and %d load-balancer IPs make %d virtual servers, over the limit of %d per Service (--max-virtual-servers-per-service); not served",
 			len(svc.Ports), len(svc.ClusterIPs), len(svc.ExternalIPs), len(svc.LoadBalancerIPs), n, limit)}, true
 }
 
