@@ -23,6 +23,7 @@ const (
 	overlayDir   = "overlays/example"
 	migrateDir   = "migrate"
 	rollbackDir  = "rollback"
+	handbackDir  = "handback"
 	name         = "kube-ipvs-proxy" // every base object, and the image name overlays replace
 	namespace    = "kube-system"
 	binary       = "/usr/local/bin/kube-ipvs-proxy"
@@ -69,7 +70,7 @@ func TestManifestsDecode(t *testing.T) {
 	want := []string{
 		"base/clusterrole.yaml", "base/clusterrolebinding.yaml", "base/configmap.yaml",
 		"base/daemonset.yaml", "base/kustomization.yaml", "base/serviceaccount.yaml",
-		"migrate/kube-proxy-cleanup.yaml", "migrate/kustomization.yaml",
+		"handback/kustomization.yaml", "handback/table-only.yaml", "migrate/kube-proxy-cleanup.yaml", "migrate/kustomization.yaml",
 		"overlays/example/config.yaml", "overlays/example/kustomization.yaml",
 		"rollback/cleanup-daemonset.yaml", "rollback/kustomization.yaml",
 	}

@@ -43,6 +43,7 @@ func TestKustomizeBuild(t *testing.T) {
 		{overlayDir, []string{"ClusterRole", "ClusterRoleBinding", "ConfigMap", "DaemonSet", "ServiceAccount"}, true},
 		{migrateDir, []string{"DaemonSet"}, true},
 		{rollbackDir, []string{"DaemonSet"}, true},
+		{handbackDir, []string{"DaemonSet"}, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.dir, func(t *testing.T) {
