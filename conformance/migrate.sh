@@ -13,7 +13,10 @@
 #             --cleanup on every node (deploy/migrate), apply ours (deploy/base)
 #
 # After the swap it checks every node for kube-proxy's iptables chains and
-# ipsets and for IPVS deletions by our first sync, and runs upstream's
+# ipsets and for IPVS changes by our first sync; edits kube-proxy's
+# ConfigMap as MetalLB's guide does (ipvs.strictARP: true), with traffic,
+# and checks that every proxy restarted and the node has arp_ignore=1
+# (a `config-edit:` line); and runs upstream's
 # `[sig-network] Services.*[Conformance]` specs on the migrated cluster.
 # One line per phase, exactly
 #
@@ -156,6 +159,7 @@ spec:
         - |
           echo "chains: \$( (iptables-save; ip6tables-save) 2>/dev/null | grep -oE '^:KUBE-[A-Z0-9-]+' | sort -u | tr '\n' ' ')"
           echo "ipsets: \$(ipset list -n 2>/dev/null | grep '^KUBE-' | tr '\n' ' ')"
+          echo "arp_ignore: \$(cat /proc/sys/net/ipv4/conf/all/arp_ignore)"
           if exec 3<>/dev/tcp/127.0.0.1/10249; then
             printf 'GET /metrics HTTP/1.0\r\n\r\n' >&3
             m=\$(cat <&3)
@@ -194,19 +198,43 @@ counts=$(stop_load swap)
 echo "migration: phase=swap $counts handover=${handover% }" | tee -a "$report"
 inspect_nodes "after-swap" >>"$report"
 
+# restarts <node>: our container's restart count on the node.
+restarts() {
+	kc -n kube-system get pods -l k8s-app=kube-proxy --field-selector "spec.nodeName=$1" \
+		-o jsonpath='{.items[0].status.containerStatuses[0].restartCount}'
+}
+
+log "config edit: MetalLB's strictARP in kube-proxy's ConfigMap reaches ours (exit, restart)"
+start_load config
+declare -A before=()
+for ((i = 1; i <= NODES; i++)); do before[$i]=$(restarts "$(node_name "$i")"); done
+t0=$(date +%s)
+kc -n kube-system get configmap kube-proxy -o yaml | sed -e 's/strictARP: false/strictARP: true/' |
+	kc apply -f - >&2
+took=""
+for ((i = 1; i <= NODES; i++)); do
+	node=$(node_name "$i")
+	until [[ $(restarts "$node") -gt ${before[$i]} ]] && handed_over "$node" "$OURS" 0; do
+		(($(date +%s) - t0 < 300)) || die "$node's proxy did not restart on the ConfigMap edit in 5 minutes"
+		sleep 1
+	done
+	took+="$node=$(($(date +%s) - t0))s "
+done
+counts=$(stop_load config)
+echo "config-edit: $counts restarted=${took% }" | tee -a "$report"
+inspect_nodes "after-config-edit" >>"$report"
+
 log "upstream's Services Conformance specs on the migrated cluster"
 if FOCUS='\[sig-network\] Services.*\[Conformance\]' "$HERE/run.sh" >"$OUT/e2e.log" 2>&1; then e2e=passed; else e2e=FAILED; fi
 echo "e2e after swap ($e2e): $(grep -E '^Ran [0-9]+ of [0-9]+ Specs' "$OUT/e2e.log" | tail -n 1)" | tee -a "$report"
 grep -E '^(SUCCESS|FAIL)!' "$OUT/e2e.log" | tail -n 1 >>"$report" || true
 
-# cleanup_table: deploy/rollback's one-shot DaemonSet with our image and
-# --cleanup-table-only: our nftables table goes, IPVS and kube-ipvs0 stay
-# kube-proxy's.
+# cleanup_table: deploy/handback, the one-shot DaemonSet with our image
+# and --cleanup-table-only: our nftables table goes, IPVS and kube-ipvs0
+# stay kube-proxy's.
 cleanup_table() {
-	kc kustomize "$REPO/deploy/rollback" |
+	kc kustomize "$REPO/deploy/handback" |
 		kc set image --local -f - "kube-ipvs-proxy-cleanup=$OURS" -o yaml |
-		kc patch --local -f - --type=json -o yaml \
-			-p '[{"op": "add", "path": "/spec/template/spec/initContainers/0/command/-", "value": "--cleanup-table-only"}]' |
 		kc apply -f - >&2
 	kc -n kube-system rollout status ds/kube-ipvs-proxy-cleanup --timeout=10m >&2
 	kc -n kube-system logs -l k8s-app=kube-ipvs-proxy-cleanup -c kube-ipvs-proxy-cleanup --prefix
