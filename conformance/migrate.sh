@@ -76,21 +76,31 @@ start_load() {
 	sleep 10
 }
 
-# stop_load <phase>: 10 s more traffic, then SIGTERM everywhere; prints the
-# phase's summed counts as key=value words.
+# stop_load <phase>: 10 s more traffic, then SIGTERM everywhere; writes
+# the phase's summed counts, as key=value words, to $OUT/<phase>.counts.
+# Not in a subshell: it waits for its own background processes.
 stop_load() {
-	local phase=$1 pid f
+	local phase=$1 pid f i missing
 	sleep 10
 	while read -r pid; do kill -TERM "$pid" 2>/dev/null || true; done <"$OUT/$phase.hosts"
 	while read -r pid; do wait "$pid" 2>/dev/null || true; done <"$OUT/$phase.hosts"
 	kc -n migration delete ds client --wait=true >&2
-	while read -r pid; do wait "$pid" 2>/dev/null || true; done <"$OUT/$phase.followers"
+	for ((i = 0; i < 60; i++)); do
+		missing=0
+		for f in "$OUT/$phase"-*.log; do
+			grep -q '^load: requests=' "$f" || missing=1
+		done
+		((missing == 0)) && break
+		sleep 1
+	done
+	while read -r pid; do kill "$pid" 2>/dev/null || true; done <"$OUT/$phase.followers"
 	for f in "$OUT/$phase"-*.log; do
 		grep '^load: requests=' "$f" | tail -n 1 || die "$f: no final counts (see ${f%.log}.err)"
 	done | awk '{ for (i = 2; i <= NF; i++) { split($i, kv, "=")
 			if (kv[1] == "slowest-ms") { if (kv[2] > sum[kv[1]]) sum[kv[1]] = kv[2] } else sum[kv[1]] += kv[2]
 			if (!(kv[1] in seen)) { seen[kv[1]] = 1; order[++n] = kv[1] } } }
-		END { for (i = 1; i <= n; i++) printf "%s%s=%d", (i > 1 ? " " : ""), order[i], sum[order[i]]; print "" }'
+		END { for (i = 1; i <= n; i++) printf "%s%s=%d", (i > 1 ? " " : ""), order[i], sum[order[i]]; print "" }' \
+		>"$OUT/$phase.counts"
 }
 
 # --- hand-over --------------------------------------------------------------
@@ -194,7 +204,8 @@ inspect_nodes "before-swap" >>"$report"
 log "phase swap: set image to $OURS"
 start_load swap
 handover=$(set_image "$OURS")
-counts=$(stop_load swap)
+stop_load swap
+counts=$(cat "$OUT/swap.counts")
 echo "migration: phase=swap $counts handover=${handover% }" | tee -a "$report"
 inspect_nodes "after-swap" >>"$report"
 
@@ -220,7 +231,8 @@ for ((i = 1; i <= NODES; i++)); do
 	done
 	took+="$node=$(($(date +%s) - t0))s "
 done
-counts=$(stop_load config)
+stop_load config
+counts=$(cat "$OUT/config.counts")
 echo "config-edit: $counts restarted=${took% }" | tee -a "$report"
 inspect_nodes "after-config-edit" >>"$report"
 
@@ -245,7 +257,8 @@ log "phase rollback: set image to $KP_IMAGE, then our table goes (--cleanup --cl
 start_load rollback
 handover=$(set_image "$KP_IMAGE")
 cleanup_table >>"$report"
-counts=$(stop_load rollback)
+stop_load rollback
+counts=$(cat "$OUT/rollback.counts")
 echo "migration: phase=rollback $counts handover=${handover% }" | tee -a "$report"
 inspect_nodes "after-rollback" >>"$report"
 
@@ -259,7 +272,8 @@ kc -n kube-system rollout status ds/kube-proxy-cleanup --timeout=10m >&2
 kc -n kube-system delete ds kube-proxy-cleanup >&2
 kc apply -k "$CLUSTER_DIR/overlay" >&2
 kc -n kube-system rollout status ds/kube-ipvs-proxy --timeout=10m >&2
-counts=$(stop_load control)
+stop_load control
+counts=$(cat "$OUT/control.counts")
 echo "migration: phase=control $counts took=$(($(date +%s) - t0))s" | tee -a "$report"
 
 echo "total: $(($(date +%s) - t_start))s; logs: .cache/cluster/migration/$STAMP" >>"$report"

@@ -120,20 +120,19 @@ func client(ctx context.Context, args []string) {
 	_ = fs.Parse(args)
 
 	var c counts
-	var wg sync.WaitGroup
 	if *long != "" {
 		for i := 0; i < *longCount; i++ {
-			wg.Go(func() { longLived(ctx, &c, *long, i) })
+			go longLived(ctx, &c, *long, i)
 		}
 	}
 	if *targets != "" {
-		wg.Go(func() { requests(ctx, &c, strings.Split(*targets, ","), *rate) })
+		go requests(ctx, &c, strings.Split(*targets, ","), *rate)
 	}
 	if *dns != "" {
-		wg.Go(func() { queries(ctx, &c, *dns) })
+		go queries(ctx, &c, *dns)
 	}
 	if *sticky != "" {
-		wg.Go(func() { stickiness(ctx, &c, *sticky) })
+		go stickiness(ctx, &c, *sticky)
 	}
 	go func() {
 		t := time.NewTicker(10 * time.Second)
@@ -147,7 +146,10 @@ func client(ctx context.Context, args []string) {
 			}
 		}
 	}()
-	wg.Wait()
+	// The counts go out as soon as the client is told to stop: waiting
+	// for a request or a read in flight (up to its 10 s limit) could
+	// outlast the pod's grace period, and a killed client says nothing.
+	<-ctx.Done()
 	fmt.Println("load:", line(&c))
 }
 
