@@ -43,14 +43,20 @@ type lab struct {
 	dp     *proxier.DataPlane
 }
 
-func newLab(t *testing.T) *lab {
+// newLab builds the lab; opts adjust the engine's Config (node-a and
+// the cluster CIDRs are set first).
+func newLab(t *testing.T, opts ...func(*policy.Config)) *lab {
 	t.Helper()
 	h := newHarness(t)
 	cidrs := make([]string, len(clusterCIDRs))
 	for i, p := range clusterCIDRs {
 		cidrs[i] = p.String()
 	}
-	e, err := policy.New(policy.Config{NodeName: nodeA, ClusterCIDRs: cidrs})
+	cfg := policy.Config{NodeName: nodeA, ClusterCIDRs: cidrs}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	e, err := policy.New(cfg)
 	h.must(err)
 	for _, name := range slices.Sorted(maps.Keys(h.nodes)) {
 		n := h.nodes[name]
