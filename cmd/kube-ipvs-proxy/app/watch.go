@@ -73,7 +73,7 @@ func Watch(ctx context.Context, o *Options, open DataPlaneOpener, stdout io.Writ
 	m := metrics.New(reg, families...)
 	proxyHealth := health.NewProxyHealth(rc.SyncPeriod, nil, families...)
 	proxyHealth.SetProbeObserver(m)
-	serviceHealth := health.NewServiceHealth(logger, nil, proxyHealth)
+	serviceHealth := health.NewServiceHealth(logger, healthCheckAddrs(ctx, cs, rc, families), proxyHealth)
 	defer serviceHealth.Close()
 	var servers sync.WaitGroup
 	// The servers end with ctx: cancel it first, also on an early error

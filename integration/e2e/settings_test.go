@@ -1,0 +1,108 @@
+//go:build !integration
+
+package e2e
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/integration/apiserver"
+)
+
+// TestHealthCheckNodePortListensOnlyOnNodePortAddresses: with
+// --nodeport-addresses, an eTP=Local Service's healthCheckNodePort
+// answers on the host's addresses in those CIDRs and on no other, as
+// kube-proxy's.
+func TestHealthCheckNodePortListensOnlyOnNodePortAddresses(t *testing.T) {
+	outside := hostAddrsOutside(t, netip.MustParsePrefix("127.0.0.0/8"))
+	if len(outside) == 0 {
+		t.Skip("the host has no address outside 127.0.0.0/8 to check")
+	}
+	c := apiserver.Start(t, apiserver.Options{})
+	admin := kubernetes.NewForConfigOrDie(c.AdminConfig())
+	hcPort := healthCheckService(t, admin, "lb", "10.96.0.70")
+	startProxy(t, c, "--ipvs-min-sync-period", "0s", "--nodeport-addresses", "127.0.0.0/8")
+
+	inside := net.JoinHostPort("127.0.0.1", strconv.Itoa(int(hcPort)))
+	waitFor(t, "the health check node port to answer 200 on "+inside, func() bool { return healthCheck(inside) == 200 })
+	for _, a := range outside {
+		addr := net.JoinHostPort(a.String(), strconv.Itoa(int(hcPort)))
+		if code := healthCheck(addr); code != 0 {
+			t.Errorf("the health check answers %d on %s, outside --nodeport-addresses", code, addr)
+		} else {
+			t.Logf("%s: no answer (outside --nodeport-addresses)", addr)
+		}
+	}
+}
+
+// healthCheckService creates an eTP=Local LoadBalancer Service with one
+// ready endpoint on this node and returns its healthCheckNodePort.
+func healthCheckService(t *testing.T, admin kubernetes.Interface, name, clusterIP string) int32 {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := admin.CoreV1().Nodes().Create(ctx, node(nodeName, "zone-a", "192.0.2.1"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	hcPort := int32(32556)
+	svc := tcpService("default", name, clusterIP, 80, func(s *corev1.Service) {
+		s.Spec.Type = corev1.ServiceTypeLoadBalancer
+		s.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+		s.Spec.HealthCheckNodePort = hcPort
+	})
+	if _, err := admin.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	slice := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: name + "-1", Namespace: "default",
+			Labels: map[string]string{discoveryv1.LabelServiceName: name}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{discoveryEndpointPort("p", 8080)},
+		Endpoints:   []discoveryv1.Endpoint{readyEndpoint("10.244.1.7", nodeName)},
+	}
+	if _, err := admin.DiscoveryV1().EndpointSlices("default").Create(ctx, slice, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return hcPort
+}
+
+// healthCheck is the status code a GET on addr answers, 0 for no answer.
+func healthCheck(addr string) int {
+	cl := http.Client{Timeout: time.Second}
+	resp, err := cl.Get("http://" + addr + "/")
+	if err != nil {
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// hostAddrsOutside are the host's global unicast addresses outside p.
+func hostAddrsOutside(t *testing.T, p netip.Prefix) []netip.Addr {
+	t.Helper()
+	ifAddrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []netip.Addr
+	for _, ia := range ifAddrs {
+		n, ok := ia.(*net.IPNet)
+		if !ok {
+			continue
+		}
+		a, ok := netip.AddrFromSlice(n.IP)
+		if a = a.Unmap(); ok && a.IsGlobalUnicast() && !p.Contains(a) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
