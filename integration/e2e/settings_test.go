@@ -106,3 +106,29 @@ func hostAddrsOutside(t *testing.T, p netip.Prefix) []netip.Addr {
 	}
 	return out
 }
+
+// TestAHealthzPortHeldAtStartIsServedOnceFreed: with bindAddressHardFail
+// false (the default), a healthz port still held at startup (by a
+// terminating kube-proxy, during a swap) is a Warning Event on the Node,
+// the proxy runs on, and /healthz is served within kube-proxy's 5 s retry
+// period once the port is free.
+func TestAHealthzPortHeldAtStartIsServedOnceFreed(t *testing.T) {
+	c, admin := startWithWeb(t)
+	holder, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	healthzAddr := holder.Addr().String()
+	dp := startProxy(t, c, "--ipvs-min-sync-period", "0s", "--healthz-bind-address", healthzAddr)
+	waitEvent(t, admin, "default", nodeName, "FailedToStartProxierHealthcheck", "address already in use")
+	waitFor(t, "the first sync", func() bool { return len(dp.snapshot()) > 0 })
+
+	holder.Close()
+	freed := time.Now()
+	waitFor(t, "/healthz on "+healthzAddr, func() bool { code, _ := getQuietPath(healthzAddr, "/healthz"); return code != 0 })
+	took := time.Since(freed)
+	t.Logf("/healthz answered %v after the port was freed", took.Round(time.Millisecond))
+	if took > 7*time.Second {
+		t.Errorf("/healthz answered %v after the port was freed, want within about 5 s", took)
+	}
+}

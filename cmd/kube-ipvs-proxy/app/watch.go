@@ -79,25 +79,17 @@ func Watch(ctx context.Context, o *Options, open DataPlaneOpener, stdout io.Writ
 	// The servers end with ctx: cancel it first, also on an early error
 	// return, which would otherwise wait for them forever.
 	defer func() { cancel(nil); servers.Wait() }()
-	serve := func(what, addr string, run func(context.Context, string) error) {
-		if addr == "" {
+	recorder := events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kube-ipvs-proxy", Host: rc.NodeName})
+	serve := func(s server) {
+		if s.addr == "" {
 			return
 		}
-		servers.Go(func() {
-			if err := run(ctx, addr); err != nil {
-				err = fmt.Errorf("serve %s on %s: %w", what, addr, err)
-				if rc.BindAddressHardFail {
-					cancel(err)
-					return
-				}
-				logger.Error(err, "Server failed; continuing without it", "server", what)
-			}
-		})
+		servers.Go(func() { keepServing(ctx, s, rc.BindAddressHardFail, recorder, nodeRef(rc.NodeName), cancel) })
 	}
-	serve("healthz", rc.HealthzBindAddress, proxyHealth.Serve)
-	serve("metrics", rc.MetricsBindAddress, func(ctx context.Context, addr string) error {
+	serve(server{what: "healthz", addr: rc.HealthzBindAddress, reason: reasonHealthzFailed, run: proxyHealth.Serve})
+	serve(server{what: "metrics", addr: rc.MetricsBindAddress, reason: reasonMetricsFailed, run: func(ctx context.Context, addr string) error {
 		return serveMetrics(ctx, addr, reg, rc.EnableProfiling)
-	})
+	}})
 
 	var onPlan func(policy.Plan)
 	var hostAddrs proxier.HostAddresses
@@ -114,7 +106,7 @@ func Watch(ctx context.Context, o *Options, open DataPlaneOpener, stdout io.Writ
 		MinSyncPeriod: rc.MinSyncPeriod, SyncPeriod: rc.SyncPeriod, ConfigSyncPeriod: rc.ConfigSyncPeriod,
 		Client: cs, MetadataClient: md, DataPlane: dp,
 		Observer: m, Health: proxyHealth, ServiceHealth: serviceHealth,
-		Recorder: events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kube-ipvs-proxy", Host: rc.NodeName}),
+		Recorder: recorder,
 		OnPlan:   onPlan, HostAddresses: hostAddrs, ReleaseMemory: true,
 	})
 	if err != nil {
