@@ -7,7 +7,9 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -131,4 +133,21 @@ func TestAHealthzPortHeldAtStartIsServedOnceFreed(t *testing.T) {
 	if took > 7*time.Second {
 		t.Errorf("/healthz answered %v after the port was freed, want within about 5 s", took)
 	}
+}
+
+// TestOOMScoreAdjIsApplied: --oom-score-adj (oomScoreAdj, -999 by
+// default) is written to the proxy's /proc/self/oom_score_adj at
+// startup, as kube-proxy; the proxy here is this test process. The value
+// raises the score, which needs no privilege (lowering it needs
+// CAP_SYS_RESOURCE, which the DaemonSet has and a test host may not).
+func TestOOMScoreAdjIsApplied(t *testing.T) {
+	c, _ := startWithWeb(t)
+	startProxy(t, c, "--oom-score-adj", "501")
+	var got string
+	waitFor(t, "oom_score_adj 501", func() bool {
+		b, err := os.ReadFile("/proc/self/oom_score_adj")
+		got = strings.TrimSpace(string(b))
+		return err == nil && got == "501"
+	})
+	t.Logf("/proc/self/oom_score_adj: %s", got)
 }

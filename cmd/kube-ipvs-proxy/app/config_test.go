@@ -48,6 +48,7 @@ func TestKubeadmConfig(t *testing.T) {
 			ContentType: "application/vnd.kubernetes.protobuf",
 		},
 		FeatureGates: map[string]bool{},
+		OOMScoreAdj:  new(int32(-999)),
 		Conntrack:    kubeProxyConntrack,
 	}
 	want.Policy.NodeName = "worker-1"
@@ -82,6 +83,7 @@ func TestTunedJSONConfig(t *testing.T) {
 		Client: ClientConfig{Kubeconfig: "/etc/kube-proxy/kubeconfig", Master: "https://api:6443", QPS: 50, Burst: 100,
 			ContentType: "application/json", AcceptContentTypes: "application/json"},
 		FeatureGates: map[string]bool{"AllowServiceExternalIPs": true},
+		OOMScoreAdj:  new(int32(-999)),
 		Conntrack:    kubeProxyConntrack,
 	}
 	want.Policy.NodeName, want.Policy.Scheduler, want.Policy.MasqueradeAll = "worker-7", "wlc", true

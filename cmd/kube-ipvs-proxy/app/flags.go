@@ -117,7 +117,7 @@ func (s *flagState) kubeProxyFlags() []kubeProxyFlag {
 		used("conntrack-tcp-be-liberal", &c.Conntrack.TCPBeLiberal, "Enable liberal mode for tracking TCP packets by setting nf_conntrack_tcp_be_liberal to 1."),
 		used("conntrack-udp-timeout", &c.Conntrack.UDPTimeout.Duration, "Idle timeout for UNREPLIED UDP connections (0 to leave as-is)."),
 		used("conntrack-udp-timeout-stream", &c.Conntrack.UDPStreamTimeout.Duration, "Idle timeout for ASSURED UDP connections (0 to leave as-is)."),
-		ign("oom-score-adj", c.OOMScoreAdj, "kube-ipvs-proxy does not change its OOM score", true),
+		used("oom-score-adj", c.OOMScoreAdj, "The oom_score_adj value for the proxy process, within [-1000, 1000], written to /proc/self/oom_score_adj at startup."),
 		ign("show-hidden-metrics-for-version", &c.ShowHiddenMetricsForVersion, "no metrics are hidden", true),
 		withSupported(ign("logging-format", &c.Logging.Format, "only text logging is implemented", true), isText),
 		ign("log-flush-frequency", &c.Logging.FlushFrequency.Duration.Duration, "logs are written unbuffered", true),

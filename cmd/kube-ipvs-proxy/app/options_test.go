@@ -171,7 +171,7 @@ func TestIgnoredFlags(t *testing.T) {
 		{[]string{"--conntrack-tcp-be-liberal"}, ""},
 		{[]string{"--conntrack-udp-timeout", "30s"}, ""},
 		{[]string{"--conntrack-udp-timeout-stream", "2m"}, ""},
-		{[]string{"--oom-score-adj", "-999"}, "ignoring --oom-score-adj: kube-ipvs-proxy does not change its OOM score"},
+		{[]string{"--oom-score-adj", "-999"}, ""},
 		{[]string{"--show-hidden-metrics-for-version", "1.35"}, "ignoring --show-hidden-metrics-for-version: no metrics are hidden"},
 		{[]string{"--logging-format", "json"}, "ignoring --logging-format: only text logging is implemented"},
 		{[]string{"--logging-format", "text"}, ""},
@@ -310,7 +310,7 @@ func TestValidateCollectsErrors(t *testing.T) {
 		"--ipvs-exclude-cidrs", "10.0.0.0/33", "--cluster-cidr", "10.0.0.0/8,10.1.0.0/16", "--nodeport-addresses", "primary,10.0.0.0/8",
 		"--bind-address", "host", "--healthz-bind-address", "1.2.3.4:99999", "--metrics-bind-address", "[::1]",
 		"--iptables-masquerade-bit", "32", "--kube-api-burst", "-1", "--config-sync-period", "0", "--ipvs-tcp-timeout", "-1s",
-		"--output", "yaml", "--ipvs-interface", "", "--hostname-override", " ")
+		"--output", "yaml", "--ipvs-interface", "", "--hostname-override", " ", "--oom-score-adj", "1001")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -329,6 +329,7 @@ func TestValidateCollectsErrors(t *testing.T) {
 		"--healthz-bind-address: \"1.2.3.4:99999\": port must be 1-65535",
 		`--metrics-bind-address: "[::1]" is not IP:port`,
 		"--iptables-masquerade-bit: must be within 0-31",
+		"--oom-score-adj: must be within the range [-1000, 1000], got 1001",
 		"--kube-api-burst: must not be negative",
 		"--config-sync-period: must be greater than 0",
 		"--ipvs-tcp-timeout: must not be negative",

@@ -97,6 +97,7 @@ func Watch(ctx context.Context, o *Options, open DataPlaneOpener, stdout io.Writ
 		onPlan = printPlans(logger, stdout, o)
 	} else {
 		hostAddrs = hostaddr.Netlink{Exclude: rc.DataPlane.Interface}
+		applyOOMScoreAdj(logger, oomScoreAdjPath, rc.OOMScoreAdj)
 		if err := setConntrack(ctx, rc.Conntrack, &servers); err != nil {
 			return err
 		}
