@@ -151,3 +151,32 @@ func TestOOMScoreAdjIsApplied(t *testing.T) {
 	})
 	t.Logf("/proc/self/oom_score_adj: %s", got)
 }
+
+// TestAllowServiceExternalIPsFalseServesNoExternalIP: with the feature
+// gate AllowServiceExternalIPs=false, as in kube-proxy, a Service's
+// spec.externalIPs get no virtual server; its ClusterIP does.
+func TestAllowServiceExternalIPsFalseServesNoExternalIP(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		gates string
+		want  bool
+	}{
+		{name: "served by default", gates: "AllowServiceExternalIPs=true", want: true},
+		{name: "not served with the gate off", gates: "AllowServiceExternalIPs=false"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, admin := startWithWeb(t)
+			svc := tcpService("default", "ext", "10.96.0.81", 80, func(s *corev1.Service) { s.Spec.ExternalIPs = []string{"203.0.113.81"} })
+			if _, err := admin.CoreV1().Services("default").Create(context.Background(), svc, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			dp := startProxy(t, c, "--ipvs-min-sync-period", "0s", "--feature-gates", tc.gates)
+			waitFor(t, "default/ext's ClusterIP", func() bool { return dp.programmed()["10.96.0.81:80/TCP"] == "default/ext" })
+			if want := tc.want; want {
+				waitFor(t, "default/ext's external IP", func() bool { return dp.programmed()["203.0.113.81:80/TCP"] == "default/ext" })
+			} else if got, ok := dp.programmed()["203.0.113.81:80/TCP"]; ok {
+				t.Errorf("203.0.113.81:80/TCP is programmed for %s with %s", got, tc.gates)
+			}
+		})
+	}
+}

@@ -69,6 +69,9 @@ func DryRun(o *Options) (policy.Plan, []string, error) {
 			warnings = append(warnings, skipped(err))
 			continue
 		}
+		if !gateOn(o.Config.FeatureGates, gateAllowServiceExternalIPs, true) {
+			ps.ExternalIPs = nil
+		}
 		for _, w := range engine.UpsertService(ps) {
 			note(w)
 		}

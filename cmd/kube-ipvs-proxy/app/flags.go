@@ -100,7 +100,7 @@ func (s *flagState) kubeProxyFlags() []kubeProxyFlag {
 		used("nodeport-addresses", &c.NodePortAddresses, "CIDRs selecting the node IPs NodePorts accept connections on, or \"primary\"; default: every InternalIP and ExternalIP."),
 		used("profiling", &c.EnableProfiling, "Serve Go's profiles (/debug/pprof/) on the metrics server, as kube-proxy."),
 		used("config-sync-period", &c.ConfigSyncPeriod.Duration, "How often the informers resync from the apiserver; must be greater than 0."),
-		used("feature-gates", &featureGatesValue{m: &c.FeatureGates}, "key=bool pairs of kube-proxy feature gates, client-go's among them (e.g. WatchListClient=false); unknown gates are warned about and ignored."),
+		used("feature-gates", &featureGatesValue{m: &c.FeatureGates}, "key=bool pairs of kube-proxy feature gates, client-go's among them (e.g. WatchListClient=false); a gate kube-proxy acts on and we do not implement refuses the start, unknown gates are warned about and ignored."),
 		used("healthz-port", &s.healthzPort, "Deprecated: port of the health check server, 0 to disable; use --healthz-bind-address."),
 		used("metrics-port", &s.metricsPort, "Deprecated: port of the metrics server, 0 to disable; use --metrics-bind-address."),
 
@@ -253,45 +253,3 @@ func (v *featureGatesValue) Set(s string) error {
 }
 
 func (v *featureGatesValue) Type() string { return "mapStringBool" }
-
-// knownGates are the feature gates kube-proxy v1.36 consults. A value
-// means kube-ipvs-proxy always behaves as if the gate had it; "" means the
-// gate does not concern a Linux IPVS proxy.
-var knownGates = map[string]string{
-	"AllowServiceExternalIPs":       "true",
-	"PreferSameTrafficDistribution": "true",
-	"MultiCIDRServiceAllocator":     "",
-	"WinDSR":                        "",
-	"WinOverlay":                    "",
-	"ComponentFlagz":                "",
-	"ComponentStatusz":              "",
-	"NativeHistograms":              "",
-	"ContextualLogging":             "",
-	"LoggingAlphaOptions":           "",
-	"LoggingBetaOptions":            "",
-	"AllAlpha":                      "",
-	"AllBeta":                       "",
-}
-
-// gateWarnings names each gate that is unknown or set to a value we do
-// not implement; client-go's gates are client-go's (clientgates.go).
-func gateWarnings(gates map[string]bool) []string {
-	var out []string
-	for name, on := range gates {
-		if w, ok := clientGateWarning(name, on); ok {
-			if w != "" {
-				out = append(out, w)
-			}
-			continue
-		}
-		want, known := knownGates[name]
-		switch {
-		case !known:
-			out = append(out, fmt.Sprintf("feature gate %s: unknown to kube-ipvs-proxy; ignored", name))
-		case want != "" && want != strconv.FormatBool(on):
-			out = append(out, fmt.Sprintf("feature gate %s=%t: not implemented, kube-ipvs-proxy behaves as %s=%s; ignored", name, on, name, want))
-		}
-	}
-	slices.Sort(out)
-	return out
-}

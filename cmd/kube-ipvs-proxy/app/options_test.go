@@ -353,14 +353,49 @@ func TestMinSyncAboveSync(t *testing.T) {
 	}
 }
 
-func TestFeatureGateWarnings(t *testing.T) {
-	_, out := mustParse(t, "--feature-gates", "NoSuchGate=true,AllowServiceExternalIPs=false,WinDSR=true,PreferSameTrafficDistribution=true,"+
-		"WatchListClient=false,ClientsPreferCBOR=true,InOrderInformers=false,InOrderInformersBatchProcess=true", "--hostname-override", "n")
-	want := "warning: feature gate AllowServiceExternalIPs=false: not implemented, kube-ipvs-proxy behaves as AllowServiceExternalIPs=true; ignored\n" +
-		"warning: feature gate InOrderInformers=false: client-go locks it to true; ignored\n" +
-		"warning: feature gate NoSuchGate: unknown to kube-ipvs-proxy; ignored\n"
-	if out != want {
-		t.Errorf("stderr:\n%s\nwant:\n%s", out, want)
+// TestFeatureGates: as kube-proxy, a gate locked to its default and set
+// to the other value refuses the start, naming it; so does a gate
+// kube-proxy acts on that we do not implement. A gate we implement or
+// that changes nothing on a Linux IPVS proxy is quiet; a gate we do not
+// know is a warning.
+func TestFeatureGates(t *testing.T) {
+	for _, tc := range []struct {
+		name, gates string
+		wantErr     string // substring of Validate's error; "" means none
+		wantStderr  string
+	}{
+		{name: "AllowServiceExternalIPs is implemented both ways", gates: "AllowServiceExternalIPs=false"},
+		{name: "Windows and logging gates change nothing here", gates: "WinDSR=true,WinOverlay=false,ContextualLogging=false,LoggingAlphaOptions=true"},
+		{name: "client-go's gates are client-go's", gates: "WatchListClient=false,ClientsPreferCBOR=true,InOrderInformersBatchProcess=true"},
+		{name: "a locked gate at its default is quiet", gates: "PreferSameTrafficDistribution=true,MultiCIDRServiceAllocator=true,InOrderInformers=true"},
+		{name: "a gate kube-proxy locks refuses its other value", gates: "PreferSameTrafficDistribution=false",
+			wantErr: "--feature-gates: feature gate PreferSameTrafficDistribution=false: locked to true in kube-proxy v1.36"},
+		{name: "MultiCIDRServiceAllocator too", gates: "MultiCIDRServiceAllocator=false",
+			wantErr: "--feature-gates: feature gate MultiCIDRServiceAllocator=false: locked to true"},
+		{name: "a gate client-go locks refuses its other value", gates: "InOrderInformers=false",
+			wantErr: "--feature-gates: feature gate InOrderInformers=false: client-go locks it to true"},
+		{name: "a gate kube-proxy acts on that we do not implement refuses the start", gates: "ComponentStatusz=true",
+			wantErr: "--feature-gates: feature gate ComponentStatusz=true: kube-proxy serves /statusz with it; kube-ipvs-proxy does not"},
+		{name: "its off value is kube-proxy's behaviour too", gates: "ComponentStatusz=false,ComponentFlagz=false,NativeHistograms=false"},
+		{name: "an unknown gate is a warning", gates: "NoSuchGate=true",
+			wantStderr: "warning: feature gate NoSuchGate: unknown to kube-ipvs-proxy; ignored\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o, out, err := parse(t, "--feature-gates", tc.gates, "--hostname-override", "n")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out != tc.wantStderr {
+				t.Errorf("stderr %q, want %q", out, tc.wantStderr)
+			}
+			err = o.Validate()
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Errorf("Validate: %v, want nil", err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Errorf("Validate: %v, want an error containing %q", err, tc.wantErr)
+			}
+		})
 	}
 	if _, _, err := parse(t, "--feature-gates", "Foo"); err == nil || !strings.Contains(err.Error(), `malformed pair "Foo"`) {
 		t.Errorf("error %v", err)

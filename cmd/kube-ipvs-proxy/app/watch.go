@@ -104,7 +104,8 @@ func Watch(ctx context.Context, o *Options, open DataPlaneOpener, stdout io.Writ
 	}
 	p, err := proxier.New(proxier.Config{
 		NodeName: rc.NodeName, Engine: rc.Policy, ServiceProxyName: rc.ServiceProxyName,
-		MinSyncPeriod: rc.MinSyncPeriod, SyncPeriod: rc.SyncPeriod, ConfigSyncPeriod: rc.ConfigSyncPeriod,
+		DropExternalIPs: !gateOn(rc.FeatureGates, gateAllowServiceExternalIPs, true),
+		MinSyncPeriod:   rc.MinSyncPeriod, SyncPeriod: rc.SyncPeriod, ConfigSyncPeriod: rc.ConfigSyncPeriod,
 		Client: cs, MetadataClient: md, DataPlane: dp,
 		Observer: m, Health: proxyHealth, ServiceHealth: serviceHealth,
 		Recorder: recorder,
