@@ -76,6 +76,27 @@ func TestVirtualServers(t *testing.T) {
 			want: []string{"ClusterIP 10.96.0.1:80/TCP -> ", "NodePort 192.168.0.5:30080/TCP -> "},
 		},
 		{
+			name:  "--bind-address overrides the primary IP of its family for --nodeport-addresses primary",
+			cfg:   Config{NodePortAddresses: []string{"primary"}, BindAddress: ip("192.168.0.9")},
+			svc:   svc("web", func(s *Service) { s.Ports[0].NodePort = 30080 }),
+			nodes: []*Node{{Name: thisNode, InternalIPs: []netip.Addr{ip("192.168.0.5"), ip("fd00:10::5")}}},
+			want:  []string{"ClusterIP 10.96.0.1:80/TCP -> ", "NodePort 192.168.0.9:30080/TCP -> "},
+		},
+		{
+			name:  "an unspecified --bind-address leaves the Node's primary IP",
+			cfg:   Config{NodePortAddresses: []string{"primary"}, BindAddress: ip("0.0.0.0")},
+			svc:   svc("web", func(s *Service) { s.Ports[0].NodePort = 30080 }),
+			nodes: []*Node{{Name: thisNode, InternalIPs: []netip.Addr{ip("192.168.0.5")}}},
+			want:  []string{"ClusterIP 10.96.0.1:80/TCP -> ", "NodePort 192.168.0.5:30080/TCP -> "},
+		},
+		{
+			name:  "--bind-address is the primary IP even before the Node has addresses",
+			cfg:   Config{NodePortAddresses: []string{"primary"}, BindAddress: ip("192.168.0.9")},
+			svc:   svc("web", func(s *Service) { s.Ports[0].NodePort = 30080 }),
+			nodes: []*Node{{Name: thisNode}},
+			want:  []string{"ClusterIP 10.96.0.1:80/TCP -> ", "NodePort 192.168.0.9:30080/TCP -> "},
+		},
+		{
 			name: "dual-stack: IPv4 slices feed IPv4 virtual servers, IPv6 slices IPv6 ones",
 			svc: svc("web", func(s *Service) {
 				s.ClusterIPs = append(s.ClusterIPs, ip("fd00::1"))

@@ -180,3 +180,27 @@ func TestAllowServiceExternalIPsFalseServesNoExternalIP(t *testing.T) {
 		})
 	}
 }
+
+// TestBindAddressIsThePrimaryIP: a specified --bind-address (bindAddress)
+// is the node's primary IP of its family in place of the Node's
+// InternalIP, as kube-proxy's: with --nodeport-addresses primary the
+// NodePort is served on it.
+func TestBindAddressIsThePrimaryIP(t *testing.T) {
+	c, admin := startWithWeb(t) // the Node's InternalIP is 192.0.2.1
+	svc := tcpService("default", "np", "10.96.0.82", 80, func(s *corev1.Service) {
+		s.Spec.Type = corev1.ServiceTypeNodePort
+		s.Spec.Ports[0].NodePort = 30082
+	})
+	if _, err := admin.CoreV1().Services("default").Create(context.Background(), svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	dp := startProxy(t, c, "--ipvs-min-sync-period", "0s", "--nodeport-addresses", "primary", "--bind-address", "192.0.2.99")
+	waitFor(t, "default/np's ClusterIP", func() bool { return dp.programmed()["10.96.0.82:80/TCP"] == "default/np" })
+	got := dp.programmed()
+	if got["192.0.2.99:30082/TCP"] != "default/np" {
+		t.Errorf("the NodePort is not served on --bind-address 192.0.2.99: %v", got)
+	}
+	if s, ok := got["192.0.2.1:30082/TCP"]; ok {
+		t.Errorf("the NodePort is served on the Node's InternalIP 192.0.2.1 (for %s), not only on --bind-address", s)
+	}
+}

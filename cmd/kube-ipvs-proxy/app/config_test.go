@@ -52,6 +52,7 @@ func TestKubeadmConfig(t *testing.T) {
 		Conntrack:    kubeProxyConntrack,
 	}
 	want.Policy.NodeName = "worker-1"
+	want.Policy.BindAddress = netip.MustParseAddr("0.0.0.0")
 	want.Policy.ClusterCIDRs = []string{"10.244.0.0/16"}
 	want.DataPlane.Interface = "kube-ipvs0"
 	want.DataPlane.ClusterCIDRs = []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}
@@ -87,6 +88,7 @@ func TestTunedJSONConfig(t *testing.T) {
 		Conntrack:    kubeProxyConntrack,
 	}
 	want.Policy.NodeName, want.Policy.Scheduler, want.Policy.MasqueradeAll = "worker-7", "wlc", true
+	want.Policy.BindAddress = netip.MustParseAddr("10.0.0.7")
 	want.Policy.ClusterCIDRs = []string{"10.244.0.0/16", "fd00:244::/48"}
 	want.Policy.NodePortAddresses = []string{"10.0.0.0/24", "fd00:10::/64"}
 	if diff := cmp.Diff(want, rc, cmpOpts); diff != "" {

@@ -130,8 +130,10 @@ func durationOf(d *metav1.Duration) time.Duration {
 }
 
 func (o *Options) engineConfig() policy.Config {
+	bind, _ := netip.ParseAddr(o.Config.BindAddress)
 	return policy.Config{
 		NodeName:          o.NodeName,
+		BindAddress:       bind,
 		Scheduler:         o.Config.IPVS.Scheduler,
 		NodePortAddresses: o.Config.NodePortAddresses,
 		ClusterCIDRs:      splitList(o.Config.ClusterCIDR),
