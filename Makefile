@@ -52,7 +52,13 @@ demo: apiserver
 
 # Real-kernel tests: boots Debian's cloud kernel in qemu with the
 # integration-tagged test binary (installs qemu, busybox, kmod and cpio with
-# apt if missing; caches the kernel under .cache/vmlab).
+# apt if missing; caches the kernel under .cache/vmlab). KERNEL=bullseye
+# (5.10), bookworm (6.1, the default) or trixie (6.12) picks the Debian
+# release whose cloud kernel boots, for it and for vm-e2e.
+ifneq ($(KERNEL),)
+export VMLAB_KERNEL := $(KERNEL)
+endif
+
 integration:
 	hack/vmlab/run.sh ./integration/... -- -test.v
 
