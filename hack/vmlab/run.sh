@@ -137,7 +137,8 @@ kernel_apt_update_once() {
 # e.g. linux-image-6.1.0-56-cloud-amd64_6.1.192-2.
 kernel_package() {
 	local pkg ver
-	pkg=$(apt-cache "${KAPT[@]}" depends "$KERNEL_META" 2>/dev/null | awk '/Depends: linux-image-/ { print $2; exit }')
+	# A release's lists may not be there yet: apt-cache then fails.
+	pkg=$(apt-cache "${KAPT[@]}" depends "$KERNEL_META" 2>/dev/null | awk '/Depends: linux-image-/ { print $2; exit }') || true
 	if [[ -z $pkg ]]; then
 		kernel_apt_update_once
 		pkg=$(apt-cache "${KAPT[@]}" depends "$KERNEL_META" | awk '/Depends: linux-image-/ { print $2; exit }')
