@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/integration/apiserver"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 )
 
 // TestHealthCheckNodePortListensOnlyOnNodePortAddresses: with
@@ -202,5 +203,43 @@ func TestBindAddressIsThePrimaryIP(t *testing.T) {
 	}
 	if s, ok := got["192.0.2.1:30082/TCP"]; ok {
 		t.Errorf("the NodePort is served on the Node's InternalIP 192.0.2.1 (for %s), not only on --bind-address", s)
+	}
+}
+
+// TestNodeCIDRModeWaitsForThePodCIDRs: with --detect-local-mode NodeCIDR
+// the proxy waits until its Node has podCIDRs, as kube-proxy, and then
+// treats them as the pod network: ClusterIP traffic from outside them is
+// masqueraded (without --cluster-cidr, ClusterCIDR mode masquerades
+// none).
+func TestNodeCIDRModeWaitsForThePodCIDRs(t *testing.T) {
+	c, admin := startWithWeb(t) // node-a has no podCIDRs yet
+	dp := startProxy(t, c, "--ipvs-min-sync-period", "0s", "--cluster-cidr=", "--detect-local-mode", "NodeCIDR")
+	time.Sleep(2 * time.Second)
+	if calls := dp.snapshot(); len(calls) != 0 {
+		t.Fatalf("%d data plane calls before the Node has podCIDRs, want none", len(calls))
+	}
+	ctx := context.Background()
+	n, err := admin.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Spec.PodCIDR, n.Spec.PodCIDRs = "10.244.7.0/24", []string{"10.244.7.0/24"}
+	if _, err := admin.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var masq policy.Masquerade
+	waitFor(t, "default/web's ClusterIP in a full sync", func() bool {
+		for _, call := range dp.snapshot() {
+			for _, vs := range call.plan.VirtualServers {
+				if vs.Service.String() == "default/web" && vs.Kind == policy.KindClusterIP {
+					masq = vs.Masquerade
+					return true
+				}
+			}
+		}
+		return false
+	})
+	if masq != policy.MasqueradeOffCluster {
+		t.Errorf("default/web's ClusterIP: masquerade %s, want %s (from outside the node's podCIDRs)", masq, policy.MasqueradeOffCluster)
 	}
 }

@@ -110,7 +110,7 @@ func TestTunedJSONConfig(t *testing.T) {
 func TestConfigPrecedence(t *testing.T) {
 	dir := t.TempDir()
 	withName := writeFile(t, dir, "named.yaml", typeMeta+"hostnameOverride: From-File\nclusterCIDR: 10.1.0.0/16\nlogging: {verbosity: 3}\n")
-	nodeCIDR := writeFile(t, dir, "nodecidr.yaml", typeMeta+"detectLocalMode: NodeCIDR\nlogging: {format: json}\n")
+	nodeCIDR := writeFile(t, dir, "nodecidr.yaml", typeMeta+"detectLocalMode: InterfaceNamePrefix\nlogging: {format: json}\n")
 	tests := []struct {
 		name       string
 		args       []string
@@ -139,8 +139,8 @@ func TestConfigPrecedence(t *testing.T) {
 		{"--vmodule goes before the file's", []string{"--config", tunedConfig, "--vmodule", "a=1"},
 			func(o *Options) any { return []VModuleItem(o.Config.Logging.VModule) }, []VModuleItem{{FilePattern: "a", Verbosity: 1}, {FilePattern: "proxier*", Verbosity: 6}}, ""},
 		{"unimplemented file values warn", []string{"--config", nodeCIDR},
-			func(o *Options) any { return string(o.Config.DetectLocalMode) }, "NodeCIDR",
-			"warning: " + nodeCIDR + `: detectLocalMode: "NodeCIDR" is not implemented, local traffic is detected by clusterCIDR; ignored` + "\n" +
+			func(o *Options) any { return string(o.Config.DetectLocalMode) }, "InterfaceNamePrefix",
+			"warning: " + nodeCIDR + `: detectLocalMode: "InterfaceNamePrefix" is not implemented, local traffic is detected by clusterCIDR; ignored` + "\n" +
 				"warning: " + nodeCIDR + `: logging.format: "json" is not implemented, logging as text; ignored` + "\n"},
 	}
 	for _, tc := range tests {

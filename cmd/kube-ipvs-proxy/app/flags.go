@@ -17,7 +17,7 @@ import (
 // Reasons for accepting a kube-proxy flag and ignoring it.
 const (
 	notIPVS      = "not used in ipvs mode"
-	onlyCIDR     = "only --detect-local-mode ClusterCIDR (--cluster-cidr) is implemented"
+	onlyCIDR     = "only --detect-local-mode ClusterCIDR (--cluster-cidr) and NodeCIDR are implemented"
 	windowsOnly  = "Windows only"
 	removed      = "removed from kube-proxy"
 	notSupported = "not supported by kube-ipvs-proxy"
@@ -75,7 +75,7 @@ func (s *flagState) kubeProxyFlags() []kubeProxyFlag {
 		return kubeProxyFlag{name: name, ptr: ptr, usage: "Accepted for kube-proxy compatibility and ignored: " + reason + ".", ignored: reason, inConfig: inConfig}
 	}
 	isText := func(v string) bool { return v == "text" }
-	isClusterCIDR := func(v string) bool { return v == "" || v == "ClusterCIDR" }
+	isClusterCIDR := func(v string) bool { return v == "" || v == localModeClusterCIDR || v == localModeNodeCIDR }
 	return []kubeProxyFlag{
 		used("kubeconfig", &c.ClientConnection.Kubeconfig, "Path to a kubeconfig file with authorization information (--master overrides its server)."),
 		used("kube-api-content-type", &c.ClientConnection.ContentType, "Content type of requests sent to the apiserver."),

@@ -57,6 +57,14 @@ func Watch(ctx context.Context, o *Options, open DataPlaneOpener, stdout io.Writ
 	if err != nil {
 		return fmt.Errorf("metadata client: %w", err)
 	}
+	if o.Config.DetectLocalMode == localModeNodeCIDR {
+		if rc, err = o.useNodeCIDRs(ctx, cs); err != nil {
+			if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+				return nil // stopped while waiting
+			}
+			return err
+		}
+	}
 	dp, closeDataPlane, err := open()
 	if err != nil {
 		return fmt.Errorf("open the data plane: %w", err)
