@@ -38,3 +38,19 @@ func TestConnReuseModeIsZeroOnKernelsBefore59(t *testing.T) {
 		})
 	}
 }
+
+// TestFakeKernelForKnowsTheReleasesSchedulers: the fake knows "twos" on
+// a kernel from 6.2, where Linux added it, and not before.
+func TestFakeKernelForKnowsTheReleasesSchedulers(t *testing.T) {
+	for _, tc := range []struct {
+		release string
+		twos    bool
+	}{{"6.1.0-56-cloud-amd64", false}, {"5.10.0-46-cloud-amd64", false}, {"6.2.0", true}, {"6.12.118+deb13-cloud-amd64\n", true}, {"", false}} {
+		t.Run(tc.release, func(t *testing.T) {
+			err := NewFakeKernelFor(tc.release).AddVirtualServer(VirtualServer{Key: key("10.96.0.1:80/TCP"), Scheduler: "twos"})
+			if got := err == nil; got != tc.twos {
+				t.Errorf("twos on %q: %v, want known %v", tc.release, err, tc.twos)
+			}
+		})
+	}
+}
