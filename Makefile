@@ -53,9 +53,14 @@ demo: apiserver
 
 # Real-kernel tests: boots Debian's cloud kernel in qemu with the
 # integration-tagged test binary (installs qemu, busybox, kmod and cpio with
-# apt if missing; caches the kernel under .cache/vmlab). Debian's iptables
+# apt if missing; caches the kernel under .cache/vmlab). KERNEL=bullseye
+# (5.10), bookworm (6.1, the default) or trixie (6.12) picks the Debian
+# release whose cloud kernel boots, for it and for vm-e2e. Debian's iptables
 # (nft and legacy) and ipset are staged into the VM for integration/leftovers,
 # which makes kube-proxy's leftovers with them; the proxy never runs them.
+ifneq ($(KERNEL),)
+export VMLAB_KERNEL := $(KERNEL)
+endif
 LAB_TOOLS := .cache/vmlab/lab-tools
 integration:
 	hack/vmlab/stage-tools.sh $(LAB_TOOLS) iptables ipset -- /usr/sbin/xtables-nft-multi \

@@ -44,7 +44,9 @@ type ServiceHealth struct {
 
 // NewServiceHealth returns a ServiceHealth that listens on addrs (the node
 // port addresses), or on all addresses when addrs is empty, and reports
-// proxy's health (nil counts as healthy). It opens nothing until
+// proxy's health (nil counts as healthy). An address listens in its own
+// family only, so that 0.0.0.0 and :: may both be given, as kube-proxy's
+// per-family servers listen. It opens nothing until
 // SyncServices. A server that stops on its own is logged to logger.
 func NewServiceHealth(logger klog.Logger, addrs []netip.Addr, proxy *ProxyHealth) *ServiceHealth {
 	hosts := []string{""}
@@ -53,6 +55,8 @@ func NewServiceHealth(logger klog.Logger, addrs []netip.Addr, proxy *ProxyHealth
 		for _, a := range addrs {
 			hosts = append(hosts, a.Unmap().String())
 		}
+		slices.Sort(hosts)
+		hosts = slices.Compact(hosts)
 	}
 	return &ServiceHealth{
 		log:       logger,
@@ -155,7 +159,7 @@ func (s *ServiceHealth) open(key policy.ServiceKey, port uint16) (*checkServer, 
 	cs.endpoints.Store(int64(s.endpoints[key]))
 	for _, host := range s.hosts {
 		addr := net.JoinHostPort(host, strconv.Itoa(int(port)))
-		l, err := s.listen(context.Background(), "tcp", addr)
+		l, err := s.listen(context.Background(), listenNetwork(host), addr)
 		if err != nil {
 			_ = cs.close() // nothing to report beyond the listen error
 			return nil, fmt.Errorf("listen on %s: %w", addr, err)
@@ -171,6 +175,19 @@ func (s *ServiceHealth) open(key policy.ServiceKey, port uint16) (*checkServer, 
 		}()
 	}
 	return cs, nil
+}
+
+// listenNetwork is "tcp4" or "tcp6" for an address of that family, so that
+// [::] does not also take 0.0.0.0's port; "tcp" for "" (every address).
+func listenNetwork(host string) string {
+	a, err := netip.ParseAddr(host)
+	switch {
+	case err != nil:
+		return "tcp"
+	case a.Is4():
+		return "tcp4"
+	}
+	return "tcp6"
 }
 
 // checkServer is one service's health check, on one or more addresses.

@@ -54,7 +54,9 @@ func (f *loopbackListener) listen(ctx context.Context, network, address string) 
 	if f.refuse[address] {
 		return nil, &net.OpError{Op: "listen", Net: network, Err: syscall.EADDRINUSE}
 	}
-	l, err := (&net.ListenConfig{}).Listen(ctx, network, "127.0.0.1:0")
+	// The requested family is the server's business; the stand-in is
+	// always an IPv4 loopback port.
+	l, err := (&net.ListenConfig{}).Listen(ctx, "tcp4", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
@@ -332,6 +334,32 @@ func TestServiceHealthRealListener(t *testing.T) {
 	_ = sh.SyncEndpoints(map[policy.ServiceKey]int{dns: 1})
 	if got := mustProbe(t, net.JoinHostPort("127.0.0.1", freePort)); got.code != 200 || got.weight != "1" {
 		t.Errorf("dns = %d weight %q", got.code, got.weight)
+	}
+}
+
+// TestServiceHealthListensInEachAddressFamily: given both families'
+// unspecified addresses (kube-proxy's two per-family servers), each
+// listens in its own family, so that [::] does not take 0.0.0.0's port
+// and both answer.
+func TestServiceHealthListensInEachAddressFamily(t *testing.T) {
+	if l, err := net.Listen("tcp6", "[::1]:0"); err != nil {
+		t.Skipf("no IPv6 loopback: %v", err)
+	} else {
+		l.Close()
+	}
+	_, freePort, _ := net.SplitHostPort(httpservetest.FreeAddr(t))
+	var port uint16
+	fmt.Sscan(freePort, &port)
+	sh := NewServiceHealth(klog.Background(), []netip.Addr{netip.IPv4Unspecified(), netip.IPv6Unspecified()}, nil)
+	defer sh.Close()
+	if err := sh.SyncServices(map[policy.ServiceKey]uint16{web: port}); err != nil {
+		t.Fatalf("SyncServices: %v", err)
+	}
+	_ = sh.SyncEndpoints(map[policy.ServiceKey]int{web: 1})
+	for _, host := range []string{"127.0.0.1", "::1"} {
+		if got := mustProbe(t, net.JoinHostPort(host, freePort)); got.code != 200 {
+			t.Errorf("%s: %d, want 200", host, got.code)
+		}
 	}
 }
 

@@ -28,6 +28,15 @@ var schedulerFlags = map[string][]string{
 	"sh": {"sh-fallback", "sh-port"},
 }
 
+// defaultSchedulerFlags are the flags kube-proxy sets on every virtual
+// server when --ipvs-scheduler names the scheduler: with mh it hashes on
+// the source port as well as the source address, so that clients behind
+// one SNAT address spread over the backends. The scheduler-flags
+// annotation replaces them.
+var defaultSchedulerFlags = map[string][]string{
+	"mh": {"mh-port"},
+}
+
 // DefaultScheduler is used when neither --ipvs-scheduler nor the
 // annotation says otherwise, as in kube-proxy.
 const DefaultScheduler = "rr"
@@ -108,6 +117,8 @@ func parseSettings(obj string, ann map[string]string, internalLocal bool, defaul
 	}
 	if v, ok := ann[AnnotationSchedulerFlags]; ok {
 		st.flags, ws = parseSchedulerFlags(obj, v, st.scheduler, ws)
+	} else if st.scheduler == defaultScheduler {
+		st.flags = slices.Clone(defaultSchedulerFlags[defaultScheduler])
 	}
 	if v, ok := ann[AnnotationNoTrack]; ok {
 		b, err := strconv.ParseBool(v)

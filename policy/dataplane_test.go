@@ -115,6 +115,7 @@ func TestNodeInSourceRangesTakesTheNodesPrimaryIP(t *testing.T) {
 		svc      *Service
 		v4, v6   bool // NodeInSourceRanges of the IPv4 and the IPv6 load balancer
 		noRanges bool // the IPv6 load balancer has no range of its family
+		bind     string
 	}{
 		{name: "the primary IPv4 address in a range", node: node(thisNode, "", "192.168.0.1"), svc: lb("192.168.0.0/24", "2001:db8:1::/64"), v4: true},
 		{name: "the primary IPv4 address outside every range", node: node(thisNode, "", "192.168.0.1"), svc: lb("10.0.0.0/8", "2001:db8:1::/64")},
@@ -123,9 +124,17 @@ func TestNodeInSourceRangesTakesTheNodesPrimaryIP(t *testing.T) {
 		{name: "without an InternalIP of the family, the first ExternalIP", node: external(node(thisNode, "", "2001:db8:1::5"), "203.0.113.4", "192.168.0.1"), svc: lb("203.0.113.0/24", "192.168.0.0/24", "2001:db8:1::/64"), v4: true, v6: true},
 		{name: "a load balancer without ranges of its family has no such flag", node: node(thisNode, "", "192.168.0.1", "2001:db8:1::5"), svc: lb("192.168.0.0/24"), v4: true, noRanges: true},
 		{name: "no Node for this host: no primary IP", node: node("other", "", "192.168.0.1"), svc: lb("192.168.0.0/24", "2001:db8:1::/64")},
+		{name: "--bind-address is the primary IP of its family", bind: "10.0.0.5", node: node(thisNode, "", "192.168.0.1", "2001:db8:1::5"),
+			svc: lb("10.0.0.0/8", "2001:db8:1::/64"), v4: true, v6: true},
+		{name: "--bind-address takes the Node's primary IP's place", bind: "10.0.0.5", node: node(thisNode, "", "192.168.0.1"),
+			svc: lb("192.168.0.0/24", "2001:db8:1::/64")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e, _ := newEngine(t, world{nodes: []*Node{tc.node}, svcs: []*Service{tc.svc}})
+			var cfg Config
+			if tc.bind != "" {
+				cfg.BindAddress = ip(tc.bind)
+			}
+			e, _ := newEngine(t, world{cfg: cfg, nodes: []*Node{tc.node}, svcs: []*Service{tc.svc}})
 			plan, _ := e.Compute()
 			seen := 0
 			for _, vs := range plan.VirtualServers {

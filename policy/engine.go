@@ -24,6 +24,11 @@ type Config struct {
 	// ClusterIP from outside those of its family is masqueraded; with none
 	// of its family, none is.
 	ClusterCIDRs []string
+	// BindAddress, unless invalid or unspecified (0.0.0.0, ::), is this
+	// node's primary IP of its family in place of the Node's, as
+	// kube-proxy's bindAddress: for NodePortAddresses "primary" and for
+	// whether a LoadBalancer's source ranges hold the node.
+	BindAddress netip.Addr
 	// MasqueradeAll masquerades all ClusterIP traffic (--masquerade-all).
 	MasqueradeAll bool
 	// NoTrackServices are marked NOTRACK as if annotated
@@ -384,9 +389,12 @@ func (e *Engine) nodePortIPs() []netip.Addr {
 }
 
 // primaryIP is this node's primary IP of a family, as kube-proxy picks
-// it from the Node: its first InternalIP of the family, else its first
-// ExternalIP.
+// it: a specified BindAddress of the family, else from the Node: its
+// first InternalIP of the family, else its first ExternalIP.
 func (e *Engine) primaryIP(v4 bool) (netip.Addr, bool) {
+	if b := e.cfg.BindAddress.Unmap(); b.IsValid() && !b.IsUnspecified() && b.Is4() == v4 {
+		return b, true
+	}
 	if e.self == nil {
 		return netip.Addr{}, false
 	}

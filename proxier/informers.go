@@ -152,7 +152,7 @@ func (p *Proxier) serviceHandler() cache.ResourceEventHandler {
 }
 
 func (p *Proxier) onService(svc *corev1.Service) {
-	p.onConvertedService(newConvertedService(svc, p.cfg.ServiceProxyName))
+	p.onConvertedService(newConvertedService(svc, p.serviceConv()))
 }
 
 func (p *Proxier) onConvertedService(svc *convertedService) {

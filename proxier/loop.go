@@ -40,6 +40,9 @@ type Config struct {
 	// without the service.kubernetes.io/service-proxy-name label, set
 	// serves exactly the Services labelled with it.
 	ServiceProxyName string
+	// DropExternalIPs serves no Service's spec.externalIPs: the feature
+	// gate AllowServiceExternalIPs=false, as kube-proxy.
+	DropExternalIPs bool
 	// MinSyncPeriod is the minimum interval between syncs
 	// (--ipvs-min-sync-period); 0 syncs on every change.
 	MinSyncPeriod time.Duration
@@ -211,7 +214,7 @@ func New(cfg Config) (*Proxier, error) {
 	}
 	p.st = newSyncState()
 	p.setClock(clock.RealClock{})
-	p.t = newTracker(engine, cfg.NodeName, cfg.ServiceProxyName, p.clock.Now())
+	p.t = newTracker(engine, cfg.NodeName, p.serviceConv(), p.clock.Now())
 	if p.cfg.NodeWatchLinger == 0 {
 		p.cfg.NodeWatchLinger = DefaultNodeWatchLinger
 	}

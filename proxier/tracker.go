@@ -26,11 +26,11 @@ import (
 // logged and ignored, so the previous valid version stays; a Service this
 // proxy does not serve (ErrNotProxied) is removed.
 type tracker struct {
-	mu        sync.Mutex
-	engine    *policy.Engine
-	nodeName  string
-	proxyName string
-	logger    klog.Logger
+	mu       sync.Mutex
+	engine   *policy.Engine
+	nodeName string
+	conv     serviceConv // how Services are converted
+	logger   klog.Logger
 	// since: trigger times older than this (objects already there at
 	// start) are not network programming latency.
 	since time.Time
@@ -51,9 +51,9 @@ type tracker struct {
 	nodesRunning, nodesSynced bool
 }
 
-func newTracker(engine *policy.Engine, nodeName, proxyName string, since time.Time) *tracker {
+func newTracker(engine *policy.Engine, nodeName string, conv serviceConv, since time.Time) *tracker {
 	return &tracker{
-		engine: engine, nodeName: nodeName, proxyName: proxyName, logger: klog.Background(), since: since,
+		engine: engine, nodeName: nodeName, conv: conv, logger: klog.Background(), since: since,
 		services: map[policy.ServiceKey]struct{}{}, dirty: map[policy.ServiceKey]struct{}{},
 		svcPending: map[policy.ServiceKey]struct{}{}, epPending: map[policy.ServiceKey]struct{}{},
 		triggers: map[policy.ServiceKey][]time.Time{}, topo: map[policy.ServiceKey]struct{}{},
@@ -82,7 +82,7 @@ func serviceKey(namespace, name string) policy.ServiceKey {
 
 // upsertService converts and applies a Service add or update.
 func (t *tracker) upsertService(svc *corev1.Service) change {
-	return t.applyService(newConvertedService(svc, t.proxyName))
+	return t.applyService(newConvertedService(svc, t.conv))
 }
 
 // applyService applies a converted Service add or update.

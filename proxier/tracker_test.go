@@ -15,7 +15,7 @@ func newTestTracker(t *testing.T) *tracker {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return newTracker(e, testNode, "", t0)
+	return newTracker(e, testNode, serviceConv{}, t0)
 }
 
 func checkedOut(w work) []string {

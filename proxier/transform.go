@@ -56,6 +56,15 @@ func newConvertedSlice(s *discoveryv1.EndpointSlice) *convertedSlice {
 	return out
 }
 
+// serviceConv is how Services are converted: proxyName is
+// --service-proxy-name (kubeapi.Service); dropExternalIPs leaves
+// spec.externalIPs out, as kube-proxy does with the feature gate
+// AllowServiceExternalIPs=false.
+type serviceConv struct {
+	proxyName       string
+	dropExternalIPs bool
+}
+
 // convertedService is a Service as the Services informer's cache holds
 // it: its identity and its conversion (for --service-proxy-name).
 type convertedService struct {
@@ -64,10 +73,18 @@ type convertedService struct {
 	err  error
 }
 
-func newConvertedService(svc *corev1.Service, proxyName string) *convertedService {
+func newConvertedService(svc *corev1.Service, c serviceConv) *convertedService {
 	svc = interner.TrimService(svc)
-	conv, err := kubeapi.Service(svc, proxyName)
+	conv, err := kubeapi.Service(svc, c.proxyName)
+	if conv != nil && c.dropExternalIPs {
+		conv.ExternalIPs = nil
+	}
 	return &convertedService{identity: identityOf(&svc.ObjectMeta), conv: conv, err: err}
+}
+
+// serviceConv is how the proxy converts Services.
+func (p *Proxier) serviceConv() serviceConv {
+	return serviceConv{proxyName: p.cfg.ServiceProxyName, dropExternalIPs: p.cfg.DropExternalIPs}
 }
 
 // ref is the Service an Event names.
@@ -80,7 +97,7 @@ func (c *convertedService) ref() *corev1.Service {
 // held converted, other objects trimmed.
 func (p *Proxier) transform(obj any) (any, error) {
 	if svc, ok := obj.(*corev1.Service); ok {
-		return newConvertedService(svc, p.cfg.ServiceProxyName), nil
+		return newConvertedService(svc, p.serviceConv()), nil
 	}
 	return trimObject(obj)
 }

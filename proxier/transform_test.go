@@ -136,3 +136,33 @@ func TestConvertedSliceKeepsTriggerAndIdentity(t *testing.T) {
 		})
 	}
 }
+
+// TestAllowServiceExternalIPsFalseDropsExternalIPs: with the feature gate
+// AllowServiceExternalIPs=false a Service's spec.externalIPs are not
+// served, as kube-proxy's ServicePort.ExternalIPs; the rest of the
+// Service is.
+func TestAllowServiceExternalIPsFalseDropsExternalIPs(t *testing.T) {
+	svc := service("web", "10.96.0.10")
+	svc.Spec.ExternalIPs = []string{"203.0.113.10"}
+	for _, tc := range []struct {
+		name string
+		conv serviceConv
+		want []netip.Addr
+	}{
+		{name: "served by default", want: []netip.Addr{netip.MustParseAddr("203.0.113.10")}},
+		{name: "dropped with AllowServiceExternalIPs=false", conv: serviceConv{dropExternalIPs: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newConvertedService(svc, tc.conv)
+			if c.err != nil {
+				t.Fatal(c.err)
+			}
+			if diff := cmp.Diff(tc.want, c.conv.ExternalIPs, cmpopts.EquateEmpty(), cmp.Comparer(func(a, b netip.Addr) bool { return a == b })); diff != "" {
+				t.Errorf("ExternalIPs (-want +got):\n%s", diff)
+			}
+			if len(c.conv.ClusterIPs) != 1 {
+				t.Errorf("ClusterIPs %v, want the one cluster IP", c.conv.ClusterIPs)
+			}
+		})
+	}
+}

@@ -16,6 +16,12 @@
 #   VMLAB_TIMEOUT      VM wall-clock limit  (seconds, default 600)
 #   VMLAB_MEM          VM memory in MiB     (default 1024)
 #   VMLAB_SMP          VM vCPUs             (default 2)
+#   VMLAB_KERNEL       Debian release whose cloud kernel boots: bookworm (default: Debian 12,
+#                      6.1, from the host's apt sources), bullseye (Debian 11, 5.10) or trixie
+#                      (Debian 13, 6.12). bullseye and trixie are read from Debian's archive
+#                      through an apt configuration of the lab's own under
+#                      $VMLAB_CACHE/apt-<release>; the host's apt sources are not touched.
+#                      `make integration KERNEL=bullseye` sets it.
 #   VMLAB_KERNEL_META  apt meta package naming the kernel (default linux-image-cloud-amd64)
 #   VMLAB_EXTRA_FILES  space-separated "src[:dst]" host files to put into the
 #                      initramfs (dst defaults to /bin/<basename>); they must be
@@ -38,6 +44,7 @@ CACHE=${VMLAB_CACHE:-$REPO/.cache/vmlab}
 TIMEOUT=${VMLAB_TIMEOUT:-600}
 MEM=${VMLAB_MEM:-1024}
 SMP=${VMLAB_SMP:-2}
+KERNEL_RELEASE=${VMLAB_KERNEL:-bookworm}
 KERNEL_META=${VMLAB_KERNEL_META:-linux-image-cloud-amd64}
 EXTRA_FILES=${VMLAB_EXTRA_FILES:-}
 EXTRA_TREE=${VMLAB_EXTRA_TREE:-}
@@ -64,6 +71,8 @@ ABSENT_MODULES=(xfrm_user af_key)
 
 export PATH="$PATH:/usr/local/go/bin"
 APT_UPDATED=
+KAPT=()         # apt options for the kernel's release; empty: the host's apt
+KAPT_UPDATED=
 WORK= # per-run scratch dir under $CACHE, removed on exit
 
 log() { echo "vmlab: $*" >&2; }
@@ -103,17 +112,44 @@ ensure_packages() {
 
 # --- kernel ---------------------------------------------------------------
 
+# kernel_apt_setup points KAPT at the kernel release's archive: nothing for
+# bookworm (the host's), an apt configuration of the lab's own otherwise.
+kernel_apt_setup() {
+	case $KERNEL_RELEASE in
+	bookworm) return 0 ;;
+	bullseye | trixie) ;;
+	*) die "VMLAB_KERNEL=$KERNEL_RELEASE: want bullseye, bookworm or trixie" ;;
+	esac
+	local dir=$CACHE/apt-$KERNEL_RELEASE key=/usr/share/keyrings/debian-archive-keyring.gpg
+	mkdir -p "$dir"/{lists/partial,cache/archives/partial,parts}
+	cat >"$dir/sources.list" <<-EOF
+		deb [signed-by=$key] http://deb.debian.org/debian $KERNEL_RELEASE main
+		deb [signed-by=$key] http://deb.debian.org/debian-security $KERNEL_RELEASE-security main
+	EOF
+	KAPT=(-o "Dir::Etc::SourceList=$dir/sources.list" -o "Dir::Etc::SourceParts=$dir/parts"
+		-o "Dir::State::Lists=$dir/lists" -o "Dir::Cache=$dir/cache")
+}
+
+kernel_apt_update_once() {
+	[[ ${#KAPT[@]} -eq 0 ]] && { apt_update_once; return; }
+	[[ -n $KAPT_UPDATED ]] && return 0
+	log "apt-get update ($KERNEL_RELEASE's archive)"
+	apt-get "${KAPT[@]}" -o APT::Sandbox::User=root update -qq >&2
+	KAPT_UPDATED=1
+}
+
 # Prints "<package>_<version>" of the kernel the meta package depends on,
 # e.g. linux-image-6.1.0-56-cloud-amd64_6.1.192-2.
 kernel_package() {
 	local pkg ver
-	pkg=$(apt-cache depends "$KERNEL_META" 2>/dev/null | awk '/Depends: linux-image-/ { print $2; exit }')
+	# A release's lists may not be there yet: apt-cache then fails.
+	pkg=$(apt-cache "${KAPT[@]}" depends "$KERNEL_META" 2>/dev/null | awk '/Depends: linux-image-/ { print $2; exit }') || true
 	if [[ -z $pkg ]]; then
-		apt_update_once
-		pkg=$(apt-cache depends "$KERNEL_META" | awk '/Depends: linux-image-/ { print $2; exit }')
+		kernel_apt_update_once
+		pkg=$(apt-cache "${KAPT[@]}" depends "$KERNEL_META" | awk '/Depends: linux-image-/ { print $2; exit }')
 	fi
-	[[ -n $pkg ]] || die "cannot resolve a kernel from apt-cache depends $KERNEL_META"
-	ver=$(apt-cache policy "$pkg" | awk '/Candidate:/ { print $2; exit }')
+	[[ -n $pkg ]] || die "cannot resolve a kernel from apt-cache depends $KERNEL_META ($KERNEL_RELEASE)"
+	ver=$(apt-cache "${KAPT[@]}" policy "$pkg" | awk '/Candidate:/ { print $2; exit }')
 	[[ -n $ver && $ver != "(none)" ]] || die "no candidate version for $pkg"
 	echo "${pkg}_$ver"
 }
@@ -124,17 +160,23 @@ download_deb() { # download_deb <package>_<version>; prints the .deb path
 	if ! compgen -G "$dir/${1}_*.deb" >/dev/null; then
 		log "apt-get download $spec"
 		# apt's _apt sandbox user cannot write into root's cache; fetching unsandboxed is fine here.
-		(cd "$dir" && apt-get download -qq -o APT::Sandbox::User=root "$spec") >&2 ||
-			{ apt_update_once && (cd "$dir" && apt-get download -qq -o APT::Sandbox::User=root "$spec") >&2; }
+		(cd "$dir" && apt-get "${KAPT[@]}" download -qq -o APT::Sandbox::User=root "$spec") >&2 ||
+			{ kernel_apt_update_once && (cd "$dir" && apt-get "${KAPT[@]}" download -qq -o APT::Sandbox::User=root "$spec") >&2; }
 	fi
 	compgen -G "$dir/${1}_*.deb" | head -n1
 }
 
-# Drops cached .debs and trees of kernels other than $1 (apt moved on).
+# kernel_series is a kernel package's major.minor (linux-image-6.1.0-56-… → 6.1).
+kernel_series() { basename "$1" | sed -E 's/^linux-image-([0-9]+\.[0-9]+).*/\1/'; }
+
+# Drops cached .debs and trees of kernels of $1's series other than $1 (apt
+# moved on); other series (VMLAB_KERNEL's other releases) stay.
 prune_other_kernels() {
-	local f
+	local f series
+	series=$(kernel_series "$1")
 	for f in "$CACHE"/kernel/* "$CACHE"/debs/*.deb; do
-		[[ -e $f && $(basename "$f") != "$1" && $(basename "$f") != "$1"_* ]] && rm -rf "$f"
+		[[ -e $f && $(basename "$f") != "$1" && $(basename "$f") != "$1"_* ]] || continue
+		[[ $(kernel_series "$f") == "$series" ]] && rm -rf "$f"
 	done
 	return 0
 }
@@ -248,7 +290,7 @@ build_base_initramfs() {
 		depmod -b "$root" "$ver" >&2
 		base_modules_list "$mdir" >"$root/vmlab/modules"
 		write_init "$root/init"
-		rm -f "$CACHE"/base-*.cpio.gz
+		rm -f "$CACHE"/base-"$ver"-*.cpio.gz
 		cpio_gz "$root" "$out"
 		rm -rf "$root"
 	fi
@@ -368,6 +410,7 @@ main() {
 	trap 'rm -rf "$WORK"' EXIT
 	t=$(now); ensure_packages; log "host packages ready ($(elapsed "$t"))"
 	t=$(now)
+	kernel_apt_setup
 	kpkg=$(kernel_package)
 	kdir=$(prepare_kernel "$kpkg")
 	base=$(build_base_initramfs "$kdir")

@@ -31,8 +31,11 @@ type seams struct {
 	sys ipvs.Sysctls
 }
 
+// fakeSeams are the fakes, their IPVS with the schedulers of the kernel
+// the lab runs ("twos" from 6.2).
 func fakeSeams() seams {
-	return seams{ipvs.NewFakeKernel(), ipvs.NewFakeLinks(), ipvs.NewFakeConntrack(), ipvs.NewFakeSysctls()}
+	release, _ := os.ReadFile("/proc/sys/kernel/osrelease")
+	return seams{ipvs.NewFakeKernelFor(string(release)), ipvs.NewFakeLinks(), ipvs.NewFakeConntrack(), ipvs.NewFakeSysctls()}
 }
 
 // linuxSeams returns the adapters ipvs.NewLinux wires into its Writer:

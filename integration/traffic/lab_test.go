@@ -43,7 +43,8 @@ type lab struct {
 	dp     *proxier.DataPlane
 }
 
-// newLab builds the lab; opts change the engine's configuration.
+// newLab builds the lab; opts adjust the engine's Config (node-a and
+// the cluster CIDRs are set first).
 func newLab(t *testing.T, opts ...func(*policy.Config)) *lab {
 	t.Helper()
 	h := newHarness(t)

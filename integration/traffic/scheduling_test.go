@@ -143,3 +143,27 @@ func (l *lab) podByAddr(addr string) string {
 	l.t.Fatalf("no pod has address %s", addr)
 	return ""
 }
+
+// TestIPVSSchedulerMHSpreadsOneClientOverBackends: with --ipvs-scheduler=mh
+// every virtual server hashes on the source port too (mh-port), as
+// kube-proxy sets it, so that fresh connections from one client address
+// (clients behind one SNAT address) spread over the backends; without
+// the flag mh hashes the address alone and they all land on one.
+func TestIPVSSchedulerMHSpreadsOneClientOverBackends(t *testing.T) {
+	l := newLab(t, func(c *policy.Config) { c.Scheduler = "mh" })
+	const vip = "10.96.7.2"
+	s := service("maglev", []string{vip})
+	l.setService(s, l.ep("pod-a1"), l.ep("pod-a2"), l.ep("pod-b1"), l.ep("pod-b2"), l.ep("pod-c1"))
+	l.resync()
+	for _, proto := range []Proto{TCP, UDP} {
+		port := map[Proto]string{TCP: "80", UDP: "53"}[proto]
+		got, err := l.Count(l.client, net.JoinHostPort(vip, port), proto, nConns)
+		if err != nil {
+			t.Fatalf("%v (so far %s)", err, formatCounts(got))
+		}
+		t.Logf("%s from %s over %d connections: %s", proto, l.client, nConns, formatCounts(got))
+		if len(got) < 2 {
+			t.Errorf("%s from %s over %d connections: %s, want them spread over several backends", proto, l.client, nConns, formatCounts(got))
+		}
+	}
+}

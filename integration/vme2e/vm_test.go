@@ -93,6 +93,15 @@ func TestProxyInVM(t *testing.T) {
 		checkSourceRangesHoldTheNode(t, ctx, admin, pods["pod-1"])
 	})
 
+	t.Run("oomScoreAdj's default -999 is applied, as kube-proxy", func(t *testing.T) {
+		b, err := os.ReadFile("/proc/self/oom_score_adj")
+		if got := strings.TrimSpace(string(b)); err != nil || got != "-999" {
+			t.Errorf("/proc/self/oom_score_adj %q (%v), want -999", got, err)
+		} else {
+			t.Logf("/proc/self/oom_score_adj: %s", got)
+		}
+	})
+
 	t.Run("healthz and metrics answer", func(t *testing.T) {
 		if code, body := get(t, "http://"+healthzAddr+"/healthz"); code != http.StatusOK {
 			t.Errorf("/healthz: %d %s", code, body)

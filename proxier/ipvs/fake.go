@@ -28,10 +28,11 @@ var schedulers = []string{"dh", "fo", "lblc", "lblcr", "lc", "mh", "none", "nq",
 // a missing destination or an unknown scheduler, ERANGE for a negative
 // weight, and an empty destination list for a missing virtual server.
 type FakeKernel struct {
-	mu       sync.Mutex
-	vss      map[Key]*fakeVS
-	timeouts Timeouts
-	Fault    FaultFunc
+	mu         sync.Mutex
+	vss        map[Key]*fakeVS
+	timeouts   Timeouts
+	schedulers []string
+	Fault      FaultFunc
 }
 
 type fakeVS struct {
@@ -39,9 +40,20 @@ type fakeVS struct {
 	dests map[netip.AddrPort]*Destination
 }
 
-// NewFakeKernel returns an empty IPVS with Linux's default timeouts.
+// NewFakeKernel returns an empty IPVS with Linux's default timeouts and
+// Linux 6.1's schedulers.
 func NewFakeKernel() *FakeKernel {
-	return &FakeKernel{vss: map[Key]*fakeVS{}, timeouts: Timeouts{TCP: 900e9, TCPFin: 120e9, UDP: 300e9}}
+	return &FakeKernel{vss: map[Key]*fakeVS{}, timeouts: Timeouts{TCP: 900e9, TCPFin: 120e9, UDP: 300e9}, schedulers: schedulers}
+}
+
+// NewFakeKernelFor is NewFakeKernel with the schedulers of the kernel
+// release (as /proc/sys/kernel/osrelease has it): "twos" from 6.2.
+func NewFakeKernelFor(release string) *FakeKernel {
+	f := NewFakeKernel()
+	if v, ok := kernelVersion(release); ok && !versionLess(v, [2]int{6, 2}) {
+		f.schedulers = append(slices.Clone(schedulers), "twos")
+	}
+	return f
 }
 
 var _ Kernel = (*FakeKernel)(nil)
@@ -111,7 +123,7 @@ func (f *FakeKernel) AddVirtualServer(vs VirtualServer) error {
 	if f.vss[vs.Key] != nil {
 		return syscall.EEXIST
 	}
-	if !slices.Contains(schedulers, vs.Scheduler) {
+	if !slices.Contains(f.schedulers, vs.Scheduler) {
 		return syscall.ENOENT
 	}
 	vs.Flags &^= FlagHashed
@@ -130,7 +142,7 @@ func (f *FakeKernel) UpdateVirtualServer(vs VirtualServer) error {
 	switch {
 	case v == nil:
 		return syscall.ESRCH
-	case !slices.Contains(schedulers, vs.Scheduler):
+	case !slices.Contains(f.schedulers, vs.Scheduler):
 		return syscall.ENOENT
 	}
 	vs.Flags &^= FlagHashed

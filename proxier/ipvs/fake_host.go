@@ -288,6 +288,14 @@ func (f *FakeSysctls) Set(key, value string) error {
 	return nil
 }
 
+// Create adds key with value, as a kernel that has that sysctl (say
+// ConnReuseModeKey, which Linux has from 4.1).
+func (f *FakeSysctls) Create(key, value string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.values[key] = value
+}
+
 // Dump renders the keys and values, sorted.
 func (f *FakeSysctls) Dump() string {
 	f.mu.Lock()

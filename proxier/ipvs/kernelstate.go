@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -218,8 +219,57 @@ func (w *Writer) sysctlList() []sysctl {
 	if w.cfg.StrictARP {
 		l = append(l, sysctl{"net/ipv4/conf/all/arp_ignore", "1"}, sysctl{"net/ipv4/conf/all/arp_announce", "2"})
 	}
+	if connReuseModeOff(w.cfg.KernelRelease) {
+		l = append(l, sysctl{ConnReuseModeKey, "0"})
+	}
 	return l
 }
+
+// ConnReuseModeKey is the IPVS sysctl kube-proxy sets to 0 on kernels
+// from 4.1 (where it appeared) up to 5.9: there, with its default 1, a
+// new connection that reuses a source port of a finished one was
+// rescheduled only after a one-second stall, and with 0 it stays on the
+// old, perhaps removed, destination. 5.9 fixed the stall, and kube-proxy
+// leaves it alone from there.
+const ConnReuseModeKey = "net/ipv4/vs/conn_reuse_mode"
+
+// connReuseModeOff reports whether release (a kernel release, "5.4.0-…")
+// is one where kube-proxy sets conn_reuse_mode to 0: at least 4.1, below
+// 5.9. An unparsable release is left alone.
+func connReuseModeOff(release string) bool {
+	v, ok := kernelVersion(release)
+	return ok && !versionLess(v, [2]int{4, 1}) && versionLess(v, [2]int{5, 9})
+}
+
+// kernelVersion is release's major and minor numbers.
+func kernelVersion(release string) ([2]int, bool) {
+	var v [2]int
+	rest := strings.TrimSpace(release)
+	for i := range v {
+		n := 0
+		for n < len(rest) && rest[n] >= '0' && rest[n] <= '9' {
+			n++
+		}
+		if n == 0 {
+			return v, false
+		}
+		x, err := strconv.Atoi(rest[:n])
+		if err != nil {
+			return v, false
+		}
+		v[i], rest = x, rest[n:]
+		if i == 0 {
+			if !strings.HasPrefix(rest, ".") {
+				return v, false
+			}
+			rest = rest[1:]
+		}
+	}
+	return v, true
+}
+
+// versionLess orders kernel versions.
+func versionLess(a, b [2]int) bool { return a[0] < b[0] || a[0] == b[0] && a[1] < b[1] }
 
 // tune sets the sysctls and IPVS timeouts, writing only what differs.
 func (w *Writer) tune() error {

@@ -199,6 +199,13 @@ func (procSysctls) Set(key, value string) error {
 // RepairReader), the dummy interface and conntrack
 // through github.com/vishvananda/netlink, sysctls through /proc/sys.
 func NewLinux(cfg Config) (*Writer, error) {
+	if cfg.KernelRelease == "" {
+		rel, err := (procSysctls{}).Get("kernel/osrelease")
+		if err != nil {
+			return nil, fmt.Errorf("read the kernel release: %w", err)
+		}
+		cfg.KernelRelease = rel
+	}
 	links, err := newNetlinkLinks()
 	if err != nil {
 		return nil, err

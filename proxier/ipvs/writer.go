@@ -36,6 +36,11 @@ type Config struct {
 	ExcludeCIDRs []netip.Prefix
 	// StrictARP (--ipvs-strict-arp) sets arp_ignore=1 and arp_announce=2.
 	StrictARP bool
+	// KernelRelease is the running kernel's release
+	// (/proc/sys/kernel/osrelease, e.g. "5.4.0-150-generic"); NewLinux
+	// reads it when empty. From 4.1 up to but not including 5.9,
+	// net/ipv4/vs/conn_reuse_mode is set to 0, as kube-proxy.
+	KernelRelease string
 	// IPVS timeouts; 0 leaves the kernel's value.
 	TCPTimeout, TCPFinTimeout, UDPTimeout time.Duration
 	// Now is the clock, for tests; default time.Now.

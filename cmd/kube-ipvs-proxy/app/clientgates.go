@@ -33,18 +33,19 @@ func (s gateSpecs) Add(m map[clientfeatures.Feature]clientfeatures.FeatureSpec) 
 	return nil
 }
 
-// clientGateWarning says what happens to gate name=on if it is one of
-// client-go's: nothing to say for a gate client-go lets us set, a warning
-// for one client-go locks to its default (kube-proxy refuses to start
-// there; we start and keep the lock). ok is false if client-go does not
-// know the gate.
-func clientGateWarning(name string, on bool) (warning string, ok bool) {
-	spec, ok := clientGateSpecs[clientfeatures.Feature(name)]
+// clientGateError says whether gate name=on refuses the start, if it is
+// one of client-go's: a gate client-go locks set against its lock, as
+// kube-proxy refuses it. ok is false if client-go does not know the gate.
+func clientGateError(name string, on bool) (refusal string, ok bool) {
+	spec, ok := clientGateSpecs[clientGateName(name)]
 	if !ok || !spec.LockToDefault || spec.Default == on {
 		return "", ok
 	}
-	return fmt.Sprintf("feature gate %s=%t: client-go locks it to %t; ignored", name, on, spec.Default), true
+	return fmt.Sprintf("feature gate %s=%t: client-go locks it to %t", name, on, spec.Default), true
 }
+
+// clientGateName is name as client-go's gate name.
+func clientGateName(name string) clientfeatures.Feature { return clientfeatures.Feature(name) }
 
 // clientGatesGiven picks client-go's gates out of the gates given,
 // leaving out the locked ones.

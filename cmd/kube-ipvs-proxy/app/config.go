@@ -31,7 +31,7 @@ const (
 // (kept at the version of k8s.io/api, so the fields follow the Kubernetes
 // release we build against). kube-ipvs-proxy uses clientConnection,
 // hostnameOverride, bindAddress, healthzBindAddress, metricsBindAddress,
-// bindAddressHardFail, featureGates (warnings only), logging.verbosity and
+// bindAddressHardFail, featureGates (warnings only), oomScoreAdj, logging.verbosity and
 // logging.vmodule, mode (must be ipvs or empty), the ipvs section,
 // iptables.masqueradeAll and iptables.masqueradeBit (which kube-proxy's
 // IPVS mode reads from the iptables section), clusterCIDR,

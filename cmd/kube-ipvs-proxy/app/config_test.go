@@ -48,9 +48,11 @@ func TestKubeadmConfig(t *testing.T) {
 			ContentType: "application/vnd.kubernetes.protobuf",
 		},
 		FeatureGates: map[string]bool{},
+		OOMScoreAdj:  new(int32(-999)),
 		Conntrack:    kubeProxyConntrack,
 	}
 	want.Policy.NodeName = "worker-1"
+	want.Policy.BindAddress = netip.MustParseAddr("0.0.0.0")
 	want.Policy.ClusterCIDRs = []string{"10.244.0.0/16"}
 	want.Policy.MaxVirtualServers = 1000 // --max-virtual-servers-per-service's default
 	want.DataPlane.Interface = "kube-ipvs0"
@@ -83,9 +85,11 @@ func TestTunedJSONConfig(t *testing.T) {
 		Client: ClientConfig{Kubeconfig: "/etc/kube-proxy/kubeconfig", Master: "https://api:6443", QPS: 50, Burst: 100,
 			ContentType: "application/json", AcceptContentTypes: "application/json"},
 		FeatureGates: map[string]bool{"AllowServiceExternalIPs": true},
+		OOMScoreAdj:  new(int32(-999)),
 		Conntrack:    kubeProxyConntrack,
 	}
 	want.Policy.NodeName, want.Policy.Scheduler, want.Policy.MasqueradeAll = "worker-7", "wlc", true
+	want.Policy.BindAddress = netip.MustParseAddr("10.0.0.7")
 	want.Policy.ClusterCIDRs = []string{"10.244.0.0/16", "fd00:244::/48"}
 	want.Policy.NodePortAddresses = []string{"10.0.0.0/24", "fd00:10::/64"}
 	want.Policy.MaxVirtualServers = 1000
@@ -108,7 +112,7 @@ func TestTunedJSONConfig(t *testing.T) {
 func TestConfigPrecedence(t *testing.T) {
 	dir := t.TempDir()
 	withName := writeFile(t, dir, "named.yaml", typeMeta+"hostnameOverride: From-File\nclusterCIDR: 10.1.0.0/16\nlogging: {verbosity: 3}\n")
-	nodeCIDR := writeFile(t, dir, "nodecidr.yaml", typeMeta+"detectLocalMode: NodeCIDR\nlogging: {format: yaml}\n")
+	nodeCIDR := writeFile(t, dir, "nodecidr.yaml", typeMeta+"detectLocalMode: InterfaceNamePrefix\nlogging: {format: yaml}\n")
 	tests := []struct {
 		name       string
 		args       []string
@@ -137,8 +141,8 @@ func TestConfigPrecedence(t *testing.T) {
 		{"--vmodule goes before the file's", []string{"--config", tunedConfig, "--vmodule", "a=1"},
 			func(o *Options) any { return []VModuleItem(o.Config.Logging.VModule) }, []VModuleItem{{FilePattern: "a", Verbosity: 1}, {FilePattern: "proxier*", Verbosity: 6}}, ""},
 		{"unimplemented file values warn", []string{"--config", nodeCIDR},
-			func(o *Options) any { return string(o.Config.DetectLocalMode) }, "NodeCIDR",
-			"warning: " + nodeCIDR + `: detectLocalMode: "NodeCIDR" is not implemented, local traffic is detected by clusterCIDR; ignored` + "\n" +
+			func(o *Options) any { return string(o.Config.DetectLocalMode) }, "InterfaceNamePrefix",
+			"warning: " + nodeCIDR + `: detectLocalMode: "InterfaceNamePrefix" is not implemented, local traffic is detected by clusterCIDR; ignored` + "\n" +
 				"warning: " + nodeCIDR + `: logging.format: "yaml" is not implemented, logging as text; ignored` + "\n"},
 	}
 	for _, tc := range tests {

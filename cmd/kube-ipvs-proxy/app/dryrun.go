@@ -114,6 +114,9 @@ func dryRun(o *Options, res *DryRunResult) (policy.Plan, []string, error) {
 			warnings = append(warnings, at(s, skipped(err)))
 			continue
 		}
+		if !gateOn(o.Config.FeatureGates, gateAllowServiceExternalIPs, true) {
+			ps.ExternalIPs = nil
+		}
 		services[ps.Key] = s
 		for _, w := range engine.UpsertService(ps) {
 			warnings = append(warnings, at(s, w.String()))

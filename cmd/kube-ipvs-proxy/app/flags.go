@@ -17,7 +17,7 @@ import (
 // Reasons for accepting a kube-proxy flag and ignoring it.
 const (
 	notIPVS      = "not used in ipvs mode"
-	onlyCIDR     = "only --detect-local-mode ClusterCIDR (--cluster-cidr) is implemented"
+	onlyCIDR     = "only --detect-local-mode ClusterCIDR (--cluster-cidr) and NodeCIDR are implemented"
 	windowsOnly  = "Windows only"
 	removed      = "removed from kube-proxy"
 	notSupported = "not supported by kube-ipvs-proxy"
@@ -75,7 +75,7 @@ func (s *flagState) kubeProxyFlags() []kubeProxyFlag {
 		return kubeProxyFlag{name: name, ptr: ptr, usage: "Accepted for kube-proxy compatibility and ignored: " + reason + ".", ignored: reason, inConfig: inConfig}
 	}
 	isLogFormat := func(v string) bool { return v == "text" || v == "json" }
-	isClusterCIDR := func(v string) bool { return v == "" || v == "ClusterCIDR" }
+	isClusterCIDR := func(v string) bool { return v == "" || v == localModeClusterCIDR || v == localModeNodeCIDR }
 	return []kubeProxyFlag{
 		used("kubeconfig", &c.ClientConnection.Kubeconfig, "Path to a kubeconfig file with authorization information (--master overrides its server)."),
 		used("kube-api-content-type", &c.ClientConnection.ContentType, "Content type of requests sent to the apiserver."),
@@ -102,7 +102,7 @@ func (s *flagState) kubeProxyFlags() []kubeProxyFlag {
 			"default: every address of the host's interfaces but kube-ipvs0's, loopback and IPv6 link-local ones (--dry-run, without a host: the Node's InternalIP and ExternalIP addresses)."),
 		used("profiling", &c.EnableProfiling, "Serve Go's profiles (/debug/pprof/) on the metrics server, as kube-proxy."),
 		used("config-sync-period", &c.ConfigSyncPeriod.Duration, "How often the informers resync from the apiserver; must be greater than 0."),
-		used("feature-gates", &featureGatesValue{m: &c.FeatureGates}, "key=bool pairs of kube-proxy feature gates, client-go's among them (e.g. WatchListClient=false); unknown gates are warned about and ignored."),
+		used("feature-gates", &featureGatesValue{m: &c.FeatureGates}, "key=bool pairs of kube-proxy feature gates, client-go's among them (e.g. WatchListClient=false); a gate kube-proxy acts on and we do not implement refuses the start, unknown gates are warned about and ignored."),
 		used("healthz-port", &s.healthzPort, "Deprecated: port of the health check server, 0 to disable; use --healthz-bind-address."),
 		used("metrics-port", &s.metricsPort, "Deprecated: port of the metrics server, 0 to disable; use --metrics-bind-address."),
 
@@ -119,7 +119,7 @@ func (s *flagState) kubeProxyFlags() []kubeProxyFlag {
 		used("conntrack-tcp-be-liberal", &c.Conntrack.TCPBeLiberal, "Enable liberal mode for tracking TCP packets by setting nf_conntrack_tcp_be_liberal to 1."),
 		used("conntrack-udp-timeout", &c.Conntrack.UDPTimeout.Duration, "Idle timeout for UNREPLIED UDP connections (0 to leave as-is)."),
 		used("conntrack-udp-timeout-stream", &c.Conntrack.UDPStreamTimeout.Duration, "Idle timeout for ASSURED UDP connections (0 to leave as-is)."),
-		ign("oom-score-adj", c.OOMScoreAdj, "kube-ipvs-proxy does not change its OOM score", true),
+		used("oom-score-adj", c.OOMScoreAdj, "The oom_score_adj value for the proxy process, within [-1000, 1000], written to /proc/self/oom_score_adj at startup."),
 		ign("show-hidden-metrics-for-version", &c.ShowHiddenMetricsForVersion, "no metrics are hidden", true),
 		withSupported(ign("logging-format", &c.Logging.Format, "only text and json logging are implemented", true), isLogFormat),
 		ign("log-flush-frequency", &c.Logging.FlushFrequency.Duration.Duration, "logs are written unbuffered", true),
@@ -255,45 +255,3 @@ func (v *featureGatesValue) Set(s string) error {
 }
 
 func (v *featureGatesValue) Type() string { return "mapStringBool" }
-
-// knownGates are the feature gates kube-proxy v1.36 consults. A value
-// means kube-ipvs-proxy always behaves as if the gate had it; "" means the
-// gate does not concern a Linux IPVS proxy.
-var knownGates = map[string]string{
-	"AllowServiceExternalIPs":       "true",
-	"PreferSameTrafficDistribution": "true",
-	"MultiCIDRServiceAllocator":     "",
-	"WinDSR":                        "",
-	"WinOverlay":                    "",
-	"ComponentFlagz":                "",
-	"ComponentStatusz":              "",
-	"NativeHistograms":              "",
-	"ContextualLogging":             "",
-	"LoggingAlphaOptions":           "",
-	"LoggingBetaOptions":            "",
-	"AllAlpha":                      "",
-	"AllBeta":                       "",
-}
-
-// gateWarnings names each gate that is unknown or set to a value we do
-// not implement; client-go's gates are client-go's (clientgates.go).
-func gateWarnings(gates map[string]bool) []string {
-	var out []string
-	for name, on := range gates {
-		if w, ok := clientGateWarning(name, on); ok {
-			if w != "" {
-				out = append(out, w)
-			}
-			continue
-		}
-		want, known := knownGates[name]
-		switch {
-		case !known:
-			out = append(out, fmt.Sprintf("feature gate %s: unknown to kube-ipvs-proxy; ignored", name))
-		case want != "" && want != strconv.FormatBool(on):
-			out = append(out, fmt.Sprintf("feature gate %s=%t: not implemented, kube-ipvs-proxy behaves as %s=%s; ignored", name, on, name, want))
-		}
-	}
-	slices.Sort(out)
-	return out
-}

@@ -165,7 +165,8 @@ func TestIgnoredFlags(t *testing.T) {
 		{[]string{"--iptables-sync-period", "30s"}, "ignoring --iptables-sync-period: not used in ipvs mode"},
 		{[]string{"--iptables-min-sync-period=5s"}, "ignoring --iptables-min-sync-period: not used in ipvs mode"},
 		{[]string{"--iptables-localhost-nodeports=false"}, "ignoring --iptables-localhost-nodeports: not used in ipvs mode"},
-		{[]string{"--detect-local-mode", "NodeCIDR"}, "ignoring --detect-local-mode: " + onlyCIDR},
+		{[]string{"--detect-local-mode", "NodeCIDR"}, ""},
+		{[]string{"--detect-local-mode", "BridgeInterface"}, "ignoring --detect-local-mode: " + onlyCIDR},
 		{[]string{"--detect-local-mode", "ClusterCIDR"}, ""},
 		{[]string{"--pod-bridge-interface", "cbr0"}, "ignoring --pod-bridge-interface: " + onlyCIDR},
 		{[]string{"--pod-interface-name-prefix", "veth"}, "ignoring --pod-interface-name-prefix: " + onlyCIDR},
@@ -176,7 +177,7 @@ func TestIgnoredFlags(t *testing.T) {
 		{[]string{"--conntrack-tcp-be-liberal"}, ""},
 		{[]string{"--conntrack-udp-timeout", "30s"}, ""},
 		{[]string{"--conntrack-udp-timeout-stream", "2m"}, ""},
-		{[]string{"--oom-score-adj", "-999"}, "ignoring --oom-score-adj: kube-ipvs-proxy does not change its OOM score"},
+		{[]string{"--oom-score-adj", "-999"}, ""},
 		{[]string{"--show-hidden-metrics-for-version", "1.35"}, "ignoring --show-hidden-metrics-for-version: no metrics are hidden"},
 		{[]string{"--logging-format", "json"}, ""},
 		{[]string{"--logging-format", "yaml"}, "ignoring --logging-format: only text and json logging are implemented"},
@@ -316,7 +317,8 @@ func TestValidateCollectsErrors(t *testing.T) {
 		"--ipvs-exclude-cidrs", "10.0.0.0/33", "--cluster-cidr", "10.0.0.0/8,10.1.0.0/16", "--nodeport-addresses", "primary,10.0.0.0/8",
 		"--bind-address", "host", "--healthz-bind-address", "1.2.3.4:99999", "--metrics-bind-address", "[::1]",
 		"--iptables-masquerade-bit", "32", "--kube-api-burst", "-1", "--config-sync-period", "0", "--ipvs-tcp-timeout", "-1s",
-		"--output", "yaml", "--ipvs-interface", "", "--hostname-override", " ", "--max-virtual-servers-per-service", "-1", "--max-virtual-servers-per-node", "-5")
+		"--output", "yaml", "--ipvs-interface", "", "--hostname-override", " ", "--max-virtual-servers-per-service", "-1", "--max-virtual-servers-per-node", "-5",
+		"--oom-score-adj", "1001")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -335,6 +337,7 @@ func TestValidateCollectsErrors(t *testing.T) {
 		"--healthz-bind-address: \"1.2.3.4:99999\": port must be 1-65535",
 		`--metrics-bind-address: "[::1]" is not IP:port`,
 		"--iptables-masquerade-bit: must be within 0-31",
+		"--oom-score-adj: must be within the range [-1000, 1000], got 1001",
 		"--kube-api-burst: must not be negative",
 		"--config-sync-period: must be greater than 0",
 		"--ipvs-tcp-timeout: must not be negative",
@@ -360,14 +363,49 @@ func TestMinSyncAboveSync(t *testing.T) {
 	}
 }
 
-func TestFeatureGateWarnings(t *testing.T) {
-	_, out := mustParse(t, "--feature-gates", "NoSuchGate=true,AllowServiceExternalIPs=false,WinDSR=true,PreferSameTrafficDistribution=true,"+
-		"WatchListClient=false,ClientsPreferCBOR=true,InOrderInformers=false,InOrderInformersBatchProcess=true", "--hostname-override", "n")
-	want := "warning: feature gate AllowServiceExternalIPs=false: not implemented, kube-ipvs-proxy behaves as AllowServiceExternalIPs=true; ignored\n" +
-		"warning: feature gate InOrderInformers=false: client-go locks it to true; ignored\n" +
-		"warning: feature gate NoSuchGate: unknown to kube-ipvs-proxy; ignored\n"
-	if out != want {
-		t.Errorf("stderr:\n%s\nwant:\n%s", out, want)
+// TestFeatureGates: as kube-proxy, a gate locked to its default and set
+// to the other value refuses the start, naming it; so does a gate
+// kube-proxy acts on that we do not implement. A gate we implement or
+// that changes nothing on a Linux IPVS proxy is quiet; a gate we do not
+// know is a warning.
+func TestFeatureGates(t *testing.T) {
+	for _, tc := range []struct {
+		name, gates string
+		wantErr     string // substring of Validate's error; "" means none
+		wantStderr  string
+	}{
+		{name: "AllowServiceExternalIPs is implemented both ways", gates: "AllowServiceExternalIPs=false"},
+		{name: "Windows and logging gates change nothing here", gates: "WinDSR=true,WinOverlay=false,ContextualLogging=false,LoggingAlphaOptions=true"},
+		{name: "client-go's gates are client-go's", gates: "WatchListClient=false,ClientsPreferCBOR=true,InOrderInformersBatchProcess=true"},
+		{name: "a locked gate at its default is quiet", gates: "PreferSameTrafficDistribution=true,MultiCIDRServiceAllocator=true,InOrderInformers=true"},
+		{name: "a gate kube-proxy locks refuses its other value", gates: "PreferSameTrafficDistribution=false",
+			wantErr: "--feature-gates: feature gate PreferSameTrafficDistribution=false: locked to true in kube-proxy v1.36"},
+		{name: "MultiCIDRServiceAllocator too", gates: "MultiCIDRServiceAllocator=false",
+			wantErr: "--feature-gates: feature gate MultiCIDRServiceAllocator=false: locked to true"},
+		{name: "a gate client-go locks refuses its other value", gates: "InOrderInformers=false",
+			wantErr: "--feature-gates: feature gate InOrderInformers=false: client-go locks it to true"},
+		{name: "a gate kube-proxy acts on that we do not implement refuses the start", gates: "ComponentStatusz=true",
+			wantErr: "--feature-gates: feature gate ComponentStatusz=true: kube-proxy serves /statusz with it; kube-ipvs-proxy does not"},
+		{name: "its off value is kube-proxy's behaviour too", gates: "ComponentStatusz=false,ComponentFlagz=false,NativeHistograms=false"},
+		{name: "an unknown gate is a warning", gates: "NoSuchGate=true",
+			wantStderr: "warning: feature gate NoSuchGate: unknown to kube-ipvs-proxy; ignored\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o, out, err := parse(t, "--feature-gates", tc.gates, "--hostname-override", "n")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out != tc.wantStderr {
+				t.Errorf("stderr %q, want %q", out, tc.wantStderr)
+			}
+			err = o.Validate()
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Errorf("Validate: %v, want nil", err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Errorf("Validate: %v, want an error containing %q", err, tc.wantErr)
+			}
+		})
 	}
 	if _, _, err := parse(t, "--feature-gates", "Foo"); err == nil || !strings.Contains(err.Error(), `malformed pair "Foo"`) {
 		t.Errorf("error %v", err)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxier"
 )
 
 // Run runs the mode the options select and returns the exit code. As in
@@ -29,7 +31,11 @@ func Run(ctx context.Context, o *Options, stdout, stderr io.Writer) int {
 		return exitCode(Watch(ctx, o, openNop, stdout), stderr)
 	default:
 		setupLogging(o, stderr)
-		return exitCode(Watch(ctx, o, openKernel(o.RunConfig().DataPlane), stdout), stderr)
+		// The data plane's configuration is read when Watch opens it:
+		// with detectLocalMode NodeCIDR, Watch has the Node's podCIDRs
+		// by then.
+		open := func() (proxier.DataPlaneWriter, func(), error) { return openKernel(o.RunConfig().DataPlane)() }
+		return exitCode(Watch(ctx, o, open, stdout), stderr)
 	}
 }
 

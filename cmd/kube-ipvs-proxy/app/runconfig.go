@@ -51,6 +51,10 @@ type RunConfig struct {
 	// FeatureGates are the gates given; gateWarnings has named those we
 	// ignore.
 	FeatureGates map[string]bool
+	// OOMScoreAdj, when set, is written to /proc/self/oom_score_adj at
+	// startup in the real mode (--oom-score-adj, oomScoreAdj), as
+	// kube-proxy.
+	OOMScoreAdj *int32
 	// Conntrack are the netfilter conntrack sysctls to set at startup in
 	// the real mode (--conntrack-*, conntrack), as kube-proxy.
 	Conntrack conntrack.Settings
@@ -104,6 +108,7 @@ func (o *Options) RunConfig() RunConfig {
 			AcceptContentTypes: c.ClientConnection.AcceptContentTypes,
 		},
 		FeatureGates: maps.Clone(c.FeatureGates),
+		OOMScoreAdj:  c.OOMScoreAdj,
 		Conntrack: conntrack.Settings{
 			MaxPerCore:            deref(c.Conntrack.MaxPerCore, 0),
 			Min:                   deref(c.Conntrack.Min, 0),
@@ -125,8 +130,10 @@ func durationOf(d *metav1.Duration) time.Duration {
 }
 
 func (o *Options) engineConfig() policy.Config {
+	bind, _ := netip.ParseAddr(o.Config.BindAddress)
 	return policy.Config{
 		NodeName:          o.NodeName,
+		BindAddress:       bind,
 		Scheduler:         o.Config.IPVS.Scheduler,
 		NodePortAddresses: o.Config.NodePortAddresses,
 		ClusterCIDRs:      splitList(o.Config.ClusterCIDR),

@@ -152,6 +152,12 @@ func (o *Options) validateConfig() []error {
 	if err := checkHostPort(c.MetricsBindAddress); err != nil {
 		add("metrics-bind-address", "metricsBindAddress", "%v", err)
 	}
+	for _, e := range gateErrors(c.FeatureGates) {
+		add("feature-gates", "featureGates", "%s", e)
+	}
+	if a := c.OOMScoreAdj; a != nil && (*a < -1000 || *a > 1000) {
+		add("oom-score-adj", "oomScoreAdj", "must be within the range [-1000, 1000], got %d", *a)
+	}
 	if b := c.IPTables.MasqueradeBit; b != nil && (*b < 0 || *b > 31) {
 		add("iptables-masquerade-bit", "iptables.masqueradeBit", "must be within 0-31, got %d", *b)
 	}

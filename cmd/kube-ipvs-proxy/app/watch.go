@@ -60,6 +60,14 @@ func Watch(ctx context.Context, o *Options, open DataPlaneOpener, stdout io.Writ
 	if err != nil {
 		return fmt.Errorf("metadata client: %w", err)
 	}
+	if o.Config.DetectLocalMode == localModeNodeCIDR {
+		if rc, err = o.useNodeCIDRs(ctx, cs); err != nil {
+			if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+				return nil // stopped while waiting
+			}
+			return err
+		}
+	}
 	dp, closeDataPlane, err := open()
 	if err != nil {
 		return fmt.Errorf("open the data plane: %w", err)
@@ -81,7 +89,7 @@ func Watch(ctx context.Context, o *Options, open DataPlaneOpener, stdout io.Writ
 	// --dry-run touches nothing: no healthCheckNodePort listeners.
 	var serviceHealth proxier.ServiceHealth
 	if !o.DryRun {
-		sh := health.NewServiceHealth(logger, nil, proxyHealth)
+		sh := health.NewServiceHealth(logger, healthCheckAddrs(ctx, cs, rc, families), proxyHealth)
 		defer sh.Close()
 		serviceHealth = sh
 	}
@@ -89,30 +97,21 @@ func Watch(ctx context.Context, o *Options, open DataPlaneOpener, stdout io.Writ
 	// The servers end with ctx: cancel it first, also on an early error
 	// return, which would otherwise wait for them forever.
 	defer func() { cancel(nil); servers.Wait() }()
-	serve := func(what, addr string, run func(context.Context, string) error) {
-		if addr == "" || o.DryRun { // --dry-run opens no listener
+	serve := func(s server) {
+		if s.addr == "" || o.DryRun { // --dry-run opens no listener
 			return
 		}
-		servers.Go(func() {
-			if err := run(ctx, addr); err != nil {
-				err = fmt.Errorf("serve %s on %s: %w", what, addr, err)
-				if rc.BindAddressHardFail {
-					cancel(err)
-					return
-				}
-				logger.Error(err, "Server failed; continuing without it", "server", what)
-			}
-		})
+		servers.Go(func() { keepServing(ctx, s, rc.BindAddressHardFail, recorder, nodeRef(rc.NodeName), cancel) })
 	}
 	if o.ConfigFile != "" {
 		if err := watchConfigFile(ctx, &servers, o.ConfigFile, cancel); err != nil {
 			return err
 		}
 	}
-	serve("healthz", rc.HealthzBindAddress, proxyHealth.Serve)
-	serve("metrics", rc.MetricsBindAddress, func(ctx context.Context, addr string) error {
+	serve(server{what: "healthz", addr: rc.HealthzBindAddress, reason: reasonHealthzFailed, run: proxyHealth.Serve})
+	serve(server{what: "metrics", addr: rc.MetricsBindAddress, reason: reasonMetricsFailed, run: func(ctx context.Context, addr string) error {
 		return serveMetrics(ctx, addr, servedGatherer(reg), rc.EnableProfiling, &o.Config)
-	})
+	}})
 
 	var onPlan func(policy.Plan)
 	var hostAddrs proxier.HostAddresses
@@ -120,6 +119,7 @@ func Watch(ctx context.Context, o *Options, open DataPlaneOpener, stdout io.Writ
 		onPlan = printPlans(logger, stdout, o)
 	} else {
 		hostAddrs = hostaddr.Netlink{Exclude: rc.DataPlane.Interface}
+		applyOOMScoreAdj(logger, oomScoreAdjPath, rc.OOMScoreAdj)
 		if err := setConntrack(ctx, rc.Conntrack, &servers); err != nil {
 			return err
 		}
@@ -134,7 +134,8 @@ func Watch(ctx context.Context, o *Options, open DataPlaneOpener, stdout io.Writ
 	}
 	p, err := proxier.New(proxier.Config{
 		NodeName: rc.NodeName, Engine: rc.Policy, ServiceProxyName: rc.ServiceProxyName,
-		MinSyncPeriod: rc.MinSyncPeriod, SyncPeriod: rc.SyncPeriod, ConfigSyncPeriod: rc.ConfigSyncPeriod,
+		DropExternalIPs: !gateOn(rc.FeatureGates, gateAllowServiceExternalIPs, true),
+		MinSyncPeriod:   rc.MinSyncPeriod, SyncPeriod: rc.SyncPeriod, ConfigSyncPeriod: rc.ConfigSyncPeriod,
 		Client: cs, MetadataClient: md, DataPlane: dp,
 		Observer: m, Health: first, ServiceHealth: serviceHealth,
 		Recorder: recorder, OnPlan: onPlan, HostAddresses: hostAddrs, ReleaseMemory: true,
