@@ -56,7 +56,7 @@ func TestAPIServerAcceptsAndAuthorizes(t *testing.T) {
 	}{
 		{"list", "services", true},
 		{"watch", "services", true},
-		{"get", "nodes", false},
+		{"get", "nodes", true},
 		{"get", "services", false},
 		{"list", "nodes", true},
 		{"watch", "nodes", true},

@@ -89,7 +89,9 @@ func Watch(ctx context.Context, o *Options, open DataPlaneOpener, stdout io.Writ
 	// --dry-run touches nothing: no healthCheckNodePort listeners.
 	var serviceHealth proxier.ServiceHealth
 	if !o.DryRun {
-		sh := health.NewServiceHealth(logger, healthCheckAddrs(ctx, cs, rc, families), proxyHealth)
+		// The health check node ports serve the proxy's own families
+		// (the cluster CIDRs'), not every family metrics report.
+		sh := health.NewServiceHealth(logger, healthCheckAddrs(ctx, cs, rc, ipFamilies(rc.Policy.ClusterCIDRs)), proxyHealth)
 		defer sh.Close()
 		serviceHealth = sh
 	}
