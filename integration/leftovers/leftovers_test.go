@@ -3,11 +3,15 @@
 package leftovers
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/google/nftables"
+	"golang.org/x/sys/unix"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxier/leftovers"
 )
@@ -59,6 +63,23 @@ func ipsetNames(t *testing.T) []string {
 // comments, chains referencing ipsets), plus the kubelet's chains and a
 // CNI's, which must stay.
 func kubeProxyState(t *testing.T) {
+	// The lab's next packages (one VM boot) expect no table but theirs:
+	// the tables iptables-nft made here go, and so does the foreign ipset.
+	t.Cleanup(func() {
+		conn, err := nftables.New()
+		if err != nil {
+			t.Errorf("nftables: %v", err)
+			return
+		}
+		for _, tb := range []*nftables.Table{{Family: nftables.TableFamilyIPv4, Name: "nat"}, {Family: nftables.TableFamilyIPv4, Name: "filter"},
+			{Family: nftables.TableFamilyIPv6, Name: "nat"}, {Family: nftables.TableFamilyIPv6, Name: "filter"}} {
+			conn.DelTable(tb)
+			if err := conn.Flush(); err != nil && !errors.Is(err, unix.ENOENT) {
+				t.Errorf("delete table %s: %v", tb.Name, err)
+			}
+		}
+		_, _ = exec.Command("ipset", "destroy", "cni-foreign").CombinedOutput()
+	})
 	ipset(t, "create", "KUBE-CLUSTER-IP", "hash:ip,port")
 	ipset(t, "create", "KUBE-LOOP-BACK", "hash:ip,port,ip")
 	ipset(t, "create", "KUBE-NODE-PORT-TCP", "bitmap:port", "range", "0-65535")
