@@ -36,7 +36,11 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 OURS=${KIP_PROXY_IMAGE:-localhost/kube-ipvs-proxy:lab}
 KP_IMAGE=registry.k8s.io/kube-proxy:v1.36.3
 STAMP=$(date -u +%Y%m%dT%H%M%SZ)
-OUT=$CACHE/migration/$STAMP
+# KIP_MIGRATION_PHASES: the phases to run, in order (default all); with
+# KIP_MIGRATION_OUT, a later run appends to an earlier run's report.
+PHASES=${KIP_MIGRATION_PHASES:-swap config e2e rollback control}
+OUT=${KIP_MIGRATION_OUT:-$CACHE/migration/$STAMP}
+STAMP=$(basename "$OUT")
 RESULTS=$HERE/migration/RESULTS.md
 LOAD=$CACHE/.load/load
 mkdir -p "$OUT" "$(dirname "$LOAD")"
@@ -189,16 +193,19 @@ YAML
 # --- the run ----------------------------------------------------------------
 
 report=$OUT/report.txt
-{
+phase() { [[ " $PHASES " == *" $1 "* ]]; }
+[[ -e $report ]] || {
 	echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 	echo "commit: $(git -C "$REPO" rev-parse --short HEAD)$(git -C "$REPO" diff --quiet HEAD || echo -dirty)"
 	echo "command: make migration (conformance/migrate.sh)"
 	echo "cluster: $NODES nodes, $FAMILY, kube-proxy $KP_IMAGE (kubeadm addon, mode: ipvs) → $OURS ($(cut -d' ' -f2 "$CACHE/images/kube-ipvs-proxy.ref"))"
 } >"$report"
+echo "phases: $PHASES ($(date -u +%H:%M:%SZ))" >>"$report"
 
 kc create namespace migration --dry-run=client -o yaml | kc apply -f - >&2
 kc apply -f "$HERE/migration/workload.yaml" >&2
 kc -n migration rollout status deploy/backend --timeout=5m >&2
+if phase swap; then
 inspect_nodes "before-swap" >>"$report"
 
 log "phase swap: set image to $OURS"
@@ -208,6 +215,7 @@ stop_load swap
 counts=$(cat "$OUT/swap.counts")
 echo "migration: phase=swap $counts handover=${handover% }" | tee -a "$report"
 inspect_nodes "after-swap" >>"$report"
+fi
 
 # restarts <node>: our container's restart count on the node.
 restarts() {
@@ -215,6 +223,7 @@ restarts() {
 		-o jsonpath='{.items[0].status.containerStatuses[0].restartCount}'
 }
 
+if phase config; then
 log "config edit: MetalLB's strictARP in kube-proxy's ConfigMap reaches ours (exit, restart)"
 start_load config
 declare -A before=()
@@ -236,10 +245,14 @@ counts=$(cat "$OUT/config.counts")
 echo "config-edit: $counts restarted=${took% }" | tee -a "$report"
 inspect_nodes "after-config-edit" >>"$report"
 
+fi
+
+if phase e2e; then
 log "upstream's Services Conformance specs on the migrated cluster"
 if FOCUS='\[sig-network\] Services.*\[Conformance\]' "$HERE/run.sh" >"$OUT/e2e.log" 2>&1; then e2e=passed; else e2e=FAILED; fi
 echo "e2e after swap ($e2e): $(grep -E '^Ran [0-9]+ of [0-9]+ Specs' "$OUT/e2e.log" | tail -n 1)" | tee -a "$report"
 grep -E '^(SUCCESS|FAIL)!' "$OUT/e2e.log" | tail -n 1 >>"$report" || true
+fi
 
 # cleanup_table: deploy/handback, the one-shot DaemonSet with our image
 # and --cleanup-table-only: our nftables table goes, IPVS and kube-ipvs0
@@ -253,6 +266,7 @@ cleanup_table() {
 	kc -n kube-system delete ds kube-ipvs-proxy-cleanup >&2
 }
 
+if phase rollback; then
 log "phase rollback: set image to $KP_IMAGE, then our table goes (--cleanup --cleanup-table-only)"
 start_load rollback
 handover=$(set_image "$KP_IMAGE")
@@ -261,13 +275,17 @@ stop_load rollback
 counts=$(cat "$OUT/rollback.counts")
 echo "migration: phase=rollback $counts handover=${handover% }" | tee -a "$report"
 inspect_nodes "after-rollback" >>"$report"
+fi
 
+if phase control; then
 log "phase control: the old documented path (delete, kube-proxy --cleanup, apply)"
 start_load control
 t0=$(date +%s)
 kc -n kube-system delete ds kube-proxy --wait=true >&2
 kc -n kube-system wait --for=delete pod -l k8s-app=kube-proxy --timeout=5m >&2 || true
-kc kustomize "$REPO/deploy/migrate" | kc set image --local -f - "kube-proxy-cleanup=$KP_IMAGE" -o yaml | kc apply -f - >&2
+# deploy/migrate pins kube-proxy's image already (kubectl set image --local
+# prints nothing for an unchanged image).
+kc apply -k "$REPO/deploy/migrate" >&2
 kc -n kube-system rollout status ds/kube-proxy-cleanup --timeout=10m >&2
 kc -n kube-system delete ds kube-proxy-cleanup >&2
 kc apply -k "$CLUSTER_DIR/overlay" >&2
@@ -275,6 +293,7 @@ kc -n kube-system rollout status ds/kube-ipvs-proxy --timeout=10m >&2
 stop_load control
 counts=$(cat "$OUT/control.counts")
 echo "migration: phase=control $counts took=$(($(date +%s) - t0))s" | tee -a "$report"
+fi
 
 echo "total: $(($(date +%s) - t_start))s; logs: .cache/cluster/migration/$STAMP" >>"$report"
 {
