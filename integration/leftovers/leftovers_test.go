@@ -115,13 +115,17 @@ func kubeProxyState(t *testing.T) {
 	nftIPT(t, "-t", "nat", "-A", "POSTROUTING", "-j", "CNI-FOREIGN")
 }
 
-// TestKubeProxysIptablesNftChainsAndIPSetsAreRemovedOthersStay: after
-// Remove, no chain or ipset of kube-proxy's is left in either family,
+// TestKubeProxysIptablesNftChainsAndIPSetsAreRemovedOthersStay: kube-proxy
+// is seen serving before (what --cleanup-table-only waits for) and not
+// after; after Remove, no chain or ipset of kube-proxy's is left in either family,
 // nor a rule jumping to one; the kubelet's KUBE-FIREWALL, a CNI's chain,
 // their jumps and a foreign ipset are untouched; a second Remove finds
 // nothing.
 func TestKubeProxysIptablesNftChainsAndIPSetsAreRemovedOthersStay(t *testing.T) {
 	kubeProxyState(t)
+	if serves, err := leftovers.KubeProxyServesOnHost(); err != nil || !serves {
+		t.Errorf("KubeProxyServesOnHost = %v, %v with kube-proxy's chains written by iptables-nft; want true", serves, err)
+	}
 	res, err := leftovers.RemoveFromHost()
 	if err != nil {
 		t.Fatalf("Remove: %v (result %+v)", err, res)
@@ -146,6 +150,9 @@ func TestKubeProxysIptablesNftChainsAndIPSetsAreRemovedOthersStay(t *testing.T) 
 	}
 	if got, want := ipsetNames(t), []string{"cni-foreign"}; !slices.Equal(got, want) {
 		t.Errorf("ipsets left: %v; want %v", got, want)
+	}
+	if serves, err := leftovers.KubeProxyServesOnHost(); err != nil || serves {
+		t.Errorf("KubeProxyServesOnHost = %v, %v after Remove; want false", serves, err)
 	}
 	again, err := leftovers.RemoveFromHost()
 	if err != nil || !again.Empty() {

@@ -105,3 +105,13 @@ func (h Host) LegacyTables() []string {
 	}
 	return out
 }
+
+// KubeProxyServesOnHost is KubeProxyServes against the running kernel.
+func KubeProxyServesOnHost() (bool, error) {
+	conn, err := nftables.New()
+	if err != nil {
+		return false, fmt.Errorf("open nftables: %w", err)
+	}
+	defer conn.CloseLasting()
+	return KubeProxyServes(conn)
+}

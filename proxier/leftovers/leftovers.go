@@ -210,3 +210,30 @@ var (
 	ErrInUse    = errors.New("ipset in use by a rule")
 	ErrNotFound = errors.New("no such ipset")
 )
+
+// KubeProxyServes says whether kube-proxy's rules are in the kernel as
+// nftables objects in a family: its nat table holds KUBE-SERVICES and
+// KUBE-POSTROUTING, which its first sync writes in one iptables-restore.
+// Our table may go only then, after a rollback: until kube-proxy's
+// masquerade is there, ours is the only one (--cleanup-table-only waits
+// for it). Rules of iptables-legacy are not seen.
+func KubeProxyServes(t Tables) (bool, error) {
+	for _, fam := range []nftables.TableFamily{nftables.TableFamilyIPv4, nftables.TableFamilyIPv6} {
+		chains, err := t.ListChainsOfTableFamily(fam)
+		if err != nil {
+			return false, fmt.Errorf("list chains: %w", err)
+		}
+		var services, postrouting bool
+		for _, c := range chains {
+			if c.Table.Name != "nat" {
+				continue
+			}
+			services = services || c.Name == "KUBE-SERVICES"
+			postrouting = postrouting || c.Name == "KUBE-POSTROUTING"
+		}
+		if services && postrouting {
+			return true, nil
+		}
+	}
+	return false, nil
+}

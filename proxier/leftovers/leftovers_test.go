@@ -221,3 +221,29 @@ func TestRemoveTakesKubeProxysChainsAndIPSetsOnly(t *testing.T) {
 		})
 	}
 }
+
+// TestKubeProxyServesOnlyWithItsNATChains: kube-proxy serves a family
+// once its nat table holds both KUBE-SERVICES and KUBE-POSTROUTING; the
+// kubelet's chains, or one of the two, are not enough.
+func TestKubeProxyServesOnlyWithItsNATChains(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		build func(f *fakeTables)
+		want  bool
+	}{
+		{"nothing", func(f *fakeTables) {}, false},
+		{"the kubelet's chains only", func(f *fakeTables) { f.chain(v4, "filter", "KUBE-FIREWALL") }, false},
+		{"KUBE-SERVICES without its masquerade", func(f *fakeTables) { f.chain(v4, "nat", "KUBE-SERVICES") }, false},
+		{"both, in IPv4", func(f *fakeTables) { f.chain(v4, "nat", "KUBE-SERVICES"); f.chain(v4, "nat", "KUBE-POSTROUTING") }, true},
+		{"both, in IPv6", func(f *fakeTables) { f.chain(v6, "nat", "KUBE-SERVICES"); f.chain(v6, "nat", "KUBE-POSTROUTING") }, true},
+		{"split across families", func(f *fakeTables) { f.chain(v4, "nat", "KUBE-SERVICES"); f.chain(v6, "nat", "KUBE-POSTROUTING") }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake()
+			tc.build(f)
+			if got, err := KubeProxyServes(f); err != nil || got != tc.want {
+				t.Errorf("KubeProxyServes = %v, %v; want %v", got, err, tc.want)
+			}
+		})
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -102,5 +103,31 @@ func TestCleanupDryRunAccepted(t *testing.T) {
 		if (err == nil) != (tc.wantErr == "") || err != nil && !bytes.Contains([]byte(err.Error()), []byte(tc.wantErr)) {
 			t.Errorf("%v: %v, want %q", tc.args, err, tc.wantErr)
 		}
+	}
+}
+
+// TestTableCleanupWaitsForKubeProxysRules: --cleanup-table-only removes
+// our table only once kube-proxy's rules are in the kernel, and not at
+// all when they do not come in time.
+func TestTableCleanupWaitsForKubeProxysRules(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		readyAt   int // the call from which kube-proxy serves; 0: never
+		wantCalls int
+		wantErr   bool
+	}{
+		{"already serving: no wait", 1, 1, false},
+		{"serving after its first sync: waits for it", 4, 4, false},
+		{"never: the table stays", 0, 6, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			calls := 0
+			serves := func() (bool, error) { calls++; return tc.readyAt > 0 && calls >= tc.readyAt, nil }
+			var stderr bytes.Buffer
+			err := waitForKubeProxy(serves, func(time.Duration) {}, 5*tableCleanupEvery, &stderr)
+			if (err != nil) != tc.wantErr || calls != tc.wantCalls {
+				t.Errorf("waitForKubeProxy = %v after %d looks; want error %v after %d", err, calls, tc.wantErr, tc.wantCalls)
+			}
+		})
 	}
 }
