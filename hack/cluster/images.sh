@@ -61,6 +61,18 @@ image() {
 	echo "$key" >"$OUT/$name.key"
 }
 
+# minbase <dir> <package...>: a bookworm minbase rootfs with the packages,
+# without docs, man pages and locales.
+minbase() {
+	local dir=$1
+	shift
+	nice -n 10 mmdebstrap --mode=root --variant=minbase --include="$(IFS=,; echo "$*")" \
+		--dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \
+		--dpkgopt='path-exclude=/usr/share/locale/*' \
+		bookworm "$dir" "deb http://deb.debian.org/debian bookworm main" \
+		"deb http://deb.debian.org/debian-security bookworm-security main" >&2
+}
+
 # debian_base: a bookworm rootfs tarball with the tools agnhost's tests
 # exec, plus agnhost's image user and group; prints its path.
 debian_base() {
@@ -69,16 +81,12 @@ debian_base() {
 		v=$(apt-cache policy "$p" | awk '/Candidate:/ { print $2; exit }')
 		echo "$p $v"
 	done)
-	key=$({ echo "$vers"; declare -f debian_base; } | sha256sum | cut -c1-16)
+	key=$({ echo "$vers"; declare -f debian_base minbase; } | sha256sum | cut -c1-16)
 	out=$CACHE/debian-base-$key.tar
 	if [[ ! -e $out ]]; then
 		log "mmdebstrap the agnhost base (${BASE_PACKAGES[*]})"
 		root=$(mktemp -d "$CACHE/.base.XXXXXX")
-		nice -n 10 mmdebstrap --mode=root --variant=minbase --include="$(IFS=,; echo "${BASE_PACKAGES[*]}")" \
-			--dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \
-			--dpkgopt='path-exclude=/usr/share/locale/*' \
-			bookworm "$root/rootfs" "deb http://deb.debian.org/debian bookworm main" \
-			"deb http://deb.debian.org/debian-security bookworm-security main" >&2
+		minbase "$root/rootfs" "${BASE_PACKAGES[@]}"
 		# As upstream's agnhost Dockerfile: a user and a group defined in the image.
 		echo "user-defined-in-image:x:1000:1000::/home/user-defined-in-image:/bin/sh" >>"$root/rootfs/etc/passwd"
 		echo "user-defined-in-image:x:1000:" >>"$root/rootfs/etc/group"
@@ -103,16 +111,12 @@ kube_proxy_base() {
 		v=$(apt-cache policy "$p" | awk '/Candidate:/ { print $2; exit }')
 		echo "$p $v"
 	done)
-	key=$({ echo "$vers"; declare -f kube_proxy_base; } | sha256sum | cut -c1-16)
+	key=$({ echo "$vers"; declare -f kube_proxy_base minbase; } | sha256sum | cut -c1-16)
 	out=$CACHE/kube-proxy-base-$key.tar
 	if [[ ! -e $out ]]; then
 		log "mmdebstrap kube-proxy's base (${pkgs[*]})"
 		root=$(mktemp -d "$CACHE/.base.XXXXXX")
-		nice -n 10 mmdebstrap --mode=root --variant=minbase --include="$(IFS=,; echo "${pkgs[*]}")" \
-			--dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \
-			--dpkgopt='path-exclude=/usr/share/locale/*' \
-			bookworm "$root/rootfs" "deb http://deb.debian.org/debian bookworm main" \
-			"deb http://deb.debian.org/debian-security bookworm-security main" >&2
+		minbase "$root/rootfs" "${pkgs[@]}"
 		rm -rf "$root/rootfs/var/cache/apt"/* "$root/rootfs/var/lib/apt/lists"/*
 		tar --numeric-owner -C "$root/rootfs" -cf "$out.tmp" .
 		rm -rf "$root"
