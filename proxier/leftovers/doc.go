@@ -13,7 +13,7 @@
 // IPVS writer's, which adopts kube-proxy's virtual servers in place.
 //
 // Chains are removed where they are nftables objects, as iptables-nft
-// (the iptables of every current distribution) writes them: through
+// (Debian 12's default iptables, among others) writes them: through
 // google/nftables, in one batch per family that deletes every rule
 // jumping to one of the chains, then flushes and deletes the chains.
 // Rules written by iptables-legacy live in the kernel's x_tables, which
