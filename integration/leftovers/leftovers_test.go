@@ -63,23 +63,8 @@ func ipsetNames(t *testing.T) []string {
 // comments, chains referencing ipsets), plus the kubelet's chains and a
 // CNI's, which must stay.
 func kubeProxyState(t *testing.T) {
-	// The lab's next packages (one VM boot) expect no table but theirs:
-	// the tables iptables-nft made here go, and so does the foreign ipset.
-	t.Cleanup(func() {
-		conn, err := nftables.New()
-		if err != nil {
-			t.Errorf("nftables: %v", err)
-			return
-		}
-		for _, tb := range []*nftables.Table{{Family: nftables.TableFamilyIPv4, Name: "nat"}, {Family: nftables.TableFamilyIPv4, Name: "filter"},
-			{Family: nftables.TableFamilyIPv6, Name: "nat"}, {Family: nftables.TableFamilyIPv6, Name: "filter"}} {
-			conn.DelTable(tb)
-			if err := conn.Flush(); err != nil && !errors.Is(err, unix.ENOENT) {
-				t.Errorf("delete table %s: %v", tb.Name, err)
-			}
-		}
-		_, _ = exec.Command("ipset", "destroy", "cni-foreign").CombinedOutput()
-	})
+	dropIptablesNftTables(t)
+	t.Cleanup(func() { _, _ = exec.Command("ipset", "destroy", "cni-foreign").CombinedOutput() })
 	ipset(t, "create", "KUBE-CLUSTER-IP", "hash:ip,port")
 	ipset(t, "create", "KUBE-LOOP-BACK", "hash:ip,port,ip")
 	ipset(t, "create", "KUBE-NODE-PORT-TCP", "bitmap:port", "range", "0-65535")
@@ -113,6 +98,49 @@ func kubeProxyState(t *testing.T) {
 	nftIPT(t, "-t", "filter", "-A", "KUBE-FIREWALL", "-m", "set", "--match-set", "cni-foreign", "src", "-j", "DROP")
 	nftIPT(t, "-t", "nat", "-N", "CNI-FOREIGN")
 	nftIPT(t, "-t", "nat", "-A", "POSTROUTING", "-j", "CNI-FOREIGN")
+}
+
+// dropIptablesNftTables deletes, when t ends, the tables iptables-nft
+// made: the lab's next packages (one VM boot) expect no table but theirs.
+func dropIptablesNftTables(t *testing.T) {
+	t.Cleanup(func() {
+		conn, err := nftables.New()
+		if err != nil {
+			t.Errorf("nftables: %v", err)
+			return
+		}
+		for _, tb := range []*nftables.Table{{Family: nftables.TableFamilyIPv4, Name: "nat"}, {Family: nftables.TableFamilyIPv4, Name: "filter"},
+			{Family: nftables.TableFamilyIPv6, Name: "nat"}, {Family: nftables.TableFamilyIPv6, Name: "filter"}} {
+			conn.DelTable(tb)
+			if err := conn.Flush(); err != nil && !errors.Is(err, unix.ENOENT) {
+				t.Errorf("delete table %s: %v", tb.Name, err)
+			}
+		}
+	})
+}
+
+// TestKubeProxyServesOnlyOnceItsFirstSyncWroteItsRules: kube-proxy's
+// first sync creates and links its nat chains empty long before its
+// iptables-restore fills them (seconds, on a busy node); our table must
+// not go (--cleanup-table-only) on the empty chains, only once the
+// masquerade is written.
+func TestKubeProxyServesOnlyOnceItsFirstSyncWroteItsRules(t *testing.T) {
+	dropIptablesNftTables(t)
+	for _, c := range []string{"KUBE-SERVICES", "KUBE-POSTROUTING", "KUBE-MARK-MASQ"} {
+		nftIPT(t, "-t", "nat", "-N", c)
+	}
+	nftIPT(t, "-t", "nat", "-A", "PREROUTING", "-m", "comment", "--comment", "kubernetes service portals", "-j", "KUBE-SERVICES")
+	nftIPT(t, "-t", "nat", "-A", "POSTROUTING", "-m", "comment", "--comment", "kubernetes postrouting rules", "-j", "KUBE-POSTROUTING")
+	if serves, err := leftovers.KubeProxyServesOnHost(); err != nil || serves {
+		t.Errorf("KubeProxyServesOnHost = %v, %v with kube-proxy's chains created and linked, still empty; want false", serves, err)
+	}
+	nftIPT(t, "-t", "nat", "-A", "KUBE-MARK-MASQ", "-j", "MARK", "--or-mark", "0x4000")
+	nftIPT(t, "-t", "nat", "-A", "KUBE-POSTROUTING", "-m", "mark", "!", "--mark", "0x4000/0x4000", "-j", "RETURN")
+	nftIPT(t, "-t", "nat", "-A", "KUBE-POSTROUTING", "-j", "MASQUERADE", "--random-fully")
+	nftIPT(t, "-t", "nat", "-A", "KUBE-SERVICES", "-s", "127.0.0.0/8", "-j", "RETURN")
+	if serves, err := leftovers.KubeProxyServesOnHost(); err != nil || !serves {
+		t.Errorf("KubeProxyServesOnHost = %v, %v with kube-proxy's masquerade written; want true", serves, err)
+	}
 }
 
 // TestKubeProxysIptablesNftChainsAndIPSetsAreRemovedOthersStay: kube-proxy

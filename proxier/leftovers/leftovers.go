@@ -212,26 +212,34 @@ var (
 )
 
 // KubeProxyServes says whether kube-proxy's rules are in the kernel as
-// nftables objects in a family: its nat table holds KUBE-SERVICES and
-// KUBE-POSTROUTING, which its first sync writes in one iptables-restore.
-// Our table may go only then, after a rollback: until kube-proxy's
-// masquerade is there, ours is the only one (--cleanup-table-only waits
-// for it). Rules of iptables-legacy are not seen.
+// nftables objects in a family: its nat table's KUBE-SERVICES and
+// KUBE-POSTROUTING both hold rules. Our table may go only then, after a
+// rollback: until kube-proxy's masquerade is there, ours is the only one
+// (--cleanup-table-only waits for it). The chains alone are no sign:
+// kube-proxy's first sync creates them and links them empty, then fills
+// its ipsets and programs IPVS, and only at its end writes every rule in
+// one iptables-restore, which also fills KUBE-POSTROUTING. Rules of
+// iptables-legacy are not seen.
 func KubeProxyServes(t Tables) (bool, error) {
 	for _, fam := range []nftables.TableFamily{nftables.TableFamilyIPv4, nftables.TableFamilyIPv6} {
 		chains, err := t.ListChainsOfTableFamily(fam)
 		if err != nil {
 			return false, fmt.Errorf("list chains: %w", err)
 		}
-		var services, postrouting bool
+		filled := 0
 		for _, c := range chains {
-			if c.Table.Name != "nat" {
+			if c.Table.Name != "nat" || (c.Name != "KUBE-SERVICES" && c.Name != "KUBE-POSTROUTING") {
 				continue
 			}
-			services = services || c.Name == "KUBE-SERVICES"
-			postrouting = postrouting || c.Name == "KUBE-POSTROUTING"
+			rules, err := t.GetRules(c.Table, c)
+			if err != nil {
+				return false, fmt.Errorf("list rules of chain %s in table %s: %w", c.Name, c.Table.Name, err)
+			}
+			if len(rules) > 0 {
+				filled++
+			}
 		}
-		if services && postrouting {
+		if filled == 2 {
 			return true, nil
 		}
 	}

@@ -222,21 +222,43 @@ func TestRemoveTakesKubeProxysChainsAndIPSetsOnly(t *testing.T) {
 	}
 }
 
-// TestKubeProxyServesOnlyWithItsNATChains: kube-proxy serves a family
-// once its nat table holds both KUBE-SERVICES and KUBE-POSTROUTING; the
-// kubelet's chains, or one of the two, are not enough.
-func TestKubeProxyServesOnlyWithItsNATChains(t *testing.T) {
+// TestKubeProxyServesOnlyWithItsNATChainsFilled: kube-proxy serves a
+// family once its nat KUBE-SERVICES and KUBE-POSTROUTING hold rules, as
+// after the iptables-restore that ends its first sync; the chains empty,
+// as its first sync creates them well before, are not enough.
+func TestKubeProxyServesOnlyWithItsNATChainsFilled(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		build func(f *fakeTables)
 		want  bool
 	}{
 		{"nothing", func(f *fakeTables) {}, false},
-		{"the kubelet's chains only", func(f *fakeTables) { f.chain(v4, "filter", "KUBE-FIREWALL") }, false},
-		{"KUBE-SERVICES without its masquerade", func(f *fakeTables) { f.chain(v4, "nat", "KUBE-SERVICES") }, false},
-		{"both, in IPv4", func(f *fakeTables) { f.chain(v4, "nat", "KUBE-SERVICES"); f.chain(v4, "nat", "KUBE-POSTROUTING") }, true},
-		{"both, in IPv6", func(f *fakeTables) { f.chain(v6, "nat", "KUBE-SERVICES"); f.chain(v6, "nat", "KUBE-POSTROUTING") }, true},
-		{"split across families", func(f *fakeTables) { f.chain(v4, "nat", "KUBE-SERVICES"); f.chain(v6, "nat", "KUBE-POSTROUTING") }, false},
+		{"the kubelet's chains only", func(f *fakeTables) { f.chain(v4, "filter", "KUBE-FIREWALL", "") }, false},
+		{"KUBE-SERVICES without its masquerade", func(f *fakeTables) { f.chain(v4, "nat", "KUBE-SERVICES", "") }, false},
+		{"both, empty (created, the sync's restore not written yet)", func(f *fakeTables) {
+			f.chain(v4, "nat", "KUBE-SERVICES")
+			f.chain(v4, "nat", "KUBE-POSTROUTING")
+		}, false},
+		{"both, KUBE-POSTROUTING still empty", func(f *fakeTables) {
+			f.chain(v4, "nat", "KUBE-SERVICES", "KUBE-NODE-PORT")
+			f.chain(v4, "nat", "KUBE-POSTROUTING")
+		}, false},
+		{"both filled, in IPv4", func(f *fakeTables) {
+			f.chain(v4, "nat", "KUBE-SERVICES", "KUBE-NODE-PORT")
+			f.chain(v4, "nat", "KUBE-POSTROUTING", "")
+		}, true},
+		{"both filled, in IPv6", func(f *fakeTables) {
+			f.chain(v6, "nat", "KUBE-SERVICES", "KUBE-NODE-PORT")
+			f.chain(v6, "nat", "KUBE-POSTROUTING", "")
+		}, true},
+		{"filled in the filter table, not nat", func(f *fakeTables) {
+			f.chain(v4, "filter", "KUBE-SERVICES", "")
+			f.chain(v4, "filter", "KUBE-POSTROUTING", "")
+		}, false},
+		{"split across families", func(f *fakeTables) {
+			f.chain(v4, "nat", "KUBE-SERVICES", "KUBE-NODE-PORT")
+			f.chain(v6, "nat", "KUBE-POSTROUTING", "")
+		}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFake()

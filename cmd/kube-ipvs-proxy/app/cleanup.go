@@ -47,9 +47,11 @@ const (
 // waitForKubeProxy waits until serves says kube-proxy's rules are in the
 // kernel, for at most limit. After a rollback our table is the node's
 // only masquerade until kube-proxy's first sync has written its own, and
-// kube-proxy's /healthz answers 200 before that sync: removing the table
-// on that signal cut NodePort traffic to other nodes' endpoints for
-// seconds. Not seeing them in time is an error, and the table stays.
+// kube-proxy's /healthz answers 200 before that sync, and the sync
+// creates its chains empty long before it fills them: removing the table
+// on either signal cut NodePort traffic to other nodes' endpoints until
+// the rules came. Not seeing them in time is an error, and the table
+// stays.
 func waitForKubeProxy(serves func() (bool, error), sleep func(time.Duration), limit time.Duration, stderr io.Writer) error {
 	said := false
 	for waited := time.Duration(0); ; waited += tableCleanupEvery {
@@ -61,7 +63,7 @@ func waitForKubeProxy(serves func() (bool, error), sleep func(time.Duration), li
 			return nil
 		}
 		if waited >= limit {
-			return fmt.Errorf("kube-proxy's rules (nat KUBE-SERVICES and KUBE-POSTROUTING, as nftables objects) are not in the kernel after %v: our table stays, so that Services keep their masquerade; is kube-proxy running, with iptables-nft?", limit)
+			return fmt.Errorf("kube-proxy's rules (rules in its nat KUBE-SERVICES and KUBE-POSTROUTING, as nftables objects) are not in the kernel after %v: our table stays, so that Services keep their masquerade; is kube-proxy running, with iptables-nft?", limit)
 		}
 		if !said {
 			fmt.Fprintln(stderr, "kube-ipvs-proxy: cleanup: waiting for kube-proxy's rules before removing our table")
