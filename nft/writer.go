@@ -102,6 +102,7 @@ type Writer struct {
 	needsResync bool
 	last        ResyncStats
 	cursor      *repairCursor // a Repair in slices in progress
+	edits       *ForeignEdits // nil: hand edits wait for a Repair
 }
 
 // New returns a writer over c. Nothing is sent until Resync.
@@ -284,15 +285,29 @@ func (w *Writer) checkProbeChain() error {
 	return nil
 }
 
+// WatchEdits makes Check report the edits of our table by other
+// processes that f collected (see ForeignEdits).
+func (w *Writer) WatchEdits(f *ForeignEdits) { w.edits = f }
+
 // Check verifies cheaply, without changing anything, that our table
-// still exists: one netlink request reading one set's definition. When
-// the table (or the set) is gone it returns an error wrapping
-// ErrNeedsResync and NeedsResync becomes true; any other read error is
-// returned as it is. When a Resync is due already it checks nothing and
-// returns nil: the Resync rewrites the table anyway.
+// still exists: one netlink request reading one set's definition; with
+// WatchEdits, also that no other process changed the table since the
+// last Check. When the table (or the set) is gone, or was edited, it
+// returns an error wrapping ErrNeedsResync and NeedsResync becomes true;
+// any other read error is returned as it is. When a Resync is due
+// already it checks nothing and returns nil: the Resync rewrites the
+// table anyway.
 func (w *Writer) Check() error {
+	edit, edited := "", false
+	if w.edits != nil {
+		edit, edited = w.edits.Take()
+	}
 	if w.needsResync {
 		return nil
+	}
+	if edited {
+		w.needsResync = true
+		return fmt.Errorf("%s: %w", edit, ErrNeedsResync)
 	}
 	_, err := w.conn.GetSetByName(w.table, probeSet)
 	switch {

@@ -1,6 +1,7 @@
 package proxier
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -150,6 +151,28 @@ func NewDataPlane(cfg DataPlaneConfig) (*DataPlane, error) {
 		return nil, fmt.Errorf("open ipvs: %w", err)
 	}
 	return &DataPlane{nft: n, ipvs: i}, nil
+}
+
+// WatchForeignEdits makes Check see at once, until ctx ends, an edit of
+// our nftables table by another process (a set flushed, an element or
+// rule deleted), where otherwise only a deleted table is seen before the
+// periodic repair. The IPVS side has no such notifications. It fails if
+// the notification socket cannot be opened; Check then works as before.
+func (d *DataPlane) WatchForeignEdits(ctx context.Context) error {
+	w, ok := d.nft.(*nft.Writer)
+	if !ok {
+		return nil
+	}
+	self, err := nft.SelfName()
+	if err != nil {
+		return err
+	}
+	f := nft.NewForeignEdits(nft.TableName, self)
+	if err := nft.WatchForeignEdits(ctx, f); err != nil {
+		return err
+	}
+	w.WatchEdits(f)
+	return nil
 }
 
 // newDataPlane composes given writers, for tests with fakes.

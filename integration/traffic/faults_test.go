@@ -29,6 +29,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/health"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/integration/labnet"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/metrics"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/nft"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
@@ -64,6 +65,7 @@ func newLoop(t *testing.T, h *harness, objs ...runtime.Object) *loop {
 		Observer: metrics.New(l.reg), Health: l.health, Recorder: l.events})
 	h.must(err)
 	ctx, cancel := context.WithCancel(context.Background())
+	h.must(dp.WatchForeignEdits(ctx))
 	done := make(chan error, 1)
 	go func() { done <- l.p.Run(ctx) }()
 	t.Cleanup(func() {
@@ -268,8 +270,9 @@ func TestMissingSchedulerModuleStaysWithItsService(t *testing.T) {
 // TestDeletedKernelObjectsRepairedAtOnce: with the periodic resync an
 // hour away, deleting kube-ipvs0 (every ClusterIP becomes unreachable),
 // one of our virtual servers, an address of kube-ipvs0 or our nftables
-// table, or flushing the table's rules, is noticed by the loop's probe
-// and repaired by a full resync: traffic is back within 2 s.
+// table, flushing the table's rules, or another program flushing one of
+// its sets (the VIP filter then refuses the Service), is noticed by the
+// loop's probe and repaired by a full resync: traffic is back within 2 s.
 func TestDeletedKernelObjectsRepairedAtOnce(t *testing.T) {
 	h := newHarness(t)
 	l := newLoop(t, h, k8sNodeA(), k8sService("web", "10.96.21.1", nil), h.k8sSlice("web", "pod-b1"))
@@ -313,6 +316,14 @@ func TestDeletedKernelObjectsRepairedAtOnce(t *testing.T) {
 		rules, err := c.GetRules(t, &nftables.Chain{Name: "nat-prerouting", Table: t})
 		return err == nil && len(rules) > 0
 	}
+	setBack := func() bool {
+		c, err := nftables.New()
+		if err != nil {
+			return false
+		}
+		els, err := c.GetSetElements(&nftables.Set{Table: &nftables.Table{Family: nftables.TableFamilyINet, Name: nft.TableName}, Name: "service-ports-v4"})
+		return err == nil && len(els) > 0
+	}
 	for _, tc := range []struct {
 		what     string
 		delete   func() error
@@ -349,6 +360,16 @@ func TestDeletedKernelObjectsRepairedAtOnce(t *testing.T) {
 			a, _ := netlink.ParseAddr("10.96.21.1/32")
 			return netlink.AddrDel(link, a)
 		}, addrBack},
+		{"one set flushed by another process (nft flush set)", func() error {
+			return labnet.AsAnotherProcess("nft", func() error {
+				c, err := nftables.New()
+				if err != nil {
+					return err
+				}
+				c.FlushSet(&nftables.Set{Table: &nftables.Table{Family: nftables.TableFamilyINet, Name: nft.TableName}, Name: "service-ports-v4"})
+				return c.Flush()
+			})
+		}, setBack},
 		{"table's rules flushed (nft flush table)", func() error {
 			c, err := nftables.New()
 			if err != nil {
@@ -384,3 +405,4 @@ func TestDeletedKernelObjectsRepairedAtOnce(t *testing.T) {
 		}
 	}
 }
+

@@ -227,7 +227,11 @@ func openKernel(cfg proxier.DataPlaneConfig) DataPlaneOpener {
 		if err != nil {
 			return nil, nil, err
 		}
-		return dp, dp.Close, nil
+		ctx, cancel := context.WithCancel(context.Background())
+		if err := dp.WatchForeignEdits(ctx); err != nil {
+			klog.Background().Info("Hand edits of our nftables table wait for the periodic repair: cannot watch nftables notifications", "err", err)
+		}
+		return dp, func() { cancel(); dp.Close() }, nil
 	}
 }
 
