@@ -405,4 +405,3 @@ func TestDeletedKernelObjectsRepairedAtOnce(t *testing.T) {
 		}
 	}
 }
-
