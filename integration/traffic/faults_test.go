@@ -269,8 +269,8 @@ func TestMissingSchedulerModuleStaysWithItsService(t *testing.T) {
 
 // TestDeletedKernelObjectsRepairedAtOnce: with the periodic resync an
 // hour away, deleting kube-ipvs0 (every ClusterIP becomes unreachable),
-// one of our virtual servers, an address of kube-ipvs0 or our nftables
-// table, flushing the table's rules, or another program flushing one of
+// one of our virtual servers or destinations, an address of kube-ipvs0
+// or our nftables table, flushing the table's rules, or another program flushing one of
 // its sets (the VIP filter then refuses the Service), is noticed by the
 // loop's probe and repaired by a full resync: traffic is back within 2 s.
 func TestDeletedKernelObjectsRepairedAtOnce(t *testing.T) {
@@ -298,6 +298,15 @@ func TestDeletedKernelObjectsRepairedAtOnce(t *testing.T) {
 		defer h.Close()
 		_, err = h.GetService(webVS)
 		return err == nil
+	}
+	destBack := func() bool {
+		h, err := ipvs.New("")
+		if err != nil {
+			return false
+		}
+		defer h.Close()
+		ds, err := h.GetDestinations(webVS)
+		return err == nil && len(ds) == 1
 	}
 	addrBack := func() bool {
 		link, err := netlink.LinkByName("kube-ipvs0")
@@ -352,6 +361,18 @@ func TestDeletedKernelObjectsRepairedAtOnce(t *testing.T) {
 			defer h.Close()
 			return h.DelService(webVS)
 		}, vsBack},
+		{"its one destination deleted", func() error {
+			h, err := ipvs.New("")
+			if err != nil {
+				return err
+			}
+			defer h.Close()
+			ds, err := h.GetDestinations(webVS)
+			if err != nil || len(ds) != 1 {
+				return fmt.Errorf("destinations of %s: %d, %v; want 1", webVS.Address, len(ds), err)
+			}
+			return h.DelDestination(webVS, ds[0])
+		}, destBack},
 		{"an address removed from kube-ipvs0", func() error {
 			link, err := netlink.LinkByName("kube-ipvs0")
 			if err != nil {

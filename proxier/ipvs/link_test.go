@@ -164,6 +164,12 @@ func TestCheckNoticesDrift(t *testing.T) {
 		{"our address removed", func(e *env) error {
 			return e.l.DelAddr(DefaultInterface, netip.MustParsePrefix("203.0.113.10/32"))
 		}, true},
+		{"one of our destinations deleted", func(e *env) error {
+			return e.k.DeleteDestination(key("10.96.0.53:53/UDP"), Destination{Addr: netip.MustParseAddr("10.244.1.7"), Port: 53})
+		}, true},
+		{"a destination added to ours", func(e *env) error {
+			return e.k.AddDestination(key("10.96.0.53:53/UDP"), Destination{Addr: netip.MustParseAddr("10.244.9.9"), Port: 53, Weight: 1})
+		}, true},
 		{"a foreign virtual server added", func(e *env) error {
 			return e.k.AddVirtualServer(VirtualServer{Key: key("192.168.1.10:22/TCP"), Scheduler: "rr"})
 		}, false},
@@ -194,4 +200,43 @@ func TestCheckNoticesDrift(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCheckReadsDestinationsInTurnWithinItsBudget: a Check reads the
+// destinations of as many virtual servers as its budget allows, from
+// where the last one stopped, so a deleted destination on any of them is
+// found within one pass of Checks, each at most one read over budget.
+func TestCheckReadsDestinationsInTurnWithinItsBudget(t *testing.T) {
+	e := newEnv(t, Config{})
+	p := plan(web("10.244.1.5:8080"), dns("10.244.1.7:53"))
+	e.mustResync(p)
+	reads := 0
+	e.k.Fault = func(op, target string) error {
+		if op == "list-destinations" {
+			reads++
+			e.now = e.now.Add(destCheckBudget) // each read uses the whole budget
+		}
+		return e.rec(op, target)
+	}
+	vss := len(e.w.want)
+	must(t, e.k.DeleteDestination(key("10.96.0.53:53/UDP"), Destination{Addr: netip.MustParseAddr("10.244.1.7"), Port: 53}))
+	checks := 0
+	for ; checks <= vss; checks++ {
+		e.now = e.now.Add(driftCheckInterval)
+		before := reads
+		err := e.w.Check()
+		if got := reads - before; got != 1 {
+			t.Fatalf("Check %d read the destinations of %d virtual servers; want 1 (the budget)", checks+1, got)
+		}
+		if errors.Is(err, ErrDrift) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("Check: %v", err)
+		}
+	}
+	if checks == vss+1 {
+		t.Fatalf("the deleted destination not found in %d Checks, one pass over %d virtual servers", checks, vss)
+	}
+	t.Logf("found at Check %d of at most %d", checks+1, vss)
 }

@@ -83,6 +83,8 @@ type Writer struct {
 	want    map[Key]*wanted
 	// driftCheckedAt is when Check last dumped the virtual servers.
 	driftCheckedAt time.Time
+	// destCursor is where Check's turn of destination reads is.
+	destCursor destCursor
 	addrRefs       map[netip.Addr]int // planned VSs binding each address
 
 	draining map[Key]map[netip.AddrPort]time.Time
@@ -324,10 +326,12 @@ const driftCheckInterval = time.Second
 // rtnetlink request), that every virtual server we programmed is still
 // in the kernel (one dump of the virtual servers, not of their
 // destinations) and every address we bound still on the interface (one
-// dump of its addresses; these two at most once per driftCheckInterval). If the link was deleted or replaced it returns
-// an error wrapping ErrLinkChanged, if a virtual server or an address is
-// gone one wrapping ErrDrift, and NeedsResync becomes true. A deleted
-// destination is left to the periodic repair. Before the first sync, and
+// dump of its addresses; these two at most once per driftCheckInterval),
+// and then reads back, in turn, the destinations of as many of our
+// virtual servers as destCheckBudget allows. If the link was deleted or
+// replaced it returns an error wrapping ErrLinkChanged, if a virtual
+// server, an address or a destination is gone (or a destination changed)
+// one wrapping ErrDrift, and NeedsResync becomes true. Before the first sync, and
 // when a Resync is due already, it returns nil.
 func (w *Writer) Check() error {
 	w.mu.Lock()
@@ -339,6 +343,9 @@ func (w *Writer) Check() error {
 	if now := w.cfg.Now(); err == nil && now.Sub(w.driftCheckedAt) >= driftCheckInterval {
 		w.driftCheckedAt = now
 		err = w.drifted()
+		if err == nil {
+			err = w.destsDrifted()
+		}
 	}
 	if err != nil {
 		w.full = true
