@@ -17,8 +17,8 @@ import (
 // IPVS, taken by New. It counts the rules each trace matched, for
 // coverage. It is safe for concurrent use.
 type Tracer struct {
-	tab   *table
-	ipvs  map[vsKey][]ipvsDest
+	tab    *table
+	ipvs   map[vsKey][]ipvsDest
 	local  map[netip.Addr]bool
 	routes []Route
 	hooks  map[nftables.ChainHook][]stage
