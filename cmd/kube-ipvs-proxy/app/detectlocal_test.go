@@ -37,10 +37,14 @@ func TestDetectLocalModes(t *testing.T) {
 			},
 			want: result{PodInterface: "cbr0", LocalByInterface: true, ClusterCIDRs: 1}},
 		{name: "InterfaceNamePrefix detects by the prefix, without a cluster CIDR",
-			args: func() []string { return []string{"--detect-local-mode", "InterfaceNamePrefix", "--pod-interface-name-prefix", "veth"} },
+			args: func() []string {
+				return []string{"--detect-local-mode", "InterfaceNamePrefix", "--pod-interface-name-prefix", "veth"}
+			},
 			want: result{PodInterface: "veth", Prefix: true, LocalByInterface: true}},
 		{name: "a bridge name without BridgeInterface is not read",
-			args: func() []string { return []string{"--pod-bridge-interface", "cbr0", "--pod-interface-name-prefix", "veth"} }},
+			args: func() []string {
+				return []string{"--pod-bridge-interface", "cbr0", "--pod-interface-name-prefix", "veth"}
+			}},
 		{name: "the file's BridgeInterface",
 			args: func() []string {
 				return []string{"--config", file("detectLocalMode: BridgeInterface\ndetectLocal: {bridgeInterface: br-pods}\n")}
@@ -50,7 +54,9 @@ func TestDetectLocalModes(t *testing.T) {
 			args:    func() []string { return []string{"--detect-local-mode", "BridgeInterface"} },
 			wantErr: "--pod-bridge-interface: must not be empty with detectLocalMode BridgeInterface"},
 		{name: "InterfaceNamePrefix without a prefix is refused, naming the flag",
-			args:    func() []string { return []string{"--detect-local-mode", "InterfaceNamePrefix", "--pod-bridge-interface", "cbr0"} },
+			args: func() []string {
+				return []string{"--detect-local-mode", "InterfaceNamePrefix", "--pod-bridge-interface", "cbr0"}
+			},
 			wantErr: "--pod-interface-name-prefix: must not be empty with detectLocalMode InterfaceNamePrefix"},
 		{name: "the file's empty prefix is refused, naming the file and field",
 			args: func() []string {
