@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/integration/labnet"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/nft"
@@ -31,11 +32,19 @@ const (
 	dlUplinkIP = "192.168.77.1" // the node's address toward the other node: what masquerade gives
 )
 
+// detectLocalPlan: web, a ClusterIP masqueraded off-cluster, and dns, a
+// NOTRACK one whose destination is 192.168.77.2:8080 on the other node.
 func detectLocalPlan() policy.Plan {
-	return policy.Plan{Node: "node-a", VirtualServers: []policy.VirtualServer{{
-		Service: policy.ServiceKey{Namespace: "t", Name: "web"}, Kind: policy.KindClusterIP, Address: a(dlVIP), Port: 80,
-		Protocol: policy.ProtocolTCP, Masquerade: policy.MasqueradeOffCluster,
-		Destinations: []policy.Destination{{Address: a("192.168.77.2"), Port: 80, Weight: 1}}}}}
+	vs := func(name, addr string, port uint16, dst uint16) policy.VirtualServer {
+		return policy.VirtualServer{Service: policy.ServiceKey{Namespace: "t", Name: name}, Kind: policy.KindClusterIP, Address: a(addr), Port: port,
+			Protocol: policy.ProtocolTCP, Masquerade: policy.MasqueradeOffCluster,
+			Destinations: []policy.Destination{{Address: a("192.168.77.2"), Port: dst, Weight: 1}}}
+	}
+	web, dns := vs("web", dlVIP, 80, 80), vs("dns", "10.96.0.81", 80, 8080)
+	dns.NoTrack = true
+	vss := []policy.VirtualServer{web, dns}
+	policy.SortVirtualServers(vss)
+	return policy.Plan{Node: "node-a", VirtualServers: vss}
 }
 
 // detectLocalLab builds the lab and returns the two pods.
@@ -61,6 +70,9 @@ func detectLocalLab(t *testing.T) (bridged, routed *labnet.Host) {
 	other := newHost(t, "other")
 	up, err := labnet.AddVeth(root, "kip-up", 0, other)
 	must(err)
+	// Deleted here: a namespace goes some time after its last handle, and
+	// the next test makes the link again.
+	t.Cleanup(func() { _ = netlink.LinkDel(up) })
 	must(labnet.AddAddrs(root, up, netip.MustParsePrefix(dlUplinkIP+"/24")))
 	must(root.RouteAdd(&netlink.Route{Dst: labnet.IPNet(netip.MustParsePrefix(dlVIP + "/32")), Gw: net.ParseIP("192.168.77.2")}))
 	onl, err := other.Netlink()
@@ -74,6 +86,7 @@ func detectLocalLab(t *testing.T) (bridged, routed *labnet.Host) {
 	must(labnet.AddAddrs(onl, lo, netip.MustParsePrefix(dlVIP+"/32")))
 	must(onl.RouteAdd(&netlink.Route{Gw: net.ParseIP(dlUplinkIP)}))
 	labnet.Echo{Name: "other"}.ServeTCP(t, other, "tcp4", dlVIP+":80")
+	labnet.Echo{Name: "other"}.ServeTCP(t, other, "tcp4", "192.168.77.2:8080")
 
 	// The bridged pod.
 	br := &netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: dlBridge}}
@@ -176,4 +189,82 @@ func TestDetectLocalDecidesMasquerade(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestDetectLocalDecidesNoTrack: a pod's connection straight to a
+// NOTRACK service's destination (what another node's IPVS sends) is
+// untracked both ways when the pod is local in the mode, and tracked
+// both ways when it is not: the request by the interface it comes in on,
+// the reply by the interface the route to the pod leaves by (fib daddr
+// oifname in raw-prerouting). A connection untracked one way only would
+// leave a conntrack entry started by the reply.
+func TestDetectLocalDecidesNoTrack(t *testing.T) {
+	bridged, routed := detectLocalLab(t)
+	cluster := []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}
+	for _, tc := range []struct {
+		name                      string
+		cfg                       nft.Config
+		bridgedLocal, routedLocal bool
+	}{
+		{"ClusterCIDR", nft.Config{ClusterCIDRs: cluster}, true, true},
+		{"NodeCIDR", nft.Config{ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.1.0/24")}}, true, false},
+		{"BridgeInterface", nft.Config{ClusterCIDRs: cluster, PodInterface: dlBridge}, true, false},
+		{"InterfaceNamePrefix", nft.Config{ClusterCIDRs: cluster, PodInterface: "veth-", PodInterfacePrefix: true}, false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := netlink.ConntrackTableFlush(netlink.ConntrackTable); err != nil {
+				t.Fatalf("flush conntrack: %v", err)
+			}
+			w, err := nft.NewLinux(tc.cfg)
+			if err != nil {
+				t.Fatalf("NewLinux: %v", err)
+			}
+			t.Cleanup(func() {
+				if err := w.Cleanup(); err != nil {
+					t.Errorf("Cleanup: %v", err)
+				}
+			})
+			if err := w.Resync(detectLocalPlan()); err != nil {
+				t.Fatalf("Resync: %v", err)
+			}
+			for _, c := range []struct {
+				who   string
+				from  *labnet.Host
+				ip    netip.Addr
+				local bool
+			}{{"bridged pod", bridged, a("10.244.1.2"), tc.bridgedLocal}, {"routed pod", routed, a("10.244.3.2"), tc.routedLocal}} {
+				if _, _, err := labnet.Exchange(c.from, labnet.TCP, "192.168.77.2:8080", 3*time.Second); err != nil {
+					t.Errorf("%s: %v", c.who, err)
+					continue
+				}
+				n := flowsBetween(t, c.ip, a("192.168.77.2"))
+				switch {
+				case c.local && n != 0:
+					t.Errorf("%s (local): %d conntrack entries, want 0 (untracked both ways)", c.who, n)
+				case !c.local && n != 1:
+					t.Errorf("%s (not local): %d conntrack entries, want 1 (tracked both ways)", c.who, n)
+				default:
+					t.Logf("%s (local %t): %d conntrack entries", c.who, c.local, n)
+				}
+			}
+		})
+	}
+}
+
+// flowsBetween counts the conntrack entries of TCP flows between pod
+// and dest, started by either.
+func flowsBetween(t *testing.T, pod, dest netip.Addr) int {
+	t.Helper()
+	flows, err := netlink.ConntrackTableList(netlink.ConntrackTable, unix.AF_INET)
+	if err != nil {
+		t.Fatalf("list conntrack: %v", err)
+	}
+	n := 0
+	for _, f := range flows {
+		src, dst := f.Forward.SrcIP.String(), f.Forward.DstIP.String()
+		if f.Forward.Protocol == unix.IPPROTO_TCP && (src == pod.String() && dst == dest.String() || src == dest.String() && dst == pod.String()) {
+			n++
+		}
+	}
+	return n
 }
