@@ -139,7 +139,7 @@ func (w *Writer) sameClusterCIDRs(id setID, got []nftables.SetElement) error {
 // ruleCounts is the number of rules of each chain.
 func (w *Writer) ruleCounts() map[string]int {
 	n := map[string]int{}
-	for _, r := range ruleSpecs(w.cfg.mark()) {
+	for _, r := range ruleSpecs(w.cfg) {
 		n[r.chain]++
 	}
 	return n

@@ -197,7 +197,7 @@ func TestMergeRanges(t *testing.T) {
 func TestEverySetIsUsed(t *testing.T) {
 	inText, inExprs := map[string]bool{}, map[string]bool{}
 	chains := map[string]int{}
-	for _, r := range ruleSpecs(0x4000) {
+	for _, r := range ruleSpecs(testConfig.withDefaults()) {
 		chains[r.chain]++
 		for _, e := range r.exprs {
 			if l, ok := e.(*expr.Lookup); ok {

@@ -152,6 +152,9 @@ func (f *Fake) AddRule(r *nftables.Rule) *nftables.Rule {
 			return fmt.Errorf("chain %s: %w", chain, unix.ENOENT)
 		}
 		resolved, err := ft.resolveExprs(exprs, anon)
+		if err == nil {
+			err = checkHooks(fc.chain.Hooknum, exprs)
+		}
 		if err != nil {
 			return fmt.Errorf("rule in chain %s: %w", chain, err)
 		}
@@ -188,6 +191,29 @@ func (ft *fakeTable) resolveExprs(exprs []expr.Any, anon map[uint32]string) ([]e
 		}
 	}
 	return out, nil
+}
+
+// checkHooks refuses, as the kernel's nft_fib_validate does, a fib
+// lookup of the output interface in a base chain of a hook without an
+// input interface (output, postrouting): the route there is the one
+// chosen, read with meta oifname. A regular chain is checked by the
+// kernel when a base chain jumps to it; our rules never do.
+func checkHooks(hook *nftables.ChainHook, exprs []expr.Any) error {
+	if hook == nil {
+		return nil
+	}
+	for _, e := range exprs {
+		f, ok := e.(*expr.Fib)
+		if !ok || !f.ResultOIF && !f.ResultOIFNAME {
+			continue
+		}
+		switch *hook {
+		case *nftables.ChainHookPrerouting, *nftables.ChainHookInput, *nftables.ChainHookForward:
+		default:
+			return fmt.Errorf("fib oif in hook %d: %w", *hook, unix.EOPNOTSUPP)
+		}
+	}
+	return nil
 }
 
 // checkJump checks the target of a jump or goto: it must exist and be a

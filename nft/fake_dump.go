@@ -250,6 +250,9 @@ func formatExpr(t *fakeTable, e expr.Any) string {
 		if e.FlagDADDR && e.ResultADDRTYPE && !e.FlagSADDR && !e.FlagIIF && !e.FlagOIF {
 			return fmt.Sprintf("fib daddr type => reg %d", e.Register)
 		}
+		if e.FlagDADDR && e.ResultOIFNAME && !e.FlagSADDR && !e.FlagIIF && !e.FlagOIF {
+			return fmt.Sprintf("fib daddr oifname => reg %d", e.Register)
+		}
 		return fmt.Sprintf("fib %+v", *e)
 	case *expr.Masq:
 		if e.FullyRandom {

@@ -33,7 +33,7 @@ func Render(cfg Config, plan policy.Plan) string {
 		}
 		renderSet(&b, id, texts)
 	}
-	specs := ruleSpecs(cfg.mark())
+	specs := ruleSpecs(cfg)
 	for _, c := range sortedChains() {
 		fmt.Fprintf(&b, "\n\tchain %s {\n", c.name)
 		if c.hook != nil {

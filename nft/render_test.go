@@ -17,13 +17,22 @@ func TestRenderGolden(t *testing.T) {
 	}{
 		{name: "full", cfg: testConfig, plan: fullPlan()},
 		{name: "empty", cfg: Config{}, plan: policy.Plan{Node: "node-a"}},
-		{name: "small", cfg: Config{ClusterCIDRs: testConfig.ClusterCIDRs[:1], MasqueradeBit: 15}, plan: policy.Plan{Node: "node-a",
-			VirtualServers: []policy.VirtualServer{vs("default/web", "10.96.0.10", 80, dest("10.244.1.5", 8080)), vs("default/empty", "10.96.0.50", 80)}}},
+		{name: "small", cfg: Config{ClusterCIDRs: testConfig.ClusterCIDRs[:1], MasqueradeBit: 15}, plan: smallPlan()},
+		// detectLocalMode BridgeInterface and InterfaceNamePrefix: the same
+		// rules, matching the input interface where "small" matches
+		// @cluster-cidrs (and the output interface for replies to pods).
+		{name: "bridge", cfg: Config{ClusterCIDRs: testConfig.ClusterCIDRs[:1], PodInterface: "cbr0"}, plan: smallPlan()},
+		{name: "prefix", cfg: Config{PodInterface: "veth", PodInterfacePrefix: true}, plan: smallPlan()},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			golden.Check(t, "testdata/render-"+tc.name+".golden", Render(tc.cfg, tc.plan))
 		})
 	}
+}
+
+func smallPlan() policy.Plan {
+	return policy.Plan{Node: "node-a",
+		VirtualServers: []policy.VirtualServer{vs("default/web", "10.96.0.10", 80, dest("10.244.1.5", 8080)), vs("default/empty", "10.96.0.50", 80)}}
 }
 
 // Every set and map of the full plan has elements, so the golden file

@@ -249,9 +249,12 @@ const (
 	ctNewUntracked = expr.CtStateBitNEW | expr.CtStateBitUNTRACKED
 )
 
-// ruleSpecs returns every rule of the table, in chain order. The count
-// does not depend on the plan: services live in set elements only.
-func ruleSpecs(mark uint32) []ruleSpec {
+// ruleSpecs returns every rule of the table of a defaulted config, in
+// chain order. The count depends neither on the plan (services live in
+// set elements only) nor on how local pods are told (by address or by
+// interface, one match in the same rules).
+func ruleSpecs(cfg Config) []ruleSpec {
+	mark, local := cfg.mark(), cfg.localPods()
 	var rs []ruleSpec
 	perFamily := func(build func(fam *family) ruleSpec) {
 		for _, fam := range families {
@@ -260,7 +263,7 @@ func ruleSpecs(mark uint32) []ruleSpec {
 	}
 	// NOTRACK only where no NAT is needed, and for both directions of a
 	// connection or neither (a connection tracked one way only breaks
-	// under IPVS): traffic from pods (sources in the cluster CIDRs) to a
+	// under IPVS): traffic from pods (fromLocalPod) to a
 	// NOTRACK virtual server, or to one of its destinations (the far end
 	// of another node's IPVS), and the destinations' replies to pods.
 	// Excepted, so tracked both ways:
@@ -273,14 +276,14 @@ func ruleSpecs(mark uint32) []ruleSpec {
 	//     host-network destinations' replies to pods are NOTRACK'd.
 	for _, set := range []string{setNoTrackServices, setNoTrackEndpoints} {
 		perFamily(func(f *family) ruleSpec {
-			return newRule(f).inSet([]source{srcSaddr}, setClusterCIDRs, false).
+			return newRule(f).fromLocalPod(local, false).
 				inSet(vsKeySrcs, set, false).inSet([]source{srcSaddr}, setNoTrackPods, true).
 				then("notrack", &expr.Notrack{}).in(chainRawPrerouting)
 		})
 	}
 	for _, chain := range []string{chainRawPrerouting, chainRawOutput} {
 		perFamily(func(f *family) ruleSpec {
-			return newRule(f).inSet([]source{srcDaddr}, setClusterCIDRs, false).
+			return newRule(f).toLocalPod(local, chain).
 				inSet(replyKeySrcs, setNoTrackEndpoints, false).inSet([]source{srcDaddr}, setNoTrackPods, true).
 				daddrNotLocal().then("notrack", &expr.Notrack{}).in(chain)
 		})
@@ -290,7 +293,7 @@ func ruleSpecs(mark uint32) []ruleSpec {
 			return newRule(f).inSet(vsKeySrcs, setMasqueradeAlways, false).markSet(mark, false).in(chain)
 		})
 		perFamily(func(f *family) ruleSpec {
-			return newRule(f).inSet([]source{srcSaddr}, setClusterCIDRs, true).
+			return newRule(f).fromLocalPod(local, true).
 				inSet(vsKeySrcs, setMasqueradeOff, false).markSet(mark, false).in(chain)
 		})
 	}
@@ -299,7 +302,7 @@ func ruleSpecs(mark uint32) []ruleSpec {
 	// the service's ClusterIP, so to its internal policy's destinations;
 	// only external clients are held to this node's endpoints.
 	perFamily(func(f *family) ruleSpec {
-		return newRule(f).inSet([]source{srcSaddr}, setClusterCIDRs, false).dnatVia(setInternalVia).in(chainNATPrerouting)
+		return newRule(f).fromLocalPod(local, false).dnatVia(setInternalVia).in(chainNATPrerouting)
 	})
 	perFamily(func(f *family) ruleSpec {
 		return newRule(f).inSet(vsKeySrcs, setInternalViaKeys, false).markSet(mark, false).in(chainNATOutput)

@@ -17,6 +17,14 @@ type Config struct {
 	// ClusterCIDRs are the pod networks (--cluster-cidr): traffic to an
 	// OffCluster virtual server from outside them is masqueraded.
 	ClusterCIDRs []netip.Prefix
+	// PodInterface, when set, tells this node's pods by the interface
+	// their packets come in on instead of by ClusterCIDRs, as kube-proxy's
+	// detectLocalMode BridgeInterface (the bridge's name) or, with
+	// PodInterfacePrefix, InterfaceNamePrefix (the prefix of the pods'
+	// host-side interface names). ClusterCIDRs still fill the
+	// cluster-cidrs set, which no rule then reads.
+	PodInterface       string
+	PodInterfacePrefix bool
 	// MasqueradeBit is the packet mark bit that asks nat-postrouting to
 	// masquerade, as kube-proxy's --iptables-masquerade-bit. 0 means the
 	// default, 14 (mark 0x4000).
@@ -30,10 +38,14 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Validate reports a masquerade bit outside 0-31 or an invalid CIDR.
+// Validate reports a masquerade bit outside 0-31, an invalid CIDR, or a
+// pod interface no interface can have.
 func (c Config) Validate() error {
 	if c.MasqueradeBit < 0 || c.MasqueradeBit > 31 {
 		return fmt.Errorf("masquerade bit %d: want 0-31", c.MasqueradeBit)
+	}
+	if err := c.localPods().validate(); err != nil {
+		return err
 	}
 	for _, p := range c.ClusterCIDRs {
 		if !p.IsValid() {
@@ -153,7 +165,7 @@ func (w *Writer) queueTable(m *mirror) error {
 // from nextID). ids maps set names to the IDs their lookups carry.
 func (w *Writer) queueRules(chains map[string]*nftables.Chain, ids map[string]uint32, nextID uint32) error {
 	c, t := w.conn, w.table
-	for _, r := range ruleSpecs(w.cfg.mark()) {
+	for _, r := range ruleSpecs(w.cfg) {
 		anonID := uint32(0)
 		if r.anon != nil {
 			anonID, nextID = nextID, nextID+1

@@ -82,7 +82,7 @@ func (e *Engine) clusterMasquerade(v4 bool) Masquerade {
 	switch {
 	case e.cfg.MasqueradeAll:
 		return MasqueradeAlways
-	case v4 && e.clusterCIDR4, !v4 && e.clusterCIDR6:
+	case e.cfg.LocalByInterface, v4 && e.clusterCIDR4, !v4 && e.clusterCIDR6:
 		return MasqueradeOffCluster
 	}
 	return MasqueradeNever

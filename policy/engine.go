@@ -24,6 +24,12 @@ type Config struct {
 	// ClusterIP from outside those of its family is masqueraded; with none
 	// of its family, none is.
 	ClusterCIDRs []string
+	// LocalByInterface says this node's pods are told by the interface
+	// their traffic comes in on (detectLocalMode BridgeInterface or
+	// InterfaceNamePrefix), which holds for both families: traffic to a
+	// ClusterIP of either is masqueraded from elsewhere, whatever
+	// ClusterCIDRs hold, as kube-proxy.
+	LocalByInterface bool
 	// BindAddress, unless invalid or unspecified (0.0.0.0, ::), is this
 	// node's primary IP of its family in place of the Node's, as
 	// kube-proxy's bindAddress: for NodePortAddresses "primary" and for

@@ -80,11 +80,12 @@ const (
 type Masquerade string
 
 // Masquerade modes. They apply to tracked traffic: NOTRACK applies only
-// to traffic from pods (sources in --cluster-cidr), which is never
-// masqueraded, since masquerade needs conntrack.
+// to traffic from pods (as detectLocalMode tells them: sources in
+// --cluster-cidr, or what comes in on the pods' interfaces), which is
+// never masqueraded, since masquerade needs conntrack.
 const (
 	MasqueradeAlways     Masquerade = "Always"     // external kinds under eTP=Cluster; --masquerade-all
-	MasqueradeOffCluster Masquerade = "OffCluster" // ClusterIP, from sources outside --cluster-cidr
+	MasqueradeOffCluster Masquerade = "OffCluster" // ClusterIP, from sources that are not pods (detectLocalMode)
 	MasqueradeNever      Masquerade = "Never"      // eTP=Local keeps the client IP
 )
 
@@ -137,7 +138,7 @@ type VirtualServer struct {
 	WhenEmpty EmptyAction `json:"whenEmpty,omitempty"`
 	// InternalVia, on an eTP=Local external virtual server, is the
 	// service's ClusterIP and port of this family: traffic to it from pods
-	// (sources in --cluster-cidr) and from the node itself goes there, to
+	// (as detectLocalMode tells them) and from the node itself goes there, to
 	// the internal traffic policy's destinations, as in kube-proxy's
 	// iptables and nftables modes; only external clients are held to this
 	// node's endpoints, with their address kept. Unset for a load balancer

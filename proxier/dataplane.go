@@ -20,6 +20,10 @@ type DataPlaneConfig struct {
 	Interface string
 	// ClusterCIDRs are the pod networks (--cluster-cidr).
 	ClusterCIDRs []netip.Prefix
+	// PodInterface and PodInterfacePrefix tell this node's pods by
+	// interface instead (nft.Config).
+	PodInterface       string
+	PodInterfacePrefix bool
 	// MasqueradeBit is the packet mark bit for masquerade; default 14.
 	MasqueradeBit int
 	// GracefulPeriod bounds the drain of removed destinations
@@ -43,7 +47,7 @@ func (c DataPlaneConfig) ipvsConfig() ipvs.Config {
 }
 
 func (c DataPlaneConfig) nftConfig() nft.Config {
-	return nft.Config{ClusterCIDRs: c.ClusterCIDRs, MasqueradeBit: c.MasqueradeBit}
+	return nft.Config{ClusterCIDRs: c.ClusterCIDRs, PodInterface: c.PodInterface, PodInterfacePrefix: c.PodInterfacePrefix, MasqueradeBit: c.MasqueradeBit}
 }
 
 // kernelWriter is the one contract of both kernel writers, nft.Writer

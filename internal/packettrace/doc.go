@@ -8,13 +8,13 @@
 // hairpin); and every (chain, rule) that matched, for coverage.
 //
 // Rules are interpreted expression by expression (meta, payload, cmp,
-// bitwise, ct, fib, lookup in sets, verdict and data maps, nat, masq,
-// notrack, reject, verdicts): the tracer knows no policy and no rule by
-// name, so a wrong expression in nft/rules.go shows up as a wrong
-// verdict. An expression it does not model is an error naming the chain
-// and rule, never a silent pass. What the model leaves out (IPVS's
-// reverse NAT of replies, the NAT binding of established connections) is
-// in README.md.
+// bitwise, ct, fib daddr type and oifname over the node's routes, lookup
+// in sets, verdict and data maps, nat, masq, notrack, reject, verdicts):
+// the tracer knows no policy and no rule by name, so a wrong expression in
+// nft/rules.go shows up as a wrong verdict. An expression it does not
+// model is an error naming the chain and rule, never a silent pass. What
+// the model leaves out (IPVS's reverse NAT of replies, the NAT binding of
+// established connections) is in README.md.
 //
 // It is test support: it is imported only from _test.go files. Like the
 // integration tests, and unlike the rest of the module outside nft/ and

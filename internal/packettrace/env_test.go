@@ -191,11 +191,16 @@ type testbed struct {
 // newTestbed programs the plan. The node's local addresses are those of
 // its links: eth0 (node), cni0 (bridge) and kube-ipvs0 (what the IPVS
 // writer bound).
-func newTestbed(t testing.TB) testbed {
+func newTestbed(t testing.TB) testbed { return newTestbedFor(t, byClusterCIDR) }
+
+// newTestbedFor programs the plan with the table telling local pods as
+// mode does, the node having mode's routes.
+func newTestbedFor(t testing.TB, mode localMode) testbed {
 	t.Helper()
 	plan := testPlan(t)
 	tables := nft.NewFake()
-	if err := nft.New(nft.Config{ClusterCIDRs: clusterCIDRs}, tables).Resync(plan); err != nil {
+	cfg := nft.Config{ClusterCIDRs: clusterCIDRs, PodInterface: mode.podInterface, PodInterfacePrefix: mode.prefix}
+	if err := nft.New(cfg, tables).Resync(plan); err != nil {
 		t.Fatalf("nft Resync: %v", err)
 	}
 	kernel, links := ipvs.NewFakeKernel(), ipvs.NewFakeLinks()
@@ -224,13 +229,17 @@ func newTestbed(t testing.TB) testbed {
 			node.Local = append(node.Local, p.Addr())
 		}
 	}
+	node.Routes = mode.routes(t)
 	return testbed{tables: tables, kernel: kernel, node: node}
 }
 
 // newTracer snapshots a new testbed.
-func newTracer(t testing.TB) *packettrace.Tracer {
+func newTracer(t testing.TB) *packettrace.Tracer { return newTracerFor(t, byClusterCIDR) }
+
+// newTracerFor snapshots a new testbed of mode.
+func newTracerFor(t testing.TB, mode localMode) *packettrace.Tracer {
 	t.Helper()
-	tb := newTestbed(t)
+	tb := newTestbedFor(t, mode)
 	tr, err := packettrace.New(tb.tables, tb.kernel, tb.node)
 	if err != nil {
 		t.Fatalf("packettrace.New: %v", err)

@@ -96,8 +96,11 @@ func (w *walk) evalExpr(c *chain, r *rule, g *regs, e expr.Any) (v *expr.Verdict
 		}
 		return nil, false, g.store(e.Register, binaryutil.NativeEndian.PutUint32(w.p.ctStateBits()))
 	case *expr.Fib:
-		if !e.FlagDADDR || !e.ResultADDRTYPE || e.FlagSADDR || e.FlagMARK || e.FlagIIF || e.FlagOIF || e.FlagPRESENT {
-			return nil, false, fmt.Errorf("fib other than daddr type: %w", ErrUnsupported)
+		if !e.FlagDADDR || e.FlagSADDR || e.FlagMARK || e.FlagIIF || e.FlagOIF || e.FlagPRESENT || e.ResultOIF || e.ResultADDRTYPE == e.ResultOIFNAME {
+			return nil, false, fmt.Errorf("fib other than daddr type or daddr oifname: %w", ErrUnsupported)
+		}
+		if e.ResultOIFNAME {
+			return nil, false, g.store(e.Register, ifName(w.t.fibOifName(w.p.dst)))
 		}
 		t := uint32(unix.RTN_UNICAST)
 		if w.t.local[w.p.dst] {
@@ -156,6 +159,10 @@ func (w *walk) meta(g *regs, e *expr.Meta) error {
 		return g.store(e.Register, []byte{w.p.proto})
 	case expr.MetaKeyMARK:
 		return g.store(e.Register, binaryutil.NativeEndian.PutUint32(w.p.mark))
+	case expr.MetaKeyIIFNAME:
+		return g.store(e.Register, ifName(w.p.iif))
+	case expr.MetaKeyOIFNAME:
+		return g.store(e.Register, ifName(w.p.oif))
 	}
 	return fmt.Errorf("meta key %d: %w", e.Key, ErrUnsupported)
 }

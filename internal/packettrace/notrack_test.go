@@ -15,9 +15,16 @@ import (
 // node IP and from its pod-network address — reaches each destination,
 // through the VIP and directly; the destination's reply (from a host
 // process for the host-network destination) must be untracked exactly
-// when the request was.
+// when the request was. It holds in every local mode: by address, and
+// by interface, where the replies are matched by the interface they
+// leave by.
 func TestNoTrackIsBothDirectionsOrNeither(t *testing.T) {
-	tr := newTracer(t)
+	for _, m := range localModes {
+		t.Run(m.name, func(t *testing.T) { noTrackBothWays(t, newTracerFor(t, m)) })
+	}
+}
+
+func noTrackBothWays(t *testing.T, tr *packettrace.Tracer) {
 	clients := []struct {
 		name string
 		host bool

@@ -60,6 +60,10 @@ type Packet struct {
 	// FromHost says a host process sent it (the OUTPUT path); otherwise
 	// it arrives from the network or a pod (the PREROUTING path).
 	FromHost bool
+	// InIface is the interface a packet that is not FromHost comes in
+	// on; empty means the one the node's route to its source leaves by
+	// (Node.Routes), as a pod or a neighbour on that link sends it.
+	InIface string
 	// State is its conntrack state; empty means StateNew.
 	State State
 	// Backend, when valid, is the address of the IPVS destination the
@@ -90,6 +94,11 @@ type Node struct {
 	// addresses), and any other (a bridge's pod-network address). fib
 	// daddr type local and the routing decision read it.
 	Local []netip.Addr
+	// Routes are the node's routes, for the interfaces rules read: an
+	// inbound packet's input interface (Packet.InIface), meta oifname
+	// and fib daddr oifname. A destination no route holds has no
+	// interface (an empty name).
+	Routes []Route
 }
 
 // Action is what finally happens to a packet.

@@ -16,6 +16,7 @@ type traceCase struct {
 	proto   packettrace.Proto
 	state   packettrace.State
 	backend string // the IPVS destination picked, by host name
+	iif     string // the interface it comes in on; empty: the route to its source's
 	want    string // Result.Summary with host names
 	// proves lists rules ("chain#n", nft/README.md's numbering per
 	// family) that must match, and "!chain#n" rules that must not.
@@ -150,7 +151,7 @@ func (tc *traceCase) packet(t testing.TB, fam int) packettrace.Packet {
 		src += ":40000"
 	}
 	p := packettrace.Packet{Src: addrPort(t, src, fam), Dst: addrPort(t, tc.dst, fam), Proto: tc.proto,
-		FromHost: tc.host, State: tc.state}
+		FromHost: tc.host, State: tc.state, InIface: tc.iif}
 	if p.Proto == "" {
 		p.Proto = packettrace.TCP
 	}
@@ -164,27 +165,32 @@ func TestTrace(t *testing.T) {
 	tr := newTracer(t)
 	for fam := range 2 {
 		for _, tc := range cases {
-			t.Run(famName(fam)+"/"+tc.name, func(t *testing.T) {
-				res, err := tr.Trace(tc.packet(t, fam))
-				if err != nil {
-					t.Fatal(err)
-				}
-				bad := false
-				if got := res.Summary(nameOf); got != tc.want {
-					t.Errorf("verdict %q, want %q", got, tc.want)
-					bad = true
-				}
-				for _, ref := range tc.proves {
-					want := !strings.HasPrefix(ref, "!")
-					if res.MatchedRule(strings.TrimPrefix(ref, "!")) != want {
-						t.Errorf("rule %s: matched %t, want %t", strings.TrimPrefix(ref, "!"), !want, want)
-						bad = true
-					}
-				}
-				if bad {
-					t.Logf("trace:\n  %s", strings.Join(res.Steps, "\n  "))
-				}
-			})
+			t.Run(famName(fam)+"/"+tc.name, func(t *testing.T) { tc.check(t, tr, fam) })
 		}
+	}
+}
+
+// check traces the case's packet in a family and compares the verdict
+// and the rules it proves.
+func (tc *traceCase) check(t *testing.T, tr *packettrace.Tracer, fam int) {
+	t.Helper()
+	res, err := tr.Trace(tc.packet(t, fam))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := false
+	if got := res.Summary(nameOf); got != tc.want {
+		t.Errorf("verdict %q, want %q", got, tc.want)
+		bad = true
+	}
+	for _, ref := range tc.proves {
+		want := !strings.HasPrefix(ref, "!")
+		if res.MatchedRule(strings.TrimPrefix(ref, "!")) != want {
+			t.Errorf("rule %s: matched %t, want %t", strings.TrimPrefix(ref, "!"), !want, want)
+			bad = true
+		}
+	}
+	if bad {
+		t.Logf("trace:\n  %s", strings.Join(res.Steps, "\n  "))
 	}
 }

@@ -17,10 +17,11 @@ import (
 // IPVS, taken by New. It counts the rules each trace matched, for
 // coverage. It is safe for concurrent use.
 type Tracer struct {
-	tab   *table
-	ipvs  map[vsKey][]ipvsDest
-	local map[netip.Addr]bool
-	hooks map[nftables.ChainHook][]stage
+	tab    *table
+	ipvs   map[vsKey][]ipvsDest
+	local  map[netip.Addr]bool
+	routes []Route
+	hooks  map[nftables.ChainHook][]stage
 
 	mu   sync.Mutex
 	hits map[RuleRef]int
@@ -64,7 +65,7 @@ func New(tables Tables, k IPVS, node Node) (*Tracer, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &Tracer{tab: tab, ipvs: vss, local: map[netip.Addr]bool{}, hooks: map[nftables.ChainHook][]stage{}, hits: map[RuleRef]int{}}
+	t := &Tracer{tab: tab, ipvs: vss, local: map[netip.Addr]bool{}, routes: node.Routes, hooks: map[nftables.ChainHook][]stage{}, hits: map[RuleRef]int{}}
 	for _, a := range node.Local {
 		t.local[a.Unmap()] = true
 	}
@@ -125,6 +126,10 @@ type pkt struct {
 	proto        uint8
 	mark         uint32
 	ct           ctInfo
+	// iif and oif are the interfaces meta iifname and meta oifname read
+	// in the hook being run: no input interface on the OUTPUT path, no
+	// output interface before routing.
+	iif, oif string
 }
 
 func (p *pkt) nfproto() uint8 {
@@ -269,12 +274,17 @@ func (w *walk) dnat(by string, to netip.AddrPort) {
 // inbound is a packet from the network or a pod: PREROUTING, then the
 // routing decision on its (possibly DNATed) destination.
 func (w *walk) inbound() error {
+	w.p.iif = w.in.InIface
+	if w.p.iif == "" {
+		w.p.iif = w.t.route(w.p.src)
+	}
 	if ok, err := w.hook(nftables.ChainHookPrerouting, "prerouting"); !ok || err != nil {
 		return err
 	}
 	if w.t.local[w.p.dst] {
 		return w.deliver()
 	}
+	w.p.oif = w.t.route(w.p.dst)
 	if ok, err := w.hook(nftables.ChainHookForward, "forward"); !ok || err != nil {
 		return err
 	}
@@ -284,6 +294,7 @@ func (w *walk) inbound() error {
 // outbound is a packet a host process sends: OUTPUT, POSTROUTING, and
 // for a local destination back in through loopback.
 func (w *walk) outbound() error {
+	w.p.oif = w.t.route(w.p.dst)
 	if ok, err := w.hook(nftables.ChainHookOutput, "output"); !ok || err != nil {
 		return err
 	}
@@ -296,6 +307,7 @@ func (w *walk) outbound() error {
 	// Loopback: PREROUTING again with conntrack attached (so notrack and
 	// the NAT chains do nothing), then INPUT.
 	w.step("loopback")
+	w.p.iif, w.p.oif = loopback, ""
 	if ok, err := w.hook(nftables.ChainHookPrerouting, "prerouting"); !ok || err != nil {
 		return err
 	}
@@ -405,6 +417,7 @@ func (w *walk) ipvs() (bool, error) {
 		return true, nil
 	}
 	w.step("ipvs: sent on through LOCAL_OUT")
+	w.p.iif, w.p.oif = "", w.t.route(w.p.dst)
 	if ok, err := w.hook(nftables.ChainHookOutput, "output"); !ok || err != nil {
 		return false, err
 	}

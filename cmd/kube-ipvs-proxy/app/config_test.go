@@ -112,7 +112,7 @@ func TestTunedJSONConfig(t *testing.T) {
 func TestConfigPrecedence(t *testing.T) {
 	dir := t.TempDir()
 	withName := writeFile(t, dir, "named.yaml", typeMeta+"hostnameOverride: From-File\nclusterCIDR: 10.1.0.0/16\nlogging: {verbosity: 3}\n")
-	nodeCIDR := writeFile(t, dir, "nodecidr.yaml", typeMeta+"detectLocalMode: InterfaceNamePrefix\nlogging: {format: yaml}\n")
+	yamlLog := writeFile(t, dir, "yamllog.yaml", typeMeta+"detectLocalMode: InterfaceNamePrefix\ndetectLocal: {interfaceNamePrefix: veth}\nlogging: {format: yaml}\n")
 	tests := []struct {
 		name       string
 		args       []string
@@ -140,10 +140,9 @@ func TestConfigPrecedence(t *testing.T) {
 			func(o *Options) any { return uint32(o.Config.Logging.Verbosity) }, uint32(6), ""},
 		{"--vmodule goes before the file's", []string{"--config", tunedConfig, "--vmodule", "a=1"},
 			func(o *Options) any { return []VModuleItem(o.Config.Logging.VModule) }, []VModuleItem{{FilePattern: "a", Verbosity: 1}, {FilePattern: "proxier*", Verbosity: 6}}, ""},
-		{"unimplemented file values warn", []string{"--config", nodeCIDR},
-			func(o *Options) any { return string(o.Config.DetectLocalMode) }, "InterfaceNamePrefix",
-			"warning: " + nodeCIDR + `: detectLocalMode: "InterfaceNamePrefix" is not implemented, local traffic is detected by clusterCIDR; ignored` + "\n" +
-				"warning: " + nodeCIDR + `: logging.format: "yaml" is not implemented, logging as text; ignored` + "\n"},
+		{"unimplemented file values warn; detectLocalMode InterfaceNamePrefix is implemented", []string{"--config", yamlLog},
+			func(o *Options) any { return o.RunConfig().DataPlane.PodInterface }, "veth",
+			"warning: " + yamlLog + `: logging.format: "yaml" is not implemented, logging as text; ignored` + "\n"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -35,16 +35,22 @@ func run(t *testing.T, args ...string) (int, string, string) {
 // warnings.
 func TestExamplesGolden(t *testing.T) {
 	examples := filepath.Join("..", "..", "..", "examples")
-	tests := []struct{ node, output, golden string }{
-		{"node-a", "json", "node-a.json"},
-		{"node-a", "text", "node-a.txt"},
-		{"node-b", "json", "node-b.json"},
-		{"node-c", "json", "node-c.json"},
+	tests := []struct {
+		node, output, golden string
+		args                 []string
+	}{
+		{"node-a", "json", "node-a.json", nil},
+		{"node-a", "text", "node-a.txt", nil},
+		{"node-b", "json", "node-b.json", nil},
+		{"node-c", "json", "node-c.json", nil},
+		// The table tells pods by interface: iifname where node-a.txt has
+		// @cluster-cidrs.
+		{"node-a", "text", "node-a-bridge.txt", []string{"--detect-local-mode", "BridgeInterface", "--pod-bridge-interface", "cni0"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.golden, func(t *testing.T) {
-			code, out, errOut := run(t, "--dry-run", "--objects", examples, "--hostname-override", tc.node, "--output", tc.output,
-				"--cluster-cidr", exampleClusterCIDR)
+			code, out, errOut := run(t, append([]string{"--dry-run", "--objects", examples, "--hostname-override", tc.node, "--output", tc.output,
+				"--cluster-cidr", exampleClusterCIDR}, tc.args...)...)
 			if code != ExitOK || errOut != "" {
 				t.Fatalf("exit %d, stderr:\n%s", code, errOut)
 			}

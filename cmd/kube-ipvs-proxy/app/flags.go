@@ -17,7 +17,6 @@ import (
 // Reasons for accepting a kube-proxy flag and ignoring it.
 const (
 	notIPVS      = "not used in ipvs mode"
-	onlyCIDR     = "only --detect-local-mode ClusterCIDR (--cluster-cidr) and NodeCIDR are implemented"
 	windowsOnly  = "Windows only"
 	removed      = "removed from kube-proxy"
 	notSupported = "not supported by kube-ipvs-proxy"
@@ -75,7 +74,6 @@ func (s *flagState) kubeProxyFlags() []kubeProxyFlag {
 		return kubeProxyFlag{name: name, ptr: ptr, usage: "Accepted for kube-proxy compatibility and ignored: " + reason + ".", ignored: reason, inConfig: inConfig}
 	}
 	isLogFormat := func(v string) bool { return v == "text" || v == "json" }
-	isClusterCIDR := func(v string) bool { return v == "" || v == localModeClusterCIDR || v == localModeNodeCIDR }
 	return []kubeProxyFlag{
 		used("kubeconfig", &c.ClientConnection.Kubeconfig, "Path to a kubeconfig file with authorization information (--master overrides its server)."),
 		used("kube-api-content-type", &c.ClientConnection.ContentType, "Content type of requests sent to the apiserver."),
@@ -109,9 +107,9 @@ func (s *flagState) kubeProxyFlags() []kubeProxyFlag {
 		ign("iptables-sync-period", &c.IPTables.SyncPeriod.Duration, notIPVS, true),
 		ign("iptables-min-sync-period", &c.IPTables.MinSyncPeriod.Duration, notIPVS, true),
 		ign("iptables-localhost-nodeports", c.IPTables.LocalhostNodePorts, notIPVS, true),
-		withSupported(ign("detect-local-mode", (*string)(&c.DetectLocalMode), onlyCIDR, true), isClusterCIDR),
-		ign("pod-bridge-interface", &c.DetectLocal.BridgeInterface, onlyCIDR, true),
-		ign("pod-interface-name-prefix", &c.DetectLocal.InterfaceNamePrefix, onlyCIDR, true),
+		used("detect-local-mode", (*string)(&c.DetectLocalMode), "Mode to use to detect local traffic (traffic from this node's pods): "+strings.Join(localModes, ", ")+"; empty means ClusterCIDR."),
+		used("pod-bridge-interface", &c.DetectLocal.BridgeInterface, "A bridge interface name: with --detect-local-mode BridgeInterface, traffic coming in on it is local."),
+		used("pod-interface-name-prefix", &c.DetectLocal.InterfaceNamePrefix, "An interface name prefix: with --detect-local-mode InterfaceNamePrefix, traffic coming in on an interface whose name starts with it is local."),
 		used("conntrack-max-per-core", c.Conntrack.MaxPerCore, "Maximum number of NAT connections to track per CPU core (0 to leave the limit as-is and ignore conntrack-min)."),
 		used("conntrack-min", c.Conntrack.Min, "Minimum number of conntrack entries to allocate, regardless of conntrack-max-per-core (set conntrack-max-per-core=0 to leave the limit as-is)."),
 		used("conntrack-tcp-timeout-established", &c.Conntrack.TCPEstablishedTimeout.Duration, "Idle timeout for established TCP connections (0 to leave as-is)."),

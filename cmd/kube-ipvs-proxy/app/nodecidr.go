@@ -10,13 +10,6 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// Local traffic detection modes (--detect-local-mode, detectLocalMode)
-// that are implemented.
-const (
-	localModeClusterCIDR = "ClusterCIDR"
-	localModeNodeCIDR    = "NodeCIDR"
-)
-
 // podCIDRPoll is how often useNodeCIDRs reads the Node while it has no
 // podCIDRs.
 var podCIDRPoll = time.Second

@@ -165,9 +165,6 @@ func (o *Options) complete(fs *pflag.FlagSet, s *flagState, out io.Writer) error
 // behaviour in ways we do not implement.
 func (o *Options) unsupportedValues() []string {
 	var out []string
-	if m := o.Config.DetectLocalMode; m != "" && m != localModeClusterCIDR && m != localModeNodeCIDR {
-		out = append(out, fmt.Sprintf("%s: detectLocalMode: %q is not implemented, local traffic is detected by clusterCIDR; ignored", o.ConfigFile, m))
-	}
 	if f := o.Config.Logging.Format; f != "text" && f != "json" {
 		out = append(out, fmt.Sprintf("%s: logging.format: %q is not implemented, logging as text; ignored", o.ConfigFile, f))
 	}

@@ -76,20 +76,23 @@ type ClientConfig struct {
 func (o *Options) RunConfig() RunConfig {
 	c := &o.Config
 	bind, _ := netip.ParseAddr(c.BindAddress)
+	podIf, podIfPrefix := o.podInterface()
 	return RunConfig{
 		NodeName:         o.NodeName,
 		Policy:           o.engineConfig(),
 		ServiceProxyName: o.ServiceProxyName,
 		DataPlane: proxier.DataPlaneConfig{
-			Interface:      o.IPVSInterface,
-			ClusterCIDRs:   prefixes(splitList(c.ClusterCIDR)),
-			MasqueradeBit:  int(deref(c.IPTables.MasqueradeBit, 14)),
-			GracefulPeriod: o.IPVSGracefulPeriod,
-			ExcludeCIDRs:   prefixes(c.IPVS.ExcludeCIDRs),
-			StrictARP:      c.IPVS.StrictARP,
-			TCPTimeout:     c.IPVS.TCPTimeout.Duration,
-			TCPFinTimeout:  c.IPVS.TCPFinTimeout.Duration,
-			UDPTimeout:     c.IPVS.UDPTimeout.Duration,
+			Interface:          o.IPVSInterface,
+			ClusterCIDRs:       prefixes(splitList(c.ClusterCIDR)),
+			PodInterface:       podIf,
+			PodInterfacePrefix: podIfPrefix,
+			MasqueradeBit:      int(deref(c.IPTables.MasqueradeBit, 14)),
+			GracefulPeriod:     o.IPVSGracefulPeriod,
+			ExcludeCIDRs:       prefixes(c.IPVS.ExcludeCIDRs),
+			StrictARP:          c.IPVS.StrictARP,
+			TCPTimeout:         c.IPVS.TCPTimeout.Duration,
+			TCPFinTimeout:      c.IPVS.TCPFinTimeout.Duration,
+			UDPTimeout:         c.IPVS.UDPTimeout.Duration,
 		},
 		SyncPeriod:          c.IPVS.SyncPeriod.Duration,
 		MinSyncPeriod:       c.IPVS.MinSyncPeriod.Duration,
@@ -131,12 +134,14 @@ func durationOf(d *metav1.Duration) time.Duration {
 
 func (o *Options) engineConfig() policy.Config {
 	bind, _ := netip.ParseAddr(o.Config.BindAddress)
+	podIf, _ := o.podInterface()
 	return policy.Config{
 		NodeName:          o.NodeName,
 		BindAddress:       bind,
 		Scheduler:         o.Config.IPVS.Scheduler,
 		NodePortAddresses: o.Config.NodePortAddresses,
 		ClusterCIDRs:      splitList(o.Config.ClusterCIDR),
+		LocalByInterface:  podIf != "",
 		MasqueradeAll:     o.Config.IPTables.MasqueradeAll,
 		NoTrackServices:   o.noTrackKeys(),
 
@@ -149,9 +154,12 @@ func (o *Options) engineConfig() policy.Config {
 
 // nftConfig is the nftables renderer's configuration for --dry-run.
 func (o *Options) nftConfig() nft.Config {
+	podIf, podIfPrefix := o.podInterface()
 	return nft.Config{
-		ClusterCIDRs:  prefixes(splitList(o.Config.ClusterCIDR)),
-		MasqueradeBit: int(deref(o.Config.IPTables.MasqueradeBit, 14)),
+		ClusterCIDRs:       prefixes(splitList(o.Config.ClusterCIDR)),
+		PodInterface:       podIf,
+		PodInterfacePrefix: podIfPrefix,
+		MasqueradeBit:      int(deref(o.Config.IPTables.MasqueradeBit, 14)),
 	}
 }
 

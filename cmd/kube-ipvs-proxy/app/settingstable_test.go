@@ -61,6 +61,7 @@ func TestREADMESettingsTableMatchesTheFlagSet(t *testing.T) {
 	section, _, _ = strings.Cut(section, "\n## ")
 	code := regexp.MustCompile("`([^`]+)`")
 	var gotFlags, gotFields []string
+	rows := map[string]string{} // flag -> what we do
 	for _, line := range strings.Split(section, "\n") {
 		cells := strings.Split(line, "|")
 		if !strings.HasPrefix(line, "| ") || len(cells) < 4 || strings.HasPrefix(strings.TrimSpace(cells[1]), "flag") {
@@ -68,6 +69,7 @@ func TestREADMESettingsTableMatchesTheFlagSet(t *testing.T) {
 		}
 		for _, m := range code.FindAllStringSubmatch(cells[1], -1) {
 			gotFlags = append(gotFlags, strings.TrimLeft(m[1], "-"))
+			rows[strings.TrimLeft(m[1], "-")] = strings.TrimSpace(cells[3])
 		}
 		for _, m := range code.FindAllStringSubmatch(cells[2], -1) {
 			gotFields = append(gotFields, m[1])
@@ -77,10 +79,12 @@ func TestREADMESettingsTableMatchesTheFlagSet(t *testing.T) {
 		}
 	}
 	s := &flagState{cfg: newFlagConfig()}
+	s.table = s.kubeProxyFlags()
 	wantFlags := slices.Clone(kubeProxyOwnFlags)
-	for _, f := range s.kubeProxyFlags() {
+	for _, f := range s.table {
 		wantFlags = append(wantFlags, f.name)
 	}
+	checkIgnoredRows(t, s.table, rows)
 	var wantFields []string
 	configFields(reflect.TypeFor[KubeProxyConfiguration](), "", &wantFields)
 	for _, c := range []struct {
@@ -102,6 +106,28 @@ func TestREADMESettingsTableMatchesTheFlagSet(t *testing.T) {
 			if !slices.Contains(c.want, g) {
 				t.Errorf("README's settings table names %q, which is none of kube-proxy's %s", g, c.what)
 			}
+		}
+	}
+}
+
+// checkIgnoredRows keeps the table's word for each flag in step with
+// the flag set's: a flag we act on is not "ignored" there, one we ignore
+// is, and one honoured for some values only says both.
+func checkIgnoredRows(t *testing.T, table []kubeProxyFlag, rows map[string]string) {
+	t.Helper()
+	for _, f := range table {
+		row, ok := rows[f.name]
+		if !ok {
+			continue // reported as missing
+		}
+		ignored, honoured := strings.HasPrefix(row, "ignored"), strings.Contains(row, "as kube-proxy")
+		switch {
+		case f.ignored == "" && ignored:
+			t.Errorf("README says --%s is ignored; the proxy acts on it: %q", f.name, row)
+		case f.ignored != "" && f.supported == nil && !ignored:
+			t.Errorf("README says the proxy acts on --%s; it is ignored (%s): %q", f.name, f.ignored, row)
+		case f.supported != nil && (!honoured || !strings.Contains(row, "ignored")):
+			t.Errorf("README should say which --%s values are honoured (as kube-proxy) and which ignored: %q", f.name, row)
 		}
 	}
 }

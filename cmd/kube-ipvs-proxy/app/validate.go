@@ -134,6 +134,7 @@ func (o *Options) validateConfig() []error {
 	if err := checkClusterCIDRs(splitList(c.ClusterCIDR)); err != nil {
 		add("cluster-cidr", "clusterCIDR", "%v", err)
 	}
+	o.validateDetectLocal(add)
 	for i, s := range c.NodePortAddresses {
 		if s == "primary" {
 			if len(c.NodePortAddresses) != 1 {

@@ -60,6 +60,7 @@ func Watch(ctx context.Context, o *Options, open DataPlaneOpener, stdout io.Writ
 	if err != nil {
 		return fmt.Errorf("metadata client: %w", err)
 	}
+	o.logDetectLocal(logger)
 	if o.Config.DetectLocalMode == localModeNodeCIDR {
 		if rc, err = o.useNodeCIDRs(ctx, cs); err != nil {
 			if ctx.Err() != nil && errors.Is(err, context.Canceled) {
