@@ -78,22 +78,20 @@ func (w *opWriter) write(ops []Op) []error {
 	errs := make([]error, len(ops))
 	var bodies [][]byte
 	var index []int // bodies[j] is ops[index[j]]
-	size := 0
+	var sizes []int
 	for i, o := range ops {
 		body, err := encodeOp(o)
 		if err != nil {
 			errs[i] = err
 			continue
 		}
-		l := (unix.NLMSG_HDRLEN + len(body) + 3) &^ 3
-		if len(bodies) > 0 && (len(bodies) == w.maxOps || size+l > w.maxBytes) {
-			w.send(bodies, index, errs)
-			bodies, index, size = bodies[:0], index[:0], 0
-		}
-		bodies, index, size = append(bodies, body), append(index, i), size+l
+		bodies, index = append(bodies, body), append(index, i)
+		sizes = append(sizes, (unix.NLMSG_HDRLEN+len(body)+3)&^3)
 	}
-	if len(bodies) > 0 {
-		w.send(bodies, index, errs)
+	start := 0
+	for _, end := range splitBatches(sizes, w.maxOps, w.maxBytes) {
+		w.send(bodies[start:end], index[start:end], errs)
+		start = end
 	}
 	return errs
 }

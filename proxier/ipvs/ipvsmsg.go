@@ -122,6 +122,26 @@ func appendRequest(buf []byte, typ, flags uint16, seq uint32, body []byte) []byt
 	return buf
 }
 
+// splitBatches splits messages of the given sizes, in order, into
+// batches of at most maxOps messages and maxBytes bytes (a message larger
+// than maxBytes goes alone, for the kernel to refuse), and returns each
+// batch's end index.
+func splitBatches(sizes []int, maxOps, maxBytes int) []int {
+	var ends []int
+	n, bytes := 0, 0
+	for i, l := range sizes {
+		if n > 0 && (n == maxOps || bytes+l > maxBytes) {
+			ends = append(ends, i)
+			n, bytes = 0, 0
+		}
+		n, bytes = n+1, bytes+l
+	}
+	if n > 0 {
+		ends = append(ends, len(sizes))
+	}
+	return ends
+}
+
 // readAcks reads the acknowledgements in one read of the socket for a
 // batch whose requests have the sequence numbers first, first+1, ...,
 // first+len(errs)-1, and only the last of which asks for an

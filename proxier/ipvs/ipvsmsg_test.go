@@ -209,3 +209,27 @@ func TestReadAcksMalformed(t *testing.T) {
 		}
 	}
 }
+
+// TestSplitBatches: a batch holds as many messages as both limits allow,
+// in order; a message over the byte limit goes alone.
+func TestSplitBatches(t *testing.T) {
+	for _, tc := range []struct {
+		name             string
+		sizes            []int
+		maxOps, maxBytes int
+		want             []int
+	}{
+		{"nothing to send, no batch", nil, 4, 100, nil},
+		{"all in one batch", []int{10, 10, 10}, 4, 100, []int{3}},
+		{"the count limit ends a batch", []int{10, 10, 10, 10, 10}, 2, 100, []int{2, 4, 5}},
+		{"the byte limit ends a batch before it is passed", []int{40, 40, 40, 10}, 10, 100, []int{2, 4}},
+		{"exactly the byte limit fits", []int{50, 50, 50}, 10, 100, []int{2, 3}},
+		{"a message over the byte limit goes alone", []int{10, 200, 10}, 10, 100, []int{1, 2, 3}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, splitBatches(tc.sizes, tc.maxOps, tc.maxBytes)); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
