@@ -78,7 +78,6 @@ func (w *opWriter) write(ops []Op) []error {
 	errs := make([]error, len(ops))
 	var bodies [][]byte
 	var index []int // bodies[j] is ops[index[j]]
-	var sizes []int
 	for i, o := range ops {
 		body, err := encodeOp(o)
 		if err != nil {
@@ -86,14 +85,23 @@ func (w *opWriter) write(ops []Op) []error {
 			continue
 		}
 		bodies, index = append(bodies, body), append(index, i)
-		sizes = append(sizes, (unix.NLMSG_HDRLEN+len(body)+3)&^3)
+	}
+	w.sendAll(bodies, index, errs)
+	return errs
+}
+
+// sendAll sends requests in as few batches as the limits allow, and
+// stores the answer to bodies[j] in errs[index[j]].
+func (w *opWriter) sendAll(bodies [][]byte, index []int, errs []error) {
+	sizes := make([]int, len(bodies))
+	for j, body := range bodies {
+		sizes[j] = (unix.NLMSG_HDRLEN + len(body) + 3) &^ 3
 	}
 	start := 0
 	for _, end := range splitBatches(sizes, w.maxOps, w.maxBytes) {
 		w.send(bodies[start:end], index[start:end], errs)
 		start = end
 	}
-	return errs
 }
 
 // send sends one batch in one sendmsg and reads its answers into errs
