@@ -16,6 +16,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/integration/labnet"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxier/ipvs"
 )
@@ -113,6 +114,13 @@ func (p perOpKernel) Write(ops []ipvs.Op) []error { return ipvs.WriteEach(p.Kern
 // Writer's first Resync (which also binds N addresses to kube-ipvs0,
 // one rtnetlink request each, in both). N is each of KIP_BATCH_SERVICES
 // (comma-separated; default 200, to keep make integration quick).
+//
+// Each measurement runs in a network namespace of its own: IPVS keeps
+// deleted destinations in a per-namespace trash for minutes and walks
+// the whole trash on every destination add, so in one namespace a
+// measurement after another's flush pays for the trash, not for its
+// writes. The namespaces are flushed after their measurement but kept
+// until the end, so that none is torn down while another is measured.
 func TestBatchedWriteCost(t *testing.T) {
 	sizes := []int{200}
 	if s := os.Getenv("KIP_BATCH_SERVICES"); s != "" {
@@ -125,56 +133,104 @@ func TestBatchedWriteCost(t *testing.T) {
 			sizes = append(sizes, n)
 		}
 	}
-	h := clean(t)
-	k, l, ct, sys, closeKernel, err := ipvs.NewLinuxAdapters()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer closeKernel()
-	wipe := func() {
-		if err := h.Flush(); err != nil {
-			t.Fatalf("Flush: %v", err)
-		}
-		if dl, err := netlink.LinkByName(dummy); err == nil {
-			_ = netlink.LinkDel(dl)
-		}
-	}
 	for _, n := range sizes {
 		p := scalePlan(n, 10)
 		ops := planOps(p)
-		timeWrite := func(write func([]ipvs.Op) []error) time.Duration {
-			wipe()
+		timeWrite := func(write func(k ipvs.Kernel, ops []ipvs.Op) []error) time.Duration {
+			ns := freshIPVS(t)
 			start := time.Now()
-			errs := write(ops)
+			errs := write(ns.k, ops)
 			d := time.Since(start)
 			for i, err := range errs {
 				if err != nil {
 					t.Fatalf("%s: %v", ops[i], err)
 				}
 			}
-			if svcs, dests := countIPVS(t, h); svcs != n || dests != 10*n {
-				t.Fatalf("kernel holds %d virtual servers, %d destinations; want %d, %d", svcs, dests, n, 10*n)
-			}
+			ns.check(t, n)
 			return d
 		}
-		perOp := timeWrite(func(ops []ipvs.Op) []error { return ipvs.WriteEach(k, ops) })
-		batched := timeWrite(k.Write)
-		timeResync := func(kk ipvs.Kernel) time.Duration {
-			wipe()
-			w := ipvs.New(ipvs.Config{}, kk, l, ct, sys)
+		perOp := timeWrite(ipvs.WriteEach)
+		batched := timeWrite(ipvs.Kernel.Write)
+		timeResync := func(perOpWrites bool) time.Duration {
+			ns := freshIPVS(t)
+			k := ns.k
+			if perOpWrites {
+				k = perOpKernel{k}
+			}
+			w := ipvs.New(ipvs.Config{}, k, ns.l, ns.ct, ns.sys)
 			start := time.Now()
 			if err := w.Resync(p); err != nil {
 				t.Fatalf("Resync: %v", err)
 			}
-			return time.Since(start)
+			d := time.Since(start)
+			ns.check(t, n)
+			return d
 		}
-		resyncPerOp := timeResync(perOpKernel{k})
-		resyncBatched := timeResync(k)
+		resyncPerOp := timeResync(true)
+		resyncBatched := timeResync(false)
 		t.Logf("RESULT ipvs-write n=%d changes=%d per-op=%v batched=%v per-op/batched=%.1f; first Resync per-op=%v batched=%v per-op/batched=%.1f",
 			n, len(ops), perOp.Round(time.Millisecond), batched.Round(time.Millisecond), float64(perOp)/float64(batched),
 			resyncPerOp.Round(time.Millisecond), resyncBatched.Round(time.Millisecond), float64(resyncPerOp)/float64(resyncBatched))
 	}
-	wipe()
+}
+
+// ipvsNamespace is a fresh network namespace (lo up) with the Linux
+// adapters' sockets, and a moby handle to check and flush, in it.
+type ipvsNamespace struct {
+	k   ipvs.Kernel
+	l   ipvs.Links
+	ct  ipvs.Conntrack
+	sys ipvs.Sysctls
+	h   *mobyipvs.Handle
+}
+
+// freshIPVS makes an ipvsNamespace, flushed and released when t ends.
+func freshIPVS(t *testing.T) *ipvsNamespace {
+	t.Helper()
+	host, err := labnet.NewHost("ipvs-bench")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := &ipvsNamespace{}
+	var closeKernel func()
+	err = host.Do(func() error {
+		lo, err := netlink.LinkByName("lo")
+		if err != nil {
+			return err
+		}
+		// IPVS refuses IPv4 destinations in a namespace without a local
+		// routing table (EINVAL), which lo up brings.
+		if err := netlink.LinkSetUp(lo); err != nil {
+			return err
+		}
+		if ns.k, ns.l, ns.ct, ns.sys, closeKernel, err = ipvs.NewLinuxAdapters(); err != nil {
+			return err
+		}
+		ns.h, err = mobyipvs.New("")
+		return err
+	})
+	if err != nil {
+		host.Close()
+		t.Fatalf("IPVS in a fresh namespace: %v", err)
+	}
+	t.Cleanup(func() {
+		ns.h.Close()
+		closeKernel()
+		host.Close()
+	})
+	return ns
+}
+
+// check requires n virtual servers with 10 destinations each, then
+// flushes them.
+func (ns *ipvsNamespace) check(t *testing.T, n int) {
+	t.Helper()
+	if svcs, dests := countIPVS(t, ns.h); svcs != n || dests != 10*n {
+		t.Fatalf("kernel holds %d virtual servers, %d destinations; want %d, %d", svcs, dests, n, 10*n)
+	}
+	if err := ns.h.Flush(); err != nil {
+		t.Fatalf("Flush: %v", err)
+	}
 }
 
 // planOps is the changes that program plan into an empty IPVS, in the
