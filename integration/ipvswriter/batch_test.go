@@ -116,8 +116,8 @@ func (p perOpKernel) Write(ops []ipvs.Op) []error { return ipvs.WriteEach(p.Kern
 // (comma-separated; default 200, to keep make integration quick).
 //
 // Each measurement runs in a network namespace of its own: IPVS keeps
-// deleted destinations in a per-namespace trash for minutes and walks
-// the whole trash on every destination add, so in one namespace a
+// deleted destinations in a per-namespace trash until a timer frees them,
+// and walks the trash on every destination add, so in one namespace a
 // measurement after another's flush pays for the trash, not for its
 // writes. The namespaces are flushed after their measurement but kept
 // until the end, so that none is torn down while another is measured.
