@@ -228,11 +228,12 @@ func contractCases() []contractCase {
 }
 
 // TestKernelContractCoversEveryOperation: every method of the four
-// interfaces is a step of some case that runs, or is read by render after
-// every step, so a method added to them needs a contract case.
+// interfaces is a step of some case that runs (Write's in writeCases, which
+// TestKernelContractInOneWrite runs), or is read by render after every
+// step, so a method added to them needs a contract case.
 func TestKernelContractCoversEveryOperation(t *testing.T) {
 	seen := map[string]bool{"VirtualServers": true, "Timeouts": true} // read by render
-	for _, tc := range contractCases() {
+	for _, tc := range append(contractCases(), writeCases()...) {
 		for _, s := range tc.steps {
 			if s.skip == "" {
 				op, _, _ := strings.Cut(s.name, " ")

@@ -56,6 +56,10 @@ func linuxSeams(t *testing.T) seams {
 type step struct {
 	name string
 	do   func(s seams) (string, error)
+	// op is the IPVS change of a change step, which
+	// TestKernelContractInOneWrite sends in a Kernel.Write with the
+	// change steps around it.
+	op *ipvs.Op
 	// skip, when set, says why the fake cannot model the kernel here; the
 	// step runs on neither, and the case must not depend on it.
 	skip string
@@ -222,31 +226,38 @@ func change(name string, f func(s seams) error) step {
 	return step{name: name, do: func(s seams) (string, error) { return "", f(s) }}
 }
 
+// ipvsChange is a step of one IPVS change through its single-change
+// method (ipvs.WriteEach calls exactly that method), carrying the change
+// for TestKernelContractInOneWrite.
+func ipvsChange(name string, o ipvs.Op) step {
+	return step{name: name, op: &o, do: func(s seams) (string, error) { return "", ipvs.WriteEach(s.k, []ipvs.Op{o})[0] }}
+}
+
 func addVS(vs ipvs.VirtualServer) step {
-	return change("AddVirtualServer "+vs.String(), func(s seams) error { return s.k.AddVirtualServer(vs) })
+	return ipvsChange("AddVirtualServer "+vs.String(), ipvs.Op{Kind: ipvs.OpAddService, VS: vs})
 }
 
 func updateVS(vs ipvs.VirtualServer) step {
-	return change("UpdateVirtualServer "+vs.String(), func(s seams) error { return s.k.UpdateVirtualServer(vs) })
+	return ipvsChange("UpdateVirtualServer "+vs.String(), ipvs.Op{Kind: ipvs.OpUpdateService, VS: vs})
 }
 
 func deleteVS(spec string) step {
-	return change("DeleteVirtualServer "+spec, func(s seams) error { return s.k.DeleteVirtualServer(key(spec)) })
+	return ipvsChange("DeleteVirtualServer "+spec, ipvs.Op{Kind: ipvs.OpDeleteService, VS: ipvs.VirtualServer{Key: key(spec)}})
 }
 
 func addDest(spec string, d ipvs.Destination) step {
-	return change(fmt.Sprintf("AddDestination %s %s weight=%d", spec, d.AddrPort(), d.Weight),
-		func(s seams) error { return s.k.AddDestination(key(spec), d) })
+	return ipvsChange(fmt.Sprintf("AddDestination %s %s weight=%d", spec, d.AddrPort(), d.Weight),
+		ipvs.Op{Kind: ipvs.OpAddDestination, VS: ipvs.VirtualServer{Key: key(spec)}, Dest: d})
 }
 
 func updateDest(spec string, d ipvs.Destination) step {
-	return change(fmt.Sprintf("UpdateDestination %s %s weight=%d", spec, d.AddrPort(), d.Weight),
-		func(s seams) error { return s.k.UpdateDestination(key(spec), d) })
+	return ipvsChange(fmt.Sprintf("UpdateDestination %s %s weight=%d", spec, d.AddrPort(), d.Weight),
+		ipvs.Op{Kind: ipvs.OpUpdateDestination, VS: ipvs.VirtualServer{Key: key(spec)}, Dest: d})
 }
 
 func deleteDest(spec string, d ipvs.Destination) step {
-	return change(fmt.Sprintf("DeleteDestination %s %s", spec, d.AddrPort()),
-		func(s seams) error { return s.k.DeleteDestination(key(spec), d) })
+	return ipvsChange(fmt.Sprintf("DeleteDestination %s %s", spec, d.AddrPort()),
+		ipvs.Op{Kind: ipvs.OpDeleteDestination, VS: ipvs.VirtualServer{Key: key(spec)}, Dest: d})
 }
 
 // listDests observes Destinations of a virtual server the state does not

@@ -25,12 +25,15 @@ const (
 )
 
 // step is one kernel change (or a drain check, which may make one),
-// planned by diffing the mirror against the desired state.
+// planned by diffing the mirror against the desired state. Its run does
+// at once what cannot wait (reads, addresses) and returns the IPVS
+// change, if any, which the batch sends with the others of its phase in
+// one Kernel.Write (send.go).
 type step struct {
 	phase phase
 	key   Key                 // the virtual server; zero for address steps
 	svcs  []policy.ServiceKey // blamed (retried with backoff) on failure
-	run   func() error
+	run   func() (*change, error)
 }
 
 // batch collects the steps of one Apply or Resync and runs them.
@@ -166,28 +169,32 @@ func (b *batch) virtualServer(k Key, svc policy.ServiceKey, mayDelete bool) {
 			delete(w.draining, k) // no longer ours to drain
 			return
 		}
-		b.add(step{phase: phasePrune, key: k, svcs: svcs(svc), run: func() error {
-			if err := w.call("delete-service", func() error { return gone(w.kernel.DeleteVirtualServer(k), syscall.ESRCH) }); err != nil {
-				if svc != (policy.ServiceKey{}) {
-					w.stale[k] = svc // retried with the service
+		b.add(step{phase: phasePrune, key: k, svcs: svcs(svc), run: func() (*change, error) {
+			return &change{op: Op{Kind: OpDeleteService, VS: VirtualServer{Key: k}}, done: func(err error) error {
+				if err := gone(err, syscall.ESRCH); err != nil {
+					if svc != (policy.ServiceKey{}) {
+						w.stale[k] = svc // retried with the service
+					}
+					return fmt.Errorf("delete virtual server %s: %w", k, err)
 				}
-				return fmt.Errorf("delete virtual server %s: %w", k, err)
-			}
-			delete(w.stale, k)
-			delete(w.mirror, k)
-			delete(w.draining, k)
-			return nil
+				delete(w.stale, k)
+				delete(w.mirror, k)
+				delete(w.draining, k)
+				return nil
+			}}, nil
 		}})
 	case have == nil:
 		vs, n := want.vs, len(want.dests)
-		b.add(step{phase: phaseAdd, key: k, svcs: svcs(want.svc), run: func() error {
-			if err := w.call("add-service", func() error { return w.kernel.AddVirtualServer(vs) }); err != nil {
-				return fmt.Errorf("add virtual server %s: %w", k, err)
-			}
-			// Sized for the destinations that follow: one at a time, they
-			// would grow it to up to twice that (issue 11, memory).
-			w.mirror[k] = &actual{vs: vs, managed: true, dests: make(destList, 0, n)}
-			return nil
+		b.add(step{phase: phaseAdd, key: k, svcs: svcs(want.svc), run: func() (*change, error) {
+			return &change{op: Op{Kind: OpAddService, VS: vs}, done: func(err error) error {
+				if err != nil {
+					return fmt.Errorf("add virtual server %s: %w", k, err)
+				}
+				// Sized for the destinations that follow: one at a time,
+				// they would grow it to up to twice that (issue 11, memory).
+				w.mirror[k] = &actual{vs: vs, managed: true, dests: make(destList, 0, n)}
+				return nil
+			}}, nil
 		}})
 		for _, d := range want.dests {
 			b.destination(phaseAdd, "add", want, d)
@@ -196,12 +203,14 @@ func (b *batch) virtualServer(k Key, svc policy.ServiceKey, mayDelete bool) {
 		have.managed = true
 		if have.vs != want.vs {
 			vs := want.vs
-			b.add(step{phase: phaseUpdate, key: k, svcs: svcs(want.svc), run: func() error {
-				if err := w.call("update-service", func() error { return w.kernel.UpdateVirtualServer(vs) }); err != nil {
-					return fmt.Errorf("update virtual server %s: %w", k, err)
-				}
-				w.mirror[k].vs = vs
-				return nil
+			b.add(step{phase: phaseUpdate, key: k, svcs: svcs(want.svc), run: func() (*change, error) {
+				return &change{op: Op{Kind: OpUpdateService, VS: vs}, done: func(err error) error {
+					if err != nil {
+						return fmt.Errorf("update virtual server %s: %w", k, err)
+					}
+					w.mirror[k].vs = vs
+					return nil
+				}}, nil
 			}})
 		}
 		b.destinations(want, have)
@@ -238,22 +247,24 @@ func (b *batch) destinations(want *wanted, have *actual) {
 // destination plans adding or updating one planned destination.
 func (b *batch) destination(ph phase, verb string, want *wanted, d Destination) {
 	w, k, ap := b.w, want.vs.Key, d.AddrPort()
-	b.add(step{phase: ph, key: k, svcs: svcs(want.svc), run: func() error {
-		a := w.mirror[k]
-		if a == nil {
-			return fmt.Errorf("%s destination %s of virtual server %s: virtual server missing", verb, ap, k)
-		}
-		err := w.call(verb+"-destination", func() error {
-			if verb == "add" {
-				return w.kernel.AddDestination(k, d)
+	kind := OpUpdateDestination
+	if verb == "add" {
+		kind = OpAddDestination
+	}
+	b.add(step{phase: ph, key: k, svcs: svcs(want.svc), run: func() (*change, error) {
+		// Its virtual server may be added in the same Write: it is
+		// looked up in the mirror once the kernel has answered.
+		return &change{op: Op{Kind: kind, VS: VirtualServer{Key: k}, Dest: d}, done: func(err error) error {
+			if err != nil {
+				return fmt.Errorf("%s destination %s of virtual server %s: %w", verb, ap, k, err)
 			}
-			return w.kernel.UpdateDestination(k, d)
-		})
-		if err != nil {
-			return fmt.Errorf("%s destination %s of virtual server %s: %w", verb, ap, k, err)
-		}
-		a.put(d)
-		return nil
+			a := w.mirror[k]
+			if a == nil {
+				return fmt.Errorf("%s destination %s of virtual server %s: virtual server missing", verb, ap, k)
+			}
+			a.put(d)
+			return nil
+		}}, nil
 	}})
 }
 
@@ -270,68 +281,21 @@ func (b *batch) address(a netip.Addr, by ...policy.ServiceKey) {
 	switch {
 	case need && !has:
 		p = hostPrefix(a)
-		b.add(step{phase: phaseAddAddress, svcs: by, run: func() error {
+		b.add(step{phase: phaseAddAddress, svcs: by, run: func() (*change, error) {
 			if err := w.call("add-address", func() error { return w.links.AddAddr(w.cfg.Interface, p) }); err != nil {
-				return fmt.Errorf("add address %s to %s: %w", p, w.cfg.Interface, err)
+				return nil, fmt.Errorf("add address %s to %s: %w", p, w.cfg.Interface, err)
 			}
 			w.bound[a] = p
-			return nil
+			return nil, nil
 		}})
 	case !need && has:
-		b.add(step{phase: phasePruneAddress, svcs: by, run: func() error {
+		b.add(step{phase: phasePruneAddress, svcs: by, run: func() (*change, error) {
 			if err := w.call("delete-address", func() error { return gone(w.links.DelAddr(w.cfg.Interface, p), syscall.EADDRNOTAVAIL) }); err != nil {
-				return fmt.Errorf("delete address %s from %s: %w", p, w.cfg.Interface, err)
+				return nil, fmt.Errorf("delete address %s from %s: %w", p, w.cfg.Interface, err)
 			}
 			delete(w.bound, a)
-			return nil
+			return nil, nil
 		}})
-	}
-}
-
-// run executes the steps phase by phase. A failed step skips the later
-// steps of its virtual server only and blames its services, which are
-// retried with backoff; every other step still runs. The failure is the
-// services' alone (a *ServiceError each) unless it leaves the whole data
-// plane unknown (planeWide) or belongs to no service: then it asks for a
-// Resync.
-func (b *batch) run() {
-	failed := map[Key]bool{}
-	for ph := range b.steps {
-		for _, s := range b.steps[ph] {
-			b.runStep(s, failed)
-		}
-		b.steps[ph] = nil // their closures hold what they program
-	}
-	for k := range b.vsDone {
-		b.w.share(k)
-	}
-	b.finish()
-}
-
-// runStep runs one step unless an earlier step of its virtual server
-// failed (failed), and records its failure.
-func (b *batch) runStep(s step, failed map[Key]bool) {
-	vs := s.key.Address.IsValid()
-	if vs && failed[s.key] {
-		return
-	}
-	err := s.run()
-	if err == nil {
-		return
-	}
-	if vs {
-		failed[s.key] = true
-	}
-	for _, svc := range s.svcs {
-		b.blame(svc)
-	}
-	if len(s.svcs) == 0 || planeWide(err) {
-		b.errs = append(b.errs, err)
-		b.w.full = true
-		return
-	}
-	for _, svc := range s.svcs {
-		b.errs = append(b.errs, serviceError(svc, ReasonKernelError, err))
 	}
 }
 

@@ -41,12 +41,30 @@ func (w *Writer) Clean(dryRun bool) (Removed, error) {
 		return r, err
 	}
 	var errs []error
+	var ours []Key
 	for _, k := range slices.SortedFunc(maps.Keys(w.mirror), Key.Compare) {
-		if !w.owns(k) || w.excluded(k.Address) {
-			continue
+		if w.owns(k) && !w.excluded(k.Address) {
+			ours = append(ours, k)
 		}
+	}
+	// One Write deletes them all; each answer is its virtual server's.
+	var answers []error
+	if !dryRun && len(ours) > 0 {
+		ops := make([]Op, len(ours))
+		for i, k := range ours {
+			ops[i] = Op{Kind: OpDeleteService, VS: VirtualServer{Key: k}}
+		}
+		answers = w.kernel.Write(ops)
+		w.ops[OpDeleteService.String()] += len(ops)
+	}
+	for i, k := range ours {
 		if !dryRun {
-			if err := w.call("delete-service", func() error { return gone(w.kernel.DeleteVirtualServer(k), syscall.ESRCH) }); err != nil {
+			answer := fmt.Errorf("%w: the kernel answered %d of %d deletions", ErrUnanswered, len(answers), len(ours))
+			if i < len(answers) {
+				answer = answers[i]
+			}
+			if err := gone(answer, syscall.ESRCH); err != nil {
+				w.ops["error"]++
 				errs = append(errs, fmt.Errorf("delete virtual server %s: %w", k, err))
 				continue
 			}

@@ -31,6 +31,19 @@
 // a 64 KiB buffer per read and a Repair at 10,000 services makes 12,000
 // reads; github.com/mdlayher/netlink encodes and decodes the attributes.
 //
+// Changes go to the kernel in batches. A sync's IPVS changes are made
+// phase by phase (add, update, prune), and each phase's in one
+// Kernel.Write: the Linux adapter sends as many requests per sendmsg as
+// its socket buffers allow, and generic netlink processes them in order,
+// each on its own, answering only those that fail (and the last), so a
+// failure is matched to its change by sequence number and stays its
+// service's while the rest of the batch stands. moby/ipvs has no batch
+// API (one request, one wait for its answer, per call), so these
+// requests are encoded here (ipvsmsg.go), with mdlayher/netlink's
+// attribute encoder, and sent on a blocking socket of our own
+// (batchwrite_linux.go); reads stay moby's. BENCHMARKS.md has the
+// measurement against one request per change.
+//
 // The package translates the plan; it makes no policy decisions and must
 // not import client-go or nftables. It does not log: errors are returned,
 // wrapped with the virtual server, destination or address they concern.

@@ -20,43 +20,52 @@ import (
 
 // retire plans the removal of a destination that left the plan.
 func (b *batch) retire(k Key, svc policy.ServiceKey, d netip.AddrPort) {
-	b.add(step{phase: phasePrune, key: k, svcs: svcs(svc), run: func() error { return b.retireNow(k, d) }})
+	b.add(step{phase: phasePrune, key: k, svcs: svcs(svc), run: func() (*change, error) { return b.retireNow(k, d) }})
 }
 
-func (b *batch) retireNow(k Key, d netip.AddrPort) error {
+// retireNow decides, from the destination's current connection counts
+// (read at once), whether to delete it or drain it, and returns that
+// change; nil when there is nothing to change.
+func (b *batch) retireNow(k Key, d netip.AddrPort) (*change, error) {
 	w := b.w
 	a := w.mirror[k]
 	if a == nil {
 		w.forgetDrain(k, d)
-		return nil
+		return nil, nil
 	}
 	if !gracefulTermination(k.Protocol) {
-		return b.deleteDestination(a, d)
+		return b.deleteDestination(a, d), nil
 	}
 	if err := b.refresh(a); err != nil {
-		return err
+		return nil, err
 	}
 	cur, ok := a.dests.get(d)
 	if !ok {
 		w.forgetDrain(k, d)
-		return nil
+		return nil, nil
 	}
 	since, draining := w.draining[k][d]
 	expired := draining && !b.now.Before(since.Add(w.cfg.GracefulPeriod))
 	if cur.ActiveConns+cur.InactiveConns == 0 || expired {
-		return b.deleteDestination(a, d)
+		return b.deleteDestination(a, d), nil
 	}
-	if cur.Weight != 0 {
-		cur.Weight = 0
-		if err := w.call("update-destination", func() error { return w.kernel.UpdateDestination(k, cur) }); err != nil {
+	if cur.Weight == 0 {
+		if !draining {
+			w.setDrain(k, d, b.now)
+		}
+		return nil, nil
+	}
+	cur.Weight = 0
+	return &change{op: Op{Kind: OpUpdateDestination, VS: VirtualServer{Key: k}, Dest: cur}, done: func(err error) error {
+		if err != nil {
 			return fmt.Errorf("drain destination %s of virtual server %s: %w", d, k, err)
 		}
 		a.put(cur)
-	}
-	if !draining {
-		w.setDrain(k, d, b.now)
-	}
-	return nil
+		if !draining {
+			w.setDrain(k, d, b.now)
+		}
+		return nil
+	}}, nil
 }
 
 // refresh re-reads a virtual server's destinations, for their current
@@ -75,17 +84,24 @@ func (b *batch) refresh(a *actual) error {
 	return nil
 }
 
-// deleteDestination deletes a destination now; for UDP it then deletes
-// the conntrack entries whose reply comes from the endpoint.
-func (b *batch) deleteDestination(a *actual, d netip.AddrPort) error {
-	w, k := b.w, a.vs.Key
+// deleteDestination is the deletion of a destination; once the kernel
+// has made it, for UDP, the conntrack entries whose reply comes from the
+// endpoint are deleted too.
+func (b *batch) deleteDestination(a *actual, d netip.AddrPort) *change {
+	k := a.vs.Key
 	dest, ok := a.dests.get(d)
 	if !ok {
 		dest = Destination{Addr: d.Addr(), Port: d.Port()}
 	}
-	if err := w.call("delete-destination", func() error {
-		return gone(w.kernel.DeleteDestination(k, dest), syscall.ENOENT, syscall.ESRCH)
-	}); err != nil {
+	return &change{op: Op{Kind: OpDeleteDestination, VS: VirtualServer{Key: k}, Dest: dest}, done: func(err error) error {
+		return b.deleted(a, d, err)
+	}}
+}
+
+// deleted records the kernel's answer to a destination's deletion.
+func (b *batch) deleted(a *actual, d netip.AddrPort, err error) error {
+	w, k := b.w, a.vs.Key
+	if err := gone(err, syscall.ENOENT, syscall.ESRCH); err != nil {
 		return fmt.Errorf("delete destination %s of virtual server %s: %w", d, k, err)
 	}
 	a.remove(d)

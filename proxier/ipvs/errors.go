@@ -82,7 +82,7 @@ var planeErrnos = []syscall.Errno{
 
 // planeWide reports whether err leaves the whole data plane unknown.
 func planeWide(err error) bool {
-	if errors.Is(err, ErrLinkChanged) || errors.Is(err, ErrNotDummy) || errors.Is(err, ErrForeignLink) || errors.Is(err, ErrDrift) {
+	if errors.Is(err, ErrLinkChanged) || errors.Is(err, ErrUnanswered) || errors.Is(err, ErrNotDummy) || errors.Is(err, ErrForeignLink) || errors.Is(err, ErrDrift) {
 		return true
 	}
 	for _, e := range planeErrnos {

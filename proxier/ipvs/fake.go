@@ -32,6 +32,7 @@ type FakeKernel struct {
 	vss        map[Key]*fakeVS
 	timeouts   Timeouts
 	schedulers []string
+	writes     int
 	Fault      FaultFunc
 }
 
@@ -223,6 +224,27 @@ func (f *FakeKernel) DeleteDestination(k Key, d Destination) error {
 	}
 	delete(v.dests, d.AddrPort())
 	return nil
+}
+
+// Write implements Kernel: one op after the other, as the kernel
+// processes a batch, each failing as its single-change method would
+// (Fault included).
+func (f *FakeKernel) Write(ops []Op) []error {
+	if len(ops) == 0 {
+		return nil
+	}
+	f.mu.Lock()
+	f.writes++
+	f.mu.Unlock()
+	return WriteEach(f, ops)
+}
+
+// Writes returns how many calls of Write had ops to make: how many
+// batches the Writer handed the kernel.
+func (f *FakeKernel) Writes() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.writes
 }
 
 // Timeouts implements Kernel.

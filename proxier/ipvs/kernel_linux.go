@@ -14,10 +14,14 @@ import (
 )
 
 // mobyKernel is the Kernel over github.com/moby/ipvs (generic netlink),
-// but for Destinations, which a destReader lists.
+// but for Destinations, which a destReader lists, and Write, which an
+// opWriter sends in batches. The single-change methods stay moby's: the
+// Writer changes IPVS through Write only, and they are the
+// one-request-per-op path Write is measured against.
 type mobyKernel struct {
 	h     *mobyipvs.Handle
 	dests *destReader
+	ops   *opWriter
 }
 
 var _ Kernel = (*mobyKernel)(nil)
@@ -141,6 +145,14 @@ func (m *mobyKernel) DeleteDestination(k Key, d Destination) error {
 	return m.h.DelDestination(mobyService(VirtualServer{Key: k}), mobyDestination(d))
 }
 
+// Write implements Kernel in batches (opWriter).
+func (m *mobyKernel) Write(ops []Op) []error {
+	if len(ops) == 0 {
+		return nil
+	}
+	return m.ops.write(ops)
+}
+
 func (m *mobyKernel) Timeouts() (Timeouts, error) {
 	c, err := m.h.GetConfig()
 	if err != nil {
@@ -156,6 +168,7 @@ func (m *mobyKernel) SetTimeouts(t Timeouts) error {
 func (m *mobyKernel) Close() {
 	m.h.Close()
 	m.dests.Close()
+	m.ops.Close()
 }
 
 func mobyipvsNew() (*mobyKernel, error) {
@@ -175,5 +188,11 @@ func mobyipvsNew() (*mobyKernel, error) {
 		h.Close()
 		return nil, fmt.Errorf("destinations reader: %w", err)
 	}
-	return &mobyKernel{h: h, dests: dests}, nil
+	ops, err := newOpWriter()
+	if err != nil {
+		h.Close()
+		dests.Close()
+		return nil, fmt.Errorf("ipvs write socket: %w", err)
+	}
+	return &mobyKernel{h: h, dests: dests, ops: ops}, nil
 }

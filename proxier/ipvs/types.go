@@ -83,6 +83,58 @@ type Kernel interface {
 	Timeouts() (Timeouts, error)
 	// SetTimeouts changes the non-zero timeouts.
 	SetTimeouts(t Timeouts) error
+	// Write makes the changes ops in order, each as its single-change
+	// method above would: an op sees the kernel as the ops before it
+	// left it, and a failing op stops none of the later ones. It returns
+	// one error per op, nil for those that succeeded; an op whose answer
+	// was lost (the socket failed) has an error wrapping ErrUnanswered.
+	// Empty ops is nothing to do.
+	Write(ops []Op) []error
+}
+
+// OpKind is the kind of one IPVS change.
+type OpKind uint8
+
+// The IPVS changes of Kernel.Write, one per single-change method.
+const (
+	OpAddService OpKind = iota + 1
+	OpUpdateService
+	OpDeleteService
+	OpAddDestination
+	OpUpdateDestination
+	OpDeleteDestination
+)
+
+var opNames = [...]string{
+	OpAddService: "add-service", OpUpdateService: "update-service", OpDeleteService: "delete-service",
+	OpAddDestination: "add-destination", OpUpdateDestination: "update-destination", OpDeleteDestination: "delete-destination",
+}
+
+// String is the op kind as Ops counts it ("add-service", ...).
+func (k OpKind) String() string {
+	if int(k) < len(opNames) && opNames[k] != "" {
+		return opNames[k]
+	}
+	return fmt.Sprintf("op-%d", k)
+}
+
+// Op is one IPVS change for Kernel.Write. VS is the whole virtual server
+// for OpAddService and OpUpdateService; the other kinds use only its Key.
+// Dest is the destination of the destination kinds.
+type Op struct {
+	Kind OpKind
+	VS   VirtualServer
+	Dest Destination
+}
+
+func (o Op) String() string {
+	switch o.Kind {
+	case OpAddService, OpUpdateService:
+		return o.Kind.String() + " " + o.VS.String()
+	case OpDeleteService:
+		return o.Kind.String() + " " + o.VS.Key.String()
+	}
+	return fmt.Sprintf("%s %s %s weight=%d", o.Kind, o.VS.Key, o.Dest.AddrPort(), o.Dest.Weight)
 }
 
 // Links is the part of rtnetlink the Writer uses: one dummy interface and

@@ -1,0 +1,129 @@
+package ipvs
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/golden"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
+)
+
+// three are services a, b and c, one virtual server each with three
+// destinations, which one sync adds in one Write: b's in the middle.
+func three() []policy.ServicePlan {
+	var out []policy.ServicePlan
+	for i, name := range []string{"a", "b", "c"} {
+		n := i + 1
+		out = append(out, svc(name, vs(fmt.Sprintf("ClusterIP 10.96.0.%d:80/TCP", n),
+			fmt.Sprintf("10.244.%d.1:80", n), fmt.Sprintf("10.244.%d.2:80", n), fmt.Sprintf("10.244.%d.3:80", n))))
+	}
+	return out
+}
+
+// TestOneWritePerPhase: a sync hands the kernel its IPVS changes in one
+// Write per phase (add, update, prune), in that order, not one request
+// per change.
+func TestOneWritePerPhase(t *testing.T) {
+	before := svc("web", vs("ClusterIP 10.96.0.1:80/TCP", "10.244.1.1:80", "10.244.1.2:80*2"),
+		vs("ClusterIP 10.96.0.1:53/UDP", "10.244.1.1:53", "10.244.1.2:53"))
+	for _, tc := range []struct {
+		name       string
+		change     policy.ServicePlan
+		wantWrites int
+		wantTrace  string
+	}{
+		{"nothing changed, nothing written", before, 0, ""},
+		{"adds only: one write", svc("web", vs("ClusterIP 10.96.0.1:80/TCP", "10.244.1.1:80", "10.244.1.2:80*2", "10.244.1.3:80"),
+			vs("ClusterIP 10.96.0.1:53/UDP", "10.244.1.1:53", "10.244.1.2:53"), vs("ClusterIP 10.96.0.1:443/TCP", "10.244.1.1:443")), 1,
+			"add-destination 10.96.0.1:80/TCP 10.244.1.3:80\nadd-service 10.96.0.1:443/TCP\nadd-destination 10.96.0.1:443/TCP 10.244.1.1:443"},
+		{"add, update and prune: three writes, in that order", svc("web", vs("ClusterIP 10.96.0.1:80/TCP", "10.244.1.1:80", "10.244.1.2:80", "10.244.1.3:80"),
+			vs("ClusterIP 10.96.0.1:53/UDP", "10.244.1.1:53")), 3,
+			"add-destination 10.96.0.1:80/TCP 10.244.1.3:80\nupdate-destination 10.96.0.1:80/TCP 10.244.1.2:80\n" +
+				"delete-destination 10.96.0.1:53/UDP 10.244.1.2:53\nflush-conntrack 10.244.1.2:53"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, Config{})
+			e.mustApply(before)
+			if got := e.k.Writes(); got != 1 {
+				t.Errorf("the first sync made %d writes, want 1", got)
+			}
+			n := e.k.Writes()
+			e.mustApply(tc.change)
+			if got := e.k.Writes() - n; got != tc.wantWrites {
+				t.Errorf("%d writes, want %d", got, tc.wantWrites)
+			}
+			if got := strings.Join(e.trace, "\n"); got != tc.wantTrace {
+				t.Errorf("changes:\n%s\nwant:\n%s", got, tc.wantTrace)
+			}
+		})
+	}
+}
+
+// TestFailureInTheMiddleOfAWrite: a change that fails in the middle of a
+// Write is its virtual server's service's failure alone: the changes
+// before and after it stand, the error names the change and wraps the
+// kernel's errno, and the service is retried with backoff. The changes
+// of its virtual server that fail because of it (the destinations of a
+// virtual server the kernel refused) are not reported again. An answer
+// lost altogether is the whole data plane's.
+func TestFailureInTheMiddleOfAWrite(t *testing.T) {
+	for _, tc := range []struct {
+		name, op, target string
+		fault            error
+		wantErr          string
+		wantErrors       int // Ops()["error"]: every change the kernel refused
+		wantPlane        bool
+	}{
+		{"a virtual server refused: its destinations fail after it, reported once, as its service's",
+			"add-service", "10.96.0.2:80/TCP", syscall.ENOENT,
+			"add virtual server 10.96.0.2:80/TCP: no such file or directory", 4, false},
+		{"a duplicate destination: the destinations before and after it stand",
+			"add-destination", "10.96.0.2:80/TCP 10.244.2.2:80", syscall.EEXIST,
+			"add destination 10.244.2.2:80 of virtual server 10.96.0.2:80/TCP: file exists", 1, false},
+		{"a lost answer asks for a resync",
+			"add-destination", "10.96.0.2:80/TCP 10.244.2.2:80", fmt.Errorf("%w: netlink receive: %w", ErrUnanswered, syscall.ENOBUFS),
+			"add destination 10.244.2.2:80 of virtual server 10.96.0.2:80/TCP: the kernel's answer was lost: netlink receive: no buffer space available", 1, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, Config{})
+			e.fault(tc.op, tc.target, tc.fault)
+			err := e.resync(plan(three()...))
+			if err == nil || err.Error() != tc.wantErr || !errors.Is(err, tc.fault) {
+				t.Fatalf("Resync error %q, want %q wrapping %v", err, tc.wantErr, tc.fault)
+			}
+			if got := e.k.Writes(); got != 1 {
+				t.Errorf("%d writes, want 1: the failure must not split the batch", got)
+			}
+			if got := e.w.Ops()["error"]; got != tc.wantErrors {
+				t.Errorf("Ops()[error] = %d, want %d", got, tc.wantErrors)
+			}
+			svcErrs, rest := SplitErrors(err)
+			if tc.wantPlane {
+				if rest == nil || len(svcErrs) != 0 || !e.w.NeedsResync() {
+					t.Errorf("SplitErrors: %v, rest %v, NeedsResync %v; want the whole data plane's", svcErrs, rest, e.w.NeedsResync())
+				}
+			} else if len(svcErrs) != 1 || svcErrs[0].Service.Name != "b" || rest != nil || e.w.NeedsResync() {
+				t.Errorf("SplitErrors: %v, rest %v, NeedsResync %v; want one error of default/b", svcErrs, rest, e.w.NeedsResync())
+			}
+			name := strings.Fields(tc.name)[1]
+			golden.Check(t, "testdata/write-middle-"+name+".golden", e.k.Dump())
+			// Retried once the fault is gone: only b's missing changes.
+			e.fault("", "", nil)
+			e.advance(time.Second)
+			if tc.wantPlane {
+				e.mustResync(plan(three()...))
+			} else {
+				e.mustApply()
+			}
+			full := newEnv(t, Config{})
+			full.mustResync(plan(three()...))
+			if got, want := e.k.Dump(), full.k.Dump(); got != want {
+				t.Errorf("after the retry:\n%s\nwant:\n%s", got, want)
+			}
+		})
+	}
+}
