@@ -17,7 +17,7 @@ import (
 // only map elements list their holders, whose order decides the value
 // installed. At 10,000 services the sets hold tens of thousands of
 // elements, and a list for each cost about 90 bytes more an element
-// (issue 11, memory).
+// (BENCHMARKS.md, memory).
 type mirror struct {
 	services map[policy.ServiceKey][]contribution
 	counts   map[elemID]int32    // set elements: how many services hold each

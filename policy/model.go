@@ -104,13 +104,13 @@ type Endpoint struct {
 	// engine never modifies it. A pointer, not two strings, because the
 	// endpoints of a cluster run on a few hundred nodes in a few zones
 	// and there are 100,000 at 10,000 services (48 bytes an endpoint
-	// instead of 72; issue 11, memory).
+	// instead of 72; BENCHMARKS.md, memory).
 	Place *Place
 	// Hints are the endpoint's topology hints, nil when it has none.
 	// Endpoints with equal hints may share one Hints: the engine never
 	// modifies them. A pointer, not two slices, because most endpoints
 	// have none and there are 100,000 at 10,000 services (8 bytes an
-	// endpoint instead of 48; issue 11, memory).
+	// endpoint instead of 48; BENCHMARKS.md, memory).
 	Hints *Hints
 }
 

@@ -12,7 +12,7 @@ import (
 // an API object; the other fields read as empty and their setters do
 // nothing, as for an object that has none. 64 bytes against
 // metav1.ObjectMeta's 232, for each of 20,000 objects at 10,000 services
-// (issue 11, memory).
+// (BENCHMARKS.md, memory).
 type identity struct {
 	namespace, name, resourceVersion string
 	uid                              types.UID

@@ -93,7 +93,7 @@ type Config struct {
 	// loop). A full sync holds the whole plan and its kernel batch at
 	// once, and a repair reads the whole kernel table back: at 5,000
 	// services the cold start's peak left RSS at four times the live heap
-	// (issue 11, target 3). Incremental syncs do not call it.
+	// (BENCHMARKS.md, settled RSS). Incremental syncs do not call it.
 	ReleaseMemory bool
 }
 

@@ -1,4 +1,4 @@
-// Package benchscale is `make bench-scale` (issue 11): the proxy binary
+// Package benchscale is `make bench-scale`: the proxy binary
 // built from the working tree, in its real mode inside the VM lab, against
 // a real kube-apiserver on the host that holds thousands of Services, and
 // what it costs at that scale: time to converge, CPU, memory, IPVS
@@ -37,7 +37,7 @@
 //     cold start programmed, programmed again into a fresh network
 //     namespace by moby/ipvs and netlink alone, one request each, and by
 //     the tree's IPVS writer alone (the cold start's ratio to them is
-//     issue 11's target 1). A fresh namespace, because IPVS keeps deleted
+//     the cold-start target of BENCHMARKS.md). A fresh namespace, because IPVS keeps deleted
 //     destinations in a trash list for two to four minutes and every
 //     destination added searches it; for the same reason a run after the
 //     first in a boot waits for the trash to empty before its cold start.
@@ -71,6 +71,6 @@
 // a busy host (BENCHMARKS.md). This package's own code must not import the proxy's packages:
 // it measures a binary. The one exception is a reference, not a
 // measurement: the writer floor (the tree's IPVS writer alone programming
-// the cold start's table into a fresh network namespace, issue 11's
-// wording of the floor), beside the raw floor of moby/ipvs and netlink.
+// the cold start's table into a fresh network namespace, the floor as
+// BENCHMARKS.md first defined it), beside the raw floor of moby/ipvs and netlink.
 package benchscale

@@ -1,5 +1,5 @@
 // Package retained measures, in Go benchmarks, how much memory a value
 // keeps alive: the live heap its construction adds, after full
 // collections. The writers' benchmarks use it to report their state's
-// share of the proxy's RSS (issue 11, BENCHMARKS.md).
+// share of the proxy's RSS (BENCHMARKS.md).
 package retained

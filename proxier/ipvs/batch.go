@@ -191,7 +191,7 @@ func (b *batch) virtualServer(k Key, svc policy.ServiceKey, mayDelete bool) {
 					return fmt.Errorf("add virtual server %s: %w", k, err)
 				}
 				// Sized for the destinations that follow: one at a time,
-				// they would grow it to up to twice that (issue 11, memory).
+				// they would grow it to up to twice that (BENCHMARKS.md, memory).
 				w.mirror[k] = &actual{vs: vs, managed: true, dests: make(destList, 0, n)}
 				return nil
 			}}, nil

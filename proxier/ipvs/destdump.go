@@ -21,7 +21,7 @@ import (
 // attributes a Destination holds. At 10,000 services a Repair lists
 // 12,000 virtual servers, and in a profile of the churn at that size
 // moby's read and decode, not the kernel, were about half the CPU of
-// each list (issue 11). The socket blocks in the read, as moby's does:
+// each list (BENCHMARKS.md). The socket blocks in the read, as moby's does:
 // on a socket on Go's network poller (mdlayher/netlink's, which this
 // reader used first) the goroutine parked in its reads, and in the VM
 // lab a read took twice moby's time (BENCHMARKS.md).

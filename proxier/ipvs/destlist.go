@@ -9,7 +9,7 @@ import (
 // port, each address and port once. The Writer holds two per virtual
 // server, what the plan wants and what the kernel has; they are slices,
 // not maps, because at 10,000 services x 10 destinations the maps held
-// three times the memory (BenchmarkRetainedState10000, issue 11).
+// three times the memory (BenchmarkRetainedState10000).
 type destList []Destination
 
 // newDestList sorts ds (a copy) by address and port; of two with the
@@ -100,7 +100,7 @@ func (a *actual) own() {
 // share makes a virtual server's mirrored destinations its wanted list
 // when the kernel holds what is wanted (connection counts aside: they
 // are read afresh by each drain), so that the Writer holds the
-// destinations of a virtual server in sync once, not twice (issue 11,
+// destinations of a virtual server in sync once, not twice (BENCHMARKS.md,
 // memory). The lists are never changed in place while shared: the wanted
 // one is replaced whole by a new plan, the mirrored one copied first by
 // put and remove.

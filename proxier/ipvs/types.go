@@ -46,7 +46,7 @@ func (vs VirtualServer) String() string {
 // fields are the kernel's widths (weight s32, connection counts u32, a
 // forwarding method of three bits), so that a destination is 40 bytes:
 // the Writer holds two per destination, wanted and mirrored, 200,000 at
-// 10,000 services (issue 11, memory).
+// 10,000 services (BENCHMARKS.md, memory).
 type Destination struct {
 	Addr          netip.Addr
 	Port          uint16
