@@ -85,7 +85,7 @@ type Writer struct {
 	driftCheckedAt time.Time
 	// destCursor is where Check's turn of destination reads is.
 	destCursor destCursor
-	addrRefs       map[netip.Addr]int // planned VSs binding each address
+	addrRefs   map[netip.Addr]int // planned VSs binding each address
 
 	draining map[Key]map[netip.AddrPort]time.Time
 	recorded map[Key]bool // to adopt at the next kernel read (AdoptRecorded)
