@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
@@ -187,21 +188,50 @@ func removeIPSets(s IPSets, res *Result) error {
 	if !s.Loaded() {
 		return nil
 	}
-	var errs []error
+	var names []string
 	for _, n4 := range kubeProxyIPSets {
-		for _, n := range []string{n4, ipv6Name(n4)} {
-			switch err := s.Destroy(n); {
-			case err == nil:
-				res.IPSets = append(res.IPSets, n)
-			case errors.Is(err, ErrNotFound):
-			case errors.Is(err, ErrInUse):
-				res.Stuck = append(res.Stuck, n)
-			default:
-				errs = append(errs, fmt.Errorf("destroy ipset %s: %w", n, err))
-			}
+		names = append(names, n4, ipv6Name(n4))
+	}
+	inUse, err := destroyIPSets(s, names, res)
+	// The rules just deleted may release their references after the
+	// transaction, from a kernel work queue: on 5.10 the sets were in use
+	// right after the rules went and free a moment later.
+	if len(res.Rules)+len(res.Chains) > 0 {
+		for waited := time.Duration(0); len(inUse) > 0 && err == nil && waited < refReleaseWait; waited += refReleaseEvery {
+			sleep(refReleaseEvery)
+			inUse, err = destroyIPSets(s, inUse, res)
 		}
 	}
-	return errors.Join(errs...)
+	res.Stuck = append(res.Stuck, inUse...)
+	return err
+}
+
+// How long removeIPSets waits for deleted rules to release the ipsets
+// they referenced, and how often it tries again; sleep is time.Sleep but
+// in tests.
+const (
+	refReleaseWait  = 2 * time.Second
+	refReleaseEvery = 50 * time.Millisecond
+)
+
+var sleep = time.Sleep
+
+// destroyIPSets destroys the named ipsets, recording each destroyed one in
+// res, and returns those still in use.
+func destroyIPSets(s IPSets, names []string, res *Result) (inUse []string, err error) {
+	var errs []error
+	for _, n := range names {
+		switch err := s.Destroy(n); {
+		case err == nil:
+			res.IPSets = append(res.IPSets, n)
+		case errors.Is(err, ErrNotFound):
+		case errors.Is(err, ErrInUse):
+			inUse = append(inUse, n)
+		default:
+			errs = append(errs, fmt.Errorf("destroy ipset %s: %w", n, err))
+		}
+	}
+	return inUse, errors.Join(errs...)
 }
 
 // ErrInUse is an ipset that a rule still references; ErrNotFound one that

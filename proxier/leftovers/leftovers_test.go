@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
@@ -100,11 +101,18 @@ func (f *fakeTables) names() string {
 type fakeIPSets struct {
 	loaded bool
 	sets   map[string]bool // name → in use
+	// heldFor: how many more Destroy calls find the set in use, as while
+	// the kernel has yet to release a deleted rule's reference.
+	heldFor map[string]int
 }
 
 func (s *fakeIPSets) Loaded() bool { return s.loaded }
 func (s *fakeIPSets) Destroy(name string) error {
 	inUse, ok := s.sets[name]
+	if s.heldFor[name] > 0 {
+		s.heldFor[name]--
+		inUse = true
+	}
 	switch {
 	case !ok:
 		return ErrNotFound
@@ -265,6 +273,52 @@ func TestKubeProxyServesOnlyWithItsNATChainsFilled(t *testing.T) {
 			tc.build(f)
 			if got, err := KubeProxyServes(f); err != nil || got != tc.want {
 				t.Errorf("KubeProxyServes = %v, %v; want %v", got, err, tc.want)
+			}
+		})
+	}
+}
+
+// TestRemoveWaitsForDeletedRulesToReleaseTheirIPSets: after deleting
+// kube-proxy's rules, an ipset still in use is tried again for a while,
+// since the kernel may release a deleted rule's reference after the
+// transaction; one held by rules we did not delete (iptables-legacy's) is
+// stuck, at once when we deleted no rule.
+func TestRemoveWaitsForDeletedRulesToReleaseTheirIPSets(t *testing.T) {
+	withRules := func(f *fakeTables) {
+		f.chain(v4, "nat", "PREROUTING", "KUBE-SERVICES")
+		f.chain(v4, "nat", "KUBE-SERVICES", "")
+	}
+	for _, tc := range []struct {
+		name      string
+		build     func(f *fakeTables)
+		sets      map[string]bool
+		heldFor   int
+		wantStuck []string
+		wantSleep time.Duration
+	}{
+		{"released after three tries: destroyed", withRules, map[string]bool{"KUBE-CLUSTER-IP": false}, 3, nil, 3 * refReleaseEvery},
+		{"never released: stuck after the wait", withRules, map[string]bool{"KUBE-CLUSTER-IP": true}, 0, []string{"KUBE-CLUSTER-IP"}, refReleaseWait},
+		{"no rule of ours deleted: stuck at once", func(*fakeTables) {}, map[string]bool{"KUBE-CLUSTER-IP": true}, 0, []string{"KUBE-CLUSTER-IP"}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			slept := time.Duration(0)
+			defer func(orig func(time.Duration)) { sleep = orig }(sleep)
+			sleep = func(d time.Duration) { slept += d }
+			f := newFake()
+			tc.build(f)
+			s := &fakeIPSets{loaded: true, sets: tc.sets, heldFor: map[string]int{"KUBE-CLUSTER-IP": tc.heldFor}}
+			res, err := Remove(f, s, nil)
+			if err != nil {
+				t.Fatalf("Remove: %v", err)
+			}
+			if !slices.Equal(res.Stuck, tc.wantStuck) {
+				t.Errorf("stuck %v; want %v", res.Stuck, tc.wantStuck)
+			}
+			if tc.wantStuck == nil && !slices.Equal(res.IPSets, []string{"KUBE-CLUSTER-IP"}) {
+				t.Errorf("destroyed %v; want [KUBE-CLUSTER-IP]", res.IPSets)
+			}
+			if slept != tc.wantSleep {
+				t.Errorf("waited %v; want %v", slept, tc.wantSleep)
 			}
 		})
 	}
