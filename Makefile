@@ -97,6 +97,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzCompute -fuzztime 30s ./policy/
 	$(GO) test -run '^$$' -fuzz FuzzParseDestinations -fuzztime 30s ./proxier/ipvs/
 	$(GO) test -run '^$$' -fuzz FuzzSplitAnswer -fuzztime 30s ./proxier/ipvs/
+	$(GO) test -run '^$$' -fuzz FuzzReadAcks -fuzztime 30s ./proxier/ipvs/
+	$(GO) test -run '^$$' -fuzz FuzzDecodeNotification -fuzztime 30s ./nft/
 
 clean:
 	rm -rf bin

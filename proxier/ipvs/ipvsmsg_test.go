@@ -233,3 +233,14 @@ func TestSplitBatches(t *testing.T) {
 		})
 	}
 }
+
+// FuzzReadAcks: no read of the socket panics the acknowledgement reader,
+// whatever the batch's size and first sequence number.
+func FuzzReadAcks(f *testing.F) {
+	f.Add(ack(104, 0), uint32(100), uint8(5))
+	f.Add(ack(102, syscall.EEXIST), uint32(100), uint8(5))
+	f.Add([]byte{}, uint32(0), uint8(0))
+	f.Fuzz(func(t *testing.T, b []byte, first uint32, n uint8) {
+		_, _ = readAcks(b, first, make([]error, n))
+	})
+}
