@@ -18,12 +18,15 @@
 // that Applies run between slices; Apply adds and deletes the elements of
 // changed services only, refcounting elements that several services
 // share, in one batch; Render prints the table for a plan
-// without I/O (--dry-run, golden tests). Fake is a kernel-faithful Conn
-// for tests. See README.md for the hooks, every chain, set and map, and
+// without I/O (--dry-run, golden tests). ForeignEdits and
+// WatchForeignEdits read the kernel's nftables notifications so that
+// Check reports an edit of our table by another program at once. Fake is
+// a kernel-faithful Conn for tests. See README.md for the hooks, every chain, set and map, and
 // how to inspect the table.
 //
 // It makes no policy decisions (it reads them from policy.Plan), never
 // touches another table, never runs the nft binary, and never uses
-// iptables or ipset. It imports policy and the kernel library
-// google/nftables only; not client-go, moby/ipvs or the IPVS writer.
+// iptables or ipset. It imports policy and the kernel libraries
+// google/nftables and mdlayher/netlink only; not client-go, moby/ipvs or
+// the IPVS writer.
 package nft
