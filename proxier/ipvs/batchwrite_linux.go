@@ -39,13 +39,8 @@ const (
 )
 
 func newOpWriter() (*opWriter, error) {
-	s, err := openGenlSocket()
+	s, id, err := openIPVSSocket()
 	if err != nil {
-		return nil, err
-	}
-	id, err := genlFamily(s, ipvsGenlName)
-	if err != nil {
-		s.Close()
 		return nil, err
 	}
 	// An error's answer then does not echo the request: smaller answers,

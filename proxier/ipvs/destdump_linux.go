@@ -20,20 +20,29 @@ type destReader struct {
 	family uint16
 }
 
-// newDestReader opens the socket and looks up the IPVS family, which
-// needs the ip_vs module loaded (moby/ipvs loads it when it opens its
-// first handle).
+// newDestReader opens its socket (openIPVSSocket).
 func newDestReader() (*destReader, error) {
-	s, err := openGenlSocket()
+	s, id, err := openIPVSSocket()
 	if err != nil {
 		return nil, err
+	}
+	return &destReader{s: s, family: id}, nil
+}
+
+// openIPVSSocket opens a generic netlink socket and looks up the IPVS
+// family's id on it, which needs the ip_vs module loaded (moby/ipvs
+// loads it when it opens its first handle).
+func openIPVSSocket() (*genlSocket, uint16, error) {
+	s, err := openGenlSocket()
+	if err != nil {
+		return nil, 0, err
 	}
 	id, err := genlFamily(s, ipvsGenlName)
 	if err != nil {
 		s.Close()
-		return nil, err
+		return nil, 0, err
 	}
-	return &destReader{s: s, family: id}, nil
+	return s, id, nil
 }
 
 // genlFamily asks the generic netlink controller for a family's id.
