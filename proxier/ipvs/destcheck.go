@@ -10,9 +10,10 @@ import (
 // destinations are one request each, so Check reads them in turn, as
 // many virtual servers as fit in the budget, from where the last Check
 // stopped: on a node with a few dozen services every one is read at each
-// Check (a deleted destination is back within the probe's period), on a
-// large node a pass takes longer and the periodic repair stays the
-// bound, at a bounded cost per Check either way.
+// Check that dumps (once a driftCheckInterval), so a deleted destination
+// is back within about a second; on a large node a pass takes longer
+// and the periodic repair stays the bound, at a bounded cost per Check
+// either way.
 const destCheckBudget = 20 * time.Millisecond
 
 // destCursor is where the turn of destination reads is: the virtual
