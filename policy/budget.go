@@ -53,7 +53,7 @@ func (e *Engine) overBudget(svc *Service) (Warning, bool) {
 		return Warning{}, false
 	}
 	return Warning{Object: "Service " + svc.Key.String(), Field: "spec", Reason: ReasonTooManyVirtualServers, Service: svc.Key,
-		Message: fmt.Sprintf("%d ports on %d ClusterIPs, %d external and %d load-balancer IPs make %d virtual servers, over the limit of %d per Service (--max-virtual-servers-per-service); not served",
+		Message: fmt.Sprintf("%d ports on %d ClusterIPs, %d external and %d load-balancer IPs make %d virtual servers, over the limit of %d per Service (--max-virtual-servers-per-service, maxVirtualServersPerService); not served",
 			len(svc.Ports), len(svc.ClusterIPs), len(svc.ExternalIPs), len(svc.LoadBalancerIPs), n, limit)}, true
 }
 
@@ -121,7 +121,7 @@ func (e *Engine) overCeiling(svc *Service) (Warning, bool) {
 		return Warning{}, false
 	}
 	return Warning{Object: "Service " + svc.Key.String(), Field: "spec", Reason: ReasonTooManyVirtualServers, Service: svc.Key,
-		Message: fmt.Sprintf("its %d virtual servers do not fit under this node's ceiling of %d (--max-virtual-servers-per-node), %d taken by older Services; not served",
+		Message: fmt.Sprintf("its %d virtual servers do not fit under this node's ceiling of %d (--max-virtual-servers-per-node, maxVirtualServersPerNode), %d taken by older Services; not served",
 			e.virtualServerCount(svc), e.cfg.MaxVirtualServersPerNode, older)}, true
 }
 

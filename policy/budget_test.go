@@ -41,7 +41,7 @@ func TestPerServiceBudget(t *testing.T) {
 	}{
 		{name: "50 ports × 1,000 external IPs: refused", limit: 1000, svc: svc("big", manyPorts(50), manyExternalIPs(1000)),
 			warn: "Service default/big: spec: 50 ports on 1 ClusterIPs, 1000 external and 0 load-balancer IPs make 50050 virtual servers, " +
-				"over the limit of 1000 per Service (--max-virtual-servers-per-service); not served"},
+				"over the limit of 1000 per Service (--max-virtual-servers-per-service, maxVirtualServersPerService); not served"},
 		{name: "NodePorts do not count against the budget", limit: 5, svc: svc("np", manyPorts(5), func(s *Service) {
 			for i := range s.Ports {
 				s.Ports[i].NodePort = uint16(30000 + i)
@@ -106,7 +106,7 @@ func TestNodeWideCeiling(t *testing.T) {
 		t.Errorf("served %v, want [a c]", got)
 	}
 	_, ws := e.Compute()
-	want := "Service default/b: spec: its 4 virtual servers do not fit under this node's ceiling of 5 (--max-virtual-servers-per-node), 2 taken by older Services; not served"
+	want := "Service default/b: spec: its 4 virtual servers do not fit under this node's ceiling of 5 (--max-virtual-servers-per-node, maxVirtualServersPerNode), 2 taken by older Services; not served"
 	if got := warningsText(ws); got != want {
 		t.Errorf("warnings:\n got %s\nwant %s", got, want)
 	}

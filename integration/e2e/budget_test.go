@@ -5,6 +5,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"runtime"
 	"testing"
 	"time"
@@ -85,5 +87,60 @@ func TestBudgetThroughTheAPI(t *testing.T) {
 	t.Logf("team-b/web programmed %v after its creation", took)
 	if took > time.Second {
 		t.Errorf("team-b/web programmed after %v, want under 1s", took)
+	}
+}
+
+// TestBudgetFromTheConfigFile: the budget set by the --config file's
+// KubeIPVSProxyConfiguration document, the only place a kubeadm
+// DaemonSet running our image can set it, is the one applied: a Service
+// of five ports is refused under a limit of four, one of three ports is
+// served.
+func TestBudgetFromTheConfigFile(t *testing.T) {
+	c := apiserver.Start(t, apiserver.Options{})
+	ctx := context.Background()
+	admin := kubernetes.NewForConfigOrDie(c.AdminConfig())
+	_, _ = admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tenant"}}, metav1.CreateOptions{})
+	createNode(t, admin, nodeName, "zone-a", "192.0.2.1")
+	config := filepath.Join(t.TempDir(), "config.conf")
+	if err := os.WriteFile(config, []byte(fmt.Sprintf(`apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+mode: ipvs
+clusterCIDR: 10.244.0.0/16
+clientConnection:
+  kubeconfig: %s
+healthzBindAddress: %s
+metricsBindAddress: %s
+ipvs:
+  syncPeriod: 1h
+---
+apiVersion: kube-ipvs-proxy.io/v1alpha1
+kind: KubeIPVSProxyConfiguration
+maxVirtualServersPerService: 4
+`, c.KubeconfigForToken(proxyToken(t, c)), freeAddr(t), freeAddr(t))), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dp := startProxy(t, c, "--config", config)
+	waitFor(t, "the first sync", func() bool { return len(dp.snapshot()) > 0 })
+
+	for _, s := range []*corev1.Service{hugeService("tenant", "five", 5, 0), hugeService("tenant", "three", 3, 0)} {
+		s.Spec.ClusterIP = ""
+		if _, err := admin.CoreV1().Services("tenant").Create(ctx, s, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitEvent(t, admin, "tenant", "five", policy.ReasonTooManyVirtualServers, "make 5 virtual servers, over the limit of 4")
+	waitFor(t, "tenant/three's three ports", func() bool {
+		n := 0
+		for _, s := range dp.programmed() {
+			if s == "tenant/three" {
+				n++
+			}
+		}
+		return n == 3
+	})
+	for k, s := range dp.programmed() {
+		if s == "tenant/five" {
+			t.Errorf("%s is programmed for tenant/five, a Service over the file's budget", k)
+		}
 	}
 }

@@ -206,7 +206,8 @@ func TestWriteConfigRoundTrip(t *testing.T) {
 	}{
 		{"from flags", []string{"--ipvs-scheduler", "mh", "--cluster-cidr", "10.244.0.0/16", "--ipvs-exclude-cidrs", "10.9.0.0/16",
 			"--masquerade-all", "--ipvs-min-sync-period", "0", "--conntrack-min", "0", "--feature-gates", "WinDSR=true",
-			"-v", "2", "--vmodule", "x=3", "--hostname-override", "Node-9"}},
+			"-v", "2", "--vmodule", "x=3", "--hostname-override", "Node-9",
+			"--max-virtual-servers-per-service", "7", "--ipvs-interface", "kipvs9", "--notrack-services", "a/b", "--ipvs-graceful-period", "2m"}},
 		{"from the kubeadm file", []string{"--config", kubeadmConfig}},
 		{"from the tuned JSON file", []string{"--config", tunedConfig, "-v", "5"}},
 	}

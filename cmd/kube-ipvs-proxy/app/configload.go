@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"sigs.k8s.io/yaml"
@@ -15,11 +16,16 @@ import (
 // LoadConfigFile reads a KubeProxyConfiguration file (YAML or JSON). See
 // LoadConfig.
 func LoadConfigFile(path string) (KubeProxyConfiguration, []string, error) {
+	cfg, _, warnings, err := loadConfigFile(path)
+	return cfg, warnings, err
+}
+
+func loadConfigFile(path string) (KubeProxyConfiguration, *ownDocument, []string, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return KubeProxyConfiguration{}, nil, fmt.Errorf("--config: %w", err)
+		return KubeProxyConfiguration{}, nil, nil, fmt.Errorf("--config: %w", err)
 	}
-	return LoadConfig(path, data)
+	return loadConfigDocuments(path, data)
 }
 
 // LoadConfig decodes a KubeProxyConfiguration document and applies
@@ -36,18 +42,76 @@ func LoadConfigFile(path string) (KubeProxyConfiguration, []string, error) {
 // is an error. JSON null means unset for a field, also a duration's; a
 // null map value is the zero value, as in kube-proxy (featureGates:
 // {A: null} turns A off).
+//
+// A YAML file may hold a second document, kube-ipvs-proxy's own
+// KubeIPVSProxyConfiguration (ownconfig.go); LoadConfig checks it and
+// leaves it out of the result.
 func LoadConfig(name string, data []byte) (KubeProxyConfiguration, []string, error) {
-	doc, err := parseDocument(data)
-	if err != nil {
-		return KubeProxyConfiguration{}, nil, fmt.Errorf("%s: %w", name, err)
+	cfg, _, warnings, err := loadConfigDocuments(name, data)
+	return cfg, warnings, err
+}
+
+// loadConfigDocuments splits a YAML file into its documents: exactly one
+// KubeProxyConfiguration and at most one KubeIPVSProxyConfiguration, in
+// either order (kube-proxy reads only the first, so ours goes second).
+// Syntax errors carry the line number in the whole file.
+func loadConfigDocuments(name string, data []byte) (KubeProxyConfiguration, *ownDocument, []string, error) {
+	var (
+		cfg      KubeProxyConfiguration
+		haveCfg  bool
+		own      *ownDocument
+		warnings []string
+	)
+	parts := splitDocuments(data)
+	for _, part := range parts {
+		doc, err := parseDocument(part.data, part.line)
+		if err != nil {
+			return KubeProxyConfiguration{}, nil, warnings, fmt.Errorf("%s: %w", name, err)
+		}
+		if doc == nil && len(parts) > 1 {
+			continue // an empty document, before a separator or after the last
+		}
+		obj, ok := doc.(map[string]any)
+		if !ok {
+			return KubeProxyConfiguration{}, nil, warnings, fmt.Errorf("%s: want a %s object, got %s", name, ConfigKind, jsonKind(doc))
+		}
+		apiVersion, _ := obj["apiVersion"].(string)
+		kind, _ := obj["kind"].(string)
+		switch {
+		case apiVersion == OwnConfigAPIVersion && kind == OwnConfigKind:
+			if own != nil {
+				return KubeProxyConfiguration{}, nil, warnings, fmt.Errorf("%s: line %d: a second %s document", name, part.line+1, OwnConfigKind)
+			}
+			d, ws, err := decodeOwn(name, obj)
+			warnings = append(warnings, ws...)
+			if err != nil {
+				return KubeProxyConfiguration{}, nil, warnings, err
+			}
+			own = d
+		case haveCfg:
+			return KubeProxyConfiguration{}, nil, warnings, fmt.Errorf("%s: line %d: apiVersion %q, kind %q: a file holds one %s and at most one %s/%s %s",
+				name, part.line+1, apiVersion, kind, ConfigKind, OwnConfigAPIVersion, OwnConfigKind, "document")
+		default:
+			if err := checkTypeMeta(obj); err != nil {
+				return KubeProxyConfiguration{}, nil, warnings, fmt.Errorf("%s: %w", name, err)
+			}
+			c, ws, err := decodeKubeProxy(name, obj)
+			warnings = append(warnings, ws...)
+			if err != nil {
+				return KubeProxyConfiguration{}, nil, warnings, err
+			}
+			cfg, haveCfg = c, true
+		}
 	}
-	obj, ok := doc.(map[string]any)
-	if !ok {
-		return KubeProxyConfiguration{}, nil, fmt.Errorf("%s: want a %s object, got %s", name, ConfigKind, jsonKind(doc))
+	if !haveCfg {
+		return KubeProxyConfiguration{}, nil, warnings, fmt.Errorf("%s: no %s document", name, ConfigKind)
 	}
-	if err := checkTypeMeta(obj); err != nil {
-		return KubeProxyConfiguration{}, nil, fmt.Errorf("%s: %w", name, err)
-	}
+	return cfg, own, warnings, nil
+}
+
+// decodeKubeProxy decodes the KubeProxyConfiguration document (see
+// LoadConfig) and applies kube-proxy's defaults.
+func decodeKubeProxy(name string, obj map[string]any) (KubeProxyConfiguration, []string, error) {
 	cfg, unknown, bad := decode(obj)
 	var warnings []string
 	for _, path := range unknown {
@@ -63,18 +127,51 @@ func LoadConfig(name string, data []byte) (KubeProxyConfiguration, []string, err
 	return cfg, warnings, nil
 }
 
+// yamlDocument is one document of a file and the 0-based line it starts
+// on.
+type yamlDocument struct {
+	data []byte
+	line int
+}
+
+var documentSeparatorRE = regexp.MustCompile(`^---[ \t]*(#.*)?\r?$`)
+
+// splitDocuments splits YAML at "---" lines. JSON (the file starts with
+// "{") is one document.
+func splitDocuments(data []byte) []yamlDocument {
+	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
+	if trimmed := bytes.TrimLeft(data, " \t\r\n"); len(trimmed) > 0 && trimmed[0] == '{' {
+		return []yamlDocument{{data: data}}
+	}
+	var docs []yamlDocument
+	start, startLine := 0, 0
+	lines := bytes.SplitAfter(data, []byte("\n"))
+	off := 0
+	for i, l := range lines {
+		if documentSeparatorRE.Match(bytes.TrimRight(l, "\n")) {
+			if i > 0 {
+				docs = append(docs, yamlDocument{data: data[start:off], line: startLine})
+			}
+			start, startLine = off+len(l), i+1
+		}
+		off += len(l)
+	}
+	return append(docs, yamlDocument{data: data[start:], line: startLine})
+}
+
 var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): `)
 
 // parseDocument parses JSON (a document starting with "{", as kube-proxy's
 // decoder tells JSON from YAML) or YAML into a generic tree with
-// json.Number numbers. Syntax errors read "line: what".
-func parseDocument(data []byte) (any, error) {
+// json.Number numbers. Syntax errors read "line: what", the line counted
+// from firstLine, the document's 0-based first line in its file.
+func parseDocument(data []byte, firstLine int) (any, error) {
 	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
 	j := data
 	if trimmed := bytes.TrimLeft(data, " \t\r\n"); len(trimmed) == 0 || trimmed[0] != '{' {
 		var err error
 		if j, err = yaml.YAMLToJSON(data); err != nil {
-			return nil, yamlSyntaxError(err)
+			return nil, yamlSyntaxError(err, firstLine)
 		}
 	}
 	dec := json.NewDecoder(bytes.NewReader(j))
@@ -87,18 +184,20 @@ func parseDocument(data []byte) (any, error) {
 	var se *json.SyntaxError
 	switch {
 	case errors.As(err, &se):
-		return nil, fmt.Errorf("%d: %s", 1+bytes.Count(j[:min(int(se.Offset), len(j))], []byte("\n")), se.Error())
+		return nil, fmt.Errorf("%d: %s", firstLine+1+bytes.Count(j[:min(int(se.Offset), len(j))], []byte("\n")), se.Error())
 	case err != nil:
 		return nil, err
 	}
 	return doc, nil
 }
 
-// yamlSyntaxError turns a YAMLToJSON error into "line: what".
-func yamlSyntaxError(err error) error {
+// yamlSyntaxError turns a YAMLToJSON error into "line: what", the line
+// counted from firstLine.
+func yamlSyntaxError(err error, firstLine int) error {
 	msg := strings.TrimPrefix(err.Error(), "error converting YAML to JSON: ")
 	if m := yamlLineRE.FindStringSubmatch(msg); m != nil {
-		msg = m[1] + ": " + msg[len(m[0]):]
+		n, _ := strconv.Atoi(m[1])
+		msg = strconv.Itoa(firstLine+n) + ": " + msg[len(m[0]):]
 	} else {
 		msg = strings.TrimPrefix(msg, "yaml: ")
 	}

@@ -42,7 +42,9 @@ type Options struct {
 	InitOnly         bool   // --init-only
 	Version          string // --version: "false", "true" or "raw"
 
-	// kube-ipvs-proxy's own flags; no configuration file field.
+	// kube-ipvs-proxy's own flags. From ServiceProxyName on, each is
+	// also a field of the --config file's KubeIPVSProxyConfiguration
+	// document (ownconfig.go); the flag, if given, wins.
 	DryRun           bool
 	Objects          []string
 	Output           string
@@ -65,6 +67,9 @@ type Options struct {
 
 	// proxyModeFlag is --proxy-mode as given, checked even with --config.
 	proxyModeFlag string
+	// ownFromFile maps each own flag whose value came from the --config
+	// file to "file: field", for messages.
+	ownFromFile map[string]string
 }
 
 // ParseFlags parses args (without the program name) as kube-proxy does:
@@ -112,7 +117,7 @@ func (o *Options) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.ServiceProxyName, "service-proxy-name", "", "Proxy exactly the services labelled service.kubernetes.io/service-proxy-name=NAME.")
 	fs.StringSliceVar(&o.NoTrackServices, "notrack-services", nil, "Services (namespace/name, comma-separated) whose traffic is NOTRACK, as if annotated kube-ipvs-proxy.io/notrack.")
 	fs.BoolVar(&o.RefuseNodeAddressExternalIPs, "refuse-node-address-external-ips", false, "Serve no external or load-balancer IP that is a Node's InternalIP or ExternalIP. By default, as kube-proxy's IPVS mode, it is served on the Service's ports without being bound on the dummy interface, with a warning Event.")
-	fs.IntVar(&o.MaxVirtualServersPerService, "max-virtual-servers-per-service", 1000, "The most IPVS virtual servers one Service may have on a node (its ports times its ClusterIPs, external and load-balancer IPs, and node addresses for NodePorts). A Service asking for more is not served, with a TooManyVirtualServers Event; 0 means no limit.")
+	fs.IntVar(&o.MaxVirtualServersPerService, "max-virtual-servers-per-service", 1000, "The most IPVS virtual servers one Service may have on a node: its ports times its ClusterIPs, external and load-balancer IPs (NodePorts are not counted). A Service asking for more is not served, with a TooManyVirtualServers Event; 0 means no limit.")
 	fs.IntVar(&o.MaxVirtualServersPerNode, "max-virtual-servers-per-node", 0, "The most IPVS virtual servers of all Services on a node. Services are admitted oldest first while they fit; one that does not is not served, with a TooManyVirtualServers Event. 0 (the default) means no limit.")
 	fs.StringVar(&o.IPVSInterface, "ipvs-interface", "kube-ipvs0", "The dummy interface carrying service addresses: kube-ipvs0, or another name for a dummy interface this proxy creates. An existing link this proxy did not create (another agent's dummy interface, say) is refused, its addresses left alone, and --cleanup never deletes it.")
 	fs.DurationVar(&o.IPVSGracefulPeriod, "ipvs-graceful-period", 15*time.Minute, "How long a removed TCP destination may drain at weight 0 before it is deleted.")
@@ -134,7 +139,7 @@ func (o *Options) complete(fs *pflag.FlagSet, s *flagState, out io.Writer) error
 		o.Config.HealthzBindAddress = addressFromPort(o.Config.HealthzBindAddress, s.healthzPort)
 		o.Config.MetricsBindAddress = addressFromPort(o.Config.MetricsBindAddress, s.metricsPort)
 	} else {
-		cfg, warnings, err := LoadConfigFile(o.ConfigFile)
+		cfg, own, warnings, err := loadConfigFile(o.ConfigFile)
 		for _, w := range warnings {
 			fmt.Fprintln(out, "warning: "+w)
 		}
@@ -142,6 +147,9 @@ func (o *Options) complete(fs *pflag.FlagSet, s *flagState, out io.Writer) error
 			return err
 		}
 		o.Config = cfg
+		if err := o.applyOwn(own, fs); err != nil {
+			return err
+		}
 		for _, w := range o.unsupportedValues() {
 			fmt.Fprintln(out, "warning: "+w)
 		}

@@ -51,6 +51,11 @@ func exitCode(err error, stderr io.Writer) int {
 func writeConfig(o *Options, stderr io.Writer) int {
 	data, err := MarshalConfig(o.Config)
 	if err == nil {
+		var own []byte
+		own, err = MarshalOwnConfig(o.ownConfig())
+		data = append(append(data, "---\n"...), own...)
+	}
+	if err == nil {
 		err = os.WriteFile(o.WriteConfigTo, data, 0o644)
 	}
 	if err != nil {

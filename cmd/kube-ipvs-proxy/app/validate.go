@@ -44,26 +44,26 @@ func (o *Options) Validate() error {
 	}
 	switch name := o.IPVSInterface; {
 	case name == "":
-		add("--ipvs-interface must not be empty")
+		add("%s must not be empty", o.origin("ipvs-interface"))
 	case len(name) > 15 || name == "." || name == ".." || strings.ContainsAny(name, "/: \t\n"):
-		add("--ipvs-interface %q is not a valid interface name", name)
+		add("%s %q is not a valid interface name", o.origin("ipvs-interface"), name)
 	case name == "lo":
 		// The writer refuses any existing link that is not a dummy
 		// interface; lo always exists, so say it now.
-		add("--ipvs-interface must name a dummy interface (ours, created if missing), not lo")
+		add("%s must name a dummy interface (ours, created if missing), not lo", o.origin("ipvs-interface"))
 	}
 	if o.IPVSGracefulPeriod < 0 {
-		add("--ipvs-graceful-period must not be negative, got %s", o.IPVSGracefulPeriod)
+		add("%s must not be negative, got %s", o.origin("ipvs-graceful-period"), o.IPVSGracefulPeriod)
 	}
 	if o.MaxVirtualServersPerService < 0 {
-		add("--max-virtual-servers-per-service must not be negative (0: no limit), got %d", o.MaxVirtualServersPerService)
+		add("%s must not be negative (0: no limit), got %d", o.origin("max-virtual-servers-per-service"), o.MaxVirtualServersPerService)
 	}
 	if o.MaxVirtualServersPerNode < 0 {
-		add("--max-virtual-servers-per-node must not be negative (0: no limit), got %d", o.MaxVirtualServersPerNode)
+		add("%s must not be negative (0: no limit), got %d", o.origin("max-virtual-servers-per-node"), o.MaxVirtualServersPerNode)
 	}
 	for _, s := range o.NoTrackServices {
 		if ns, name, ok := strings.Cut(s, "/"); !ok || ns == "" || name == "" || strings.Contains(name, "/") {
-			add("--notrack-services: %q is not namespace/name", s)
+			add("%s: %q is not namespace/name", o.origin("notrack-services"), s)
 		}
 	}
 	if m := o.proxyModeFlag; m != "" && m != ModeIPVS {
