@@ -38,8 +38,9 @@ const (
 // nodePortAddresses, configSyncPeriod and the conntrack section (set on
 // the node at startup, package conntrack). The other fields are accepted
 // and kept so that --write-config-to reproduces them. Our own settings
-// (--ipvs-graceful-period and the like) are flags on Options, not fields
-// here, so the upstream type needs no extension.
+// (--ipvs-graceful-period and the like) are flags on Options and fields
+// of the file's second document (OwnConfiguration), so the upstream type
+// needs no extension.
 type KubeProxyConfiguration = kubeproxyconfig.KubeProxyConfiguration
 
 // VModuleItem is one file pattern's verbosity (logging.vmodule).
