@@ -17,7 +17,10 @@ LOG_PREFIX=shellcheck
 . "$REPO/hack/lib.sh"
 cd "$REPO"
 
-command -v shellcheck >/dev/null || apt_install shellcheck
+if ! command -v shellcheck >/dev/null; then
+	[[ $(id -u) == 0 ]] || die "shellcheck not found; install Debian's package (apt-get install shellcheck) as root"
+	apt_install shellcheck
+fi
 
 # scripts: the shell scripts git knows, one a line.
 scripts() {
