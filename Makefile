@@ -24,15 +24,18 @@ test: lint apiserver unit integration vm-e2e cluster-conformance
 unit:
 	$(GO) test -count=1 $(PKGS)
 
+# gofmt, go vet, and shellcheck over every shell script (hack/shellcheck.sh
+# installs Debian's shellcheck with apt when it is missing).
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
+	hack/shellcheck.sh
 
-# A real kube-apiserver and etcd (hack/apiserver, a separate module),
-# built once into .cache/apiserver/bin; a cold build takes ~4 minutes.
+# A real kube-apiserver and etcd (hack/k8s, the module that builds every
+# upstream binary), built once into .cache/k8s/bin; a cold build takes ~4 minutes.
 apiserver:
-	hack/apiserver/build.sh
+	hack/k8s/build.sh kube-apiserver etcd
 
 # The end-to-end tests alone (they also run in make test's unit step).
 e2e: apiserver

@@ -34,7 +34,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$HERE/../hack/cluster/lib.sh"
 
 OURS=${KIP_PROXY_IMAGE:-localhost/kube-ipvs-proxy:lab}
-KP_IMAGE=registry.k8s.io/kube-proxy:v1.36.3
+KP_IMAGE=registry.k8s.io/kube-proxy:$K8S_VERSION
 STAMP=$(date -u +%Y%m%dT%H%M%SZ)
 # KIP_MIGRATION_PHASES: the phases to run, in order (default all); with
 # KIP_MIGRATION_OUT, a later run appends to an earlier run's report.

@@ -3,6 +3,7 @@ package nft
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -184,11 +185,78 @@ func TestRuleCountIsConstant(t *testing.T) {
 	if one != many || one != 37 {
 		t.Errorf("rules: %d for 1 service, %d for 1000, want 37 for both", one, many)
 	}
-	// Elements of a large resync are split into messages that fit a
-	// netlink attribute.
-	_, f := resynced(t, manyServices(1000))
-	if got := countPrefix(f.LastBatch(), "add element inet kube-ipvs-proxy hairpin-v4 "); got != 2000 {
-		t.Errorf("%d hairpin-v4 elements, want 2000", got)
+}
+
+// messageSizes is the Fake with the size of every element message
+// recorded: a SetAddElements or SetDeleteElements call is one
+// NEWSETELEM or DELSETELEM message on a real Conn (the Fake itself queues
+// one op per element, so its LastBatch cannot show messages).
+type messageSizes struct {
+	*Fake
+	add, del map[string][]int // set name: elements per message, in order
+}
+
+func newMessageSizes() *messageSizes {
+	return &messageSizes{Fake: NewFake(), add: map[string][]int{}, del: map[string][]int{}}
+}
+
+func (m *messageSizes) SetAddElements(s *nftables.Set, vals []nftables.SetElement) error {
+	m.add[s.Name] = append(m.add[s.Name], len(vals))
+	return m.Fake.SetAddElements(s, vals)
+}
+
+func (m *messageSizes) SetDeleteElements(s *nftables.Set, vals []nftables.SetElement) error {
+	m.del[s.Name] = append(m.del[s.Name], len(vals))
+	return m.Fake.SetDeleteElements(s, vals)
+}
+
+// Elements of a large resync, and of a large delete, are split into
+// messages that fit a netlink attribute (elementsPerMessage each).
+func TestElementsAreSplitIntoMessages(t *testing.T) {
+	const services, hairpins = 1000, 2000 // manyServices: two local pods each
+	if elementsPerMessage >= hairpins {
+		t.Fatalf("elementsPerMessage %d: the test needs more than one message's worth", elementsPerMessage)
+	}
+	// want: full messages, then the rest.
+	var want []int
+	for n := hairpins; n > 0; n -= elementsPerMessage {
+		want = append(want, min(n, elementsPerMessage))
+	}
+	check := func(what string, sizes map[string][]int) {
+		t.Helper()
+		if got := sizes["hairpin-v4"]; !slices.Equal(got, want) {
+			t.Errorf("%s: hairpin-v4 messages of %v elements, want %v", what, got, want)
+		}
+		for name, ns := range sizes {
+			for _, n := range ns {
+				if n > elementsPerMessage || n == 0 {
+					t.Errorf("%s: a message of %d elements to %s, want 1 to %d", what, n, name, elementsPerMessage)
+				}
+			}
+		}
+	}
+
+	m := newMessageSizes()
+	w := New(testConfig, m)
+	if err := w.Resync(manyServices(services)); err != nil {
+		t.Fatalf("Resync: %v", err)
+	}
+	check("Resync", m.add)
+	if got := countPrefix(m.LastBatch(), "add element inet kube-ipvs-proxy hairpin-v4 "); got != hairpins {
+		t.Errorf("Resync: %d hairpin-v4 elements, want %d", got, hairpins)
+	}
+
+	m.add, m.del = map[string][]int{}, map[string][]int{}
+	var gone []policy.ServicePlan
+	for i := range services {
+		gone = append(gone, policy.ServicePlan{Service: key(fmt.Sprintf("ns/svc-%d", i))})
+	}
+	if err := w.Apply(gone); err != nil {
+		t.Fatalf("Apply deleting every service: %v", err)
+	}
+	check("Apply", m.del)
+	if _, empty := resynced(t, policy.Plan{Node: "node-a"}); m.Dump() != empty.Dump() {
+		t.Errorf("Apply deleting every service left:\n%s\nwant the empty plan's table:\n%s", m.Dump(), empty.Dump())
 	}
 }
 

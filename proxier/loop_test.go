@@ -4,7 +4,7 @@ import (
 	"context"
 	"slices"
 	"strings"
-	"sync/atomic"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,19 +20,25 @@ import (
 // These tests run the whole loop: fake clientsets, real informers, the
 // runner on the real clock (MinSyncPeriod 0).
 
+// TestNew: New refuses each incomplete or inconsistent Config, saying
+// what is wrong, and fills in every default of a Config it accepts.
 func TestNew(t *testing.T) {
 	tests := []struct {
-		name   string
-		mutate func(*Config)
-		ok     bool
+		name    string
+		mutate  func(*Config)
+		wantErr string // a substring of New's error; "" means accepted
 	}{
-		{"defaults", func(*Config) {}, true},
-		{"no node name", func(c *Config) { c.NodeName = "" }, false},
-		{"no data plane", func(c *Config) { c.DataPlane = nil }, false},
-		{"no metadata client", func(c *Config) { c.MetadataClient = nil }, false},
-		{"negative min sync period", func(c *Config) { c.MinSyncPeriod = -time.Second }, false},
-		{"min sync period above the sync period", func(c *Config) { c.MinSyncPeriod, c.SyncPeriod = time.Minute, time.Second }, false},
-		{"invalid scheduler", func(c *Config) { c.Engine.Scheduler = "nope" }, false},
+		{"defaults", func(*Config) {}, ""},
+		{"no node name", func(c *Config) { c.NodeName = "" }, "node name"},
+		{"no client", func(c *Config) { c.Client = nil }, "a client and a metadata client"},
+		{"no metadata client", func(c *Config) { c.MetadataClient = nil }, "a client and a metadata client"},
+		{"no data plane", func(c *Config) { c.DataPlane = nil }, "data plane"},
+		{"negative sync period", func(c *Config) { c.SyncPeriod = -time.Second }, "sync period -1s and"},
+		{"negative config sync period", func(c *Config) { c.ConfigSyncPeriod = -time.Second }, "config sync period -1s"},
+		{"negative min sync period", func(c *Config) { c.MinSyncPeriod = -time.Second }, "min sync period -1s"},
+		{"min sync period above the sync period", func(c *Config) { c.MinSyncPeriod, c.SyncPeriod = time.Minute, time.Second },
+			"min sync period 1m0s"},
+		{"invalid scheduler", func(c *Config) { c.Engine.Scheduler = "nope" }, `invalid scheduler "nope"`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -41,11 +47,34 @@ func TestNew(t *testing.T) {
 			cfg.SyncPeriod, cfg.ConfigSyncPeriod = 0, 0
 			tc.mutate(&cfg)
 			p, err := New(cfg)
-			if (err == nil) != tc.ok {
-				t.Fatalf("New: err = %v, want ok %v", err, tc.ok)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("New: err = %v, want one saying %q", err, tc.wantErr)
+				}
+				if p != nil {
+					t.Errorf("New returned a Proxier with its error")
+				}
+				return
 			}
-			if err == nil && (p.cfg.SyncPeriod != DefaultSyncPeriod || p.cfg.ConfigSyncPeriod != DefaultConfigSyncPeriod) {
-				t.Errorf("defaults: %v %v", p.cfg.SyncPeriod, p.cfg.ConfigSyncPeriod)
+			if err != nil || p == nil {
+				t.Fatalf("New: %v, %v; want a Proxier", p, err)
+			}
+			got := p.cfg
+			want := map[string][2]any{
+				"SyncPeriod":       {got.SyncPeriod, DefaultSyncPeriod},
+				"ConfigSyncPeriod": {got.ConfigSyncPeriod, DefaultConfigSyncPeriod},
+				"ProbeInterval":    {got.ProbeInterval, DefaultProbeInterval},
+				"NodeWatchLinger":  {got.NodeWatchLinger, DefaultNodeWatchLinger},
+				"Engine.NodeName":  {got.Engine.NodeName, testNode},
+			}
+			for field, gw := range want {
+				if gw[0] != gw[1] {
+					t.Errorf("%s = %v, want %v", field, gw[0], gw[1])
+				}
+			}
+			if p.nodes.linger != DefaultNodeWatchLinger || p.nodes.resync != DefaultConfigSyncPeriod {
+				t.Errorf("node watch: linger %v, resync %v; want the defaults %v, %v",
+					p.nodes.linger, p.nodes.resync, DefaultNodeWatchLinger, DefaultConfigSyncPeriod)
 			}
 		})
 	}
@@ -220,10 +249,24 @@ func lastDestinations(tp *testProxier, svc string) string {
 // exit nothing is flushed either.
 func TestRunUnreachableAPIServer(t *testing.T) {
 	tp := newTestProxier(t, nil, service("web", "10.96.0.10"))
-	var down atomic.Bool
-	down.Store(true)
+	// The first LIST of services fails; the informer retries after its
+	// backoff (most of a second), and that LIST succeeds. Each records how
+	// many data plane calls came before it, so "nothing programmed while
+	// unreachable" is read at the moment the apiserver answers, with no
+	// sleep: a loop that synced from empty caches would have done so
+	// long before.
+	var (
+		mu      sync.Mutex
+		lists   int
+		callsAt []int // data plane calls before each LIST
+	)
 	tp.client.PrependReactor("list", "services", func(k8stesting.Action) (bool, runtime.Object, error) {
-		if down.Load() {
+		n := len(tp.dp.snapshot())
+		mu.Lock()
+		defer mu.Unlock()
+		lists++
+		callsAt = append(callsAt, n)
+		if lists == 1 {
 			return true, nil, errBoom
 		}
 		return false, nil, nil
@@ -231,12 +274,13 @@ func TestRunUnreachableAPIServer(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- tp.Run(ctx) }()
-	time.Sleep(300 * time.Millisecond)
-	if calls := tp.dp.snapshot(); len(calls) != 0 {
-		t.Fatalf("programmed while the apiserver was unreachable: %v", describeAll(calls))
-	}
-	down.Store(false)
 	waitFor(t, "first sync after the apiserver answers", func() bool { return tp.Stats().Syncs >= 1 })
+	mu.Lock()
+	if len(callsAt) < 2 || callsAt[0] != 0 || callsAt[1] != 0 {
+		t.Errorf("programmed while the apiserver was unreachable: data plane calls before the failed LIST and the "+
+			"one that succeeded: %v, want [0 0] (%v)", callsAt, describeAll(tp.dp.snapshot()))
+	}
+	mu.Unlock()
 	if got := describeAll(tp.dp.snapshot()); !cmp.Equal(got, []string{"Resync[1]"}) {
 		t.Errorf("first sync: got %v, want Resync[1]", got)
 	}

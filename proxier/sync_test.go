@@ -309,13 +309,15 @@ func TestReleaseMemoryAfterFullSyncsAndRepairs(t *testing.T) {
 			tp := newTestProxier(t, func(c *Config) { c.DataPlane, c.ReleaseMemory = dp, on })
 			tp.dp = dp.fakeDataPlane
 			tp.freeOSMemory = func() { released.Add(1) }
+			// expect: a sync runs on this goroutine, and a release it starts
+			// is under way (tp.releasing) from before the sync returns until
+			// freeOSMemory has returned; once none is, the count is final.
 			expect := func(what string, n int32) {
 				t.Helper()
 				if !on {
 					n = 0
 				}
-				waitFor(t, fmt.Sprintf("%d releases after %s", n, what), func() bool { return released.Load() == n })
-				time.Sleep(20 * time.Millisecond) // and no more
+				waitFor(t, "the release to finish", func() bool { return !tp.releasing.Load() })
 				if got := released.Load(); got != n {
 					t.Fatalf("after %s: %d releases, want %d", what, got, n)
 				}

@@ -43,7 +43,7 @@ nodeRegistration:
 ---
 apiVersion: kubeadm.k8s.io/v1beta4
 kind: ClusterConfiguration
-kubernetesVersion: v1.36.3
+kubernetesVersion: $K8S_VERSION
 imageRepository: registry.k8s.io
 controlPlaneEndpoint: "$endpoint"
 networking:
@@ -54,7 +54,7 @@ apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 mode: ipvs
 CFG
-	log "kube-proxy v1.36.3 (IPVS mode): kubeadm init phase addon kube-proxy"
+	log "kube-proxy $K8S_VERSION (IPVS mode): kubeadm init phase addon kube-proxy"
 	in_ns "$K8S_BIN/kubeadm" init phase addon kube-proxy --config "$cfg" \
 		--kubeconfig "$RUN/admin.kubeconfig" >&2
 	kc -n kube-system rollout status ds/kube-proxy --timeout=10m >&2

@@ -134,7 +134,7 @@ kube_proxy_image() {
 	local base
 	"$REPO/hack/k8s/build.sh" kube-proxy >/dev/null
 	base=$(kube_proxy_base)
-	image kube-proxy "$K8S_BIN/kube-proxy $base" -tag registry.k8s.io/kube-proxy:v1.36.3 \
+	image kube-proxy "$K8S_BIN/kube-proxy $base" -tag "registry.k8s.io/kube-proxy:$K8S_VERSION" \
 		-rootfs "$base" -file "$K8S_BIN/kube-proxy:/usr/local/bin/kube-proxy:0755" \
 		-entrypoint /usr/local/bin/kube-proxy
 	# The migration run's traffic (conformance/migration/load), static.

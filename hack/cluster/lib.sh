@@ -21,8 +21,7 @@ REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 CLUSTER_DIR=$REPO/hack/cluster
 CACHE=${KIP_CLUSTER_CACHE:-$REPO/.cache/cluster}
 RUN=${KIP_CLUSTER_RUN:-$CACHE/run} # the running cluster's state: pki, logs, pids, disks
-K8S_BIN=${KIP_K8S_BIN_DIR:-$REPO/.cache/k8s/bin}
-API_BIN=${KIP_APISERVER_BIN_DIR:-$REPO/.cache/apiserver/bin}
+K8S_BIN=${KIP_K8S_BIN_DIR:-$REPO/.cache/k8s/bin} # hack/k8s/build.sh's: etcd, kube-apiserver, the kubelet...
 NODES=${NODES:-1}
 FAMILY=${FAMILY:-ipv4}
 ZONES=${ZONES:-$NODES}
@@ -32,6 +31,9 @@ KUBELET_V=${KIP_KUBELET_V:-1}
 # ours: our DaemonSet (deploy/base); upstream: kube-proxy in IPVS mode by kubeadm.
 KUBE_PROXY=${KIP_KUBE_PROXY:-ours}
 export PATH=$PATH:/usr/local/go/bin
+LOG_PREFIX=${LOG_PREFIX:-cluster}
+# shellcheck source=hack/lib.sh
+. "$REPO/hack/lib.sh" # K8S_VERSION, log, die, apt_install
 
 # The lab network: one network namespace holding the control plane, a
 # bridge and a tap per node VM; it routes between the nodes' pod CIDRs.
@@ -48,24 +50,12 @@ SVC_CIDR6=fd00:10:96::/112
 DNS4=10.96.0.10
 DNS6=fd00:10:96::a
 
-log() { echo "cluster: $*" >&2; }
-die() { log "error: $*"; exit 1; }
-
 # ensure_host_packages: installs with apt what the lab needs on the host
 # (qemu, mmdebstrap, mkfs.ext4, openssl, flock), and fetches apt's lists
 # when they are empty (node-image.sh resolves package versions from them).
 ensure_host_packages() {
-	local p missing=()
-	for p in qemu-system-x86 mmdebstrap e2fsprogs openssl iproute2 util-linux; do
-		[[ $(dpkg-query -W -f='${Status}' "$p" 2>/dev/null) == "install ok installed" ]] || missing+=("$p")
-	done
-	if [[ ${#missing[@]} -gt 0 ]] || ! compgen -G '/var/lib/apt/lists/*_Packages*' >/dev/null; then
-		log "apt-get update"
-		apt-get update -qq >&2
-	fi
-	[[ ${#missing[@]} -eq 0 ]] && return 0
-	log "apt-get install ${missing[*]}"
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+	apt_lists_once
+	apt_install qemu-system-x86 mmdebstrap e2fsprogs openssl iproute2 util-linux
 }
 
 node_name() { echo "node-$1"; }

@@ -29,8 +29,9 @@ PACKAGES=(systemd-sysv udev dbus kmod iproute2 iptables nftables conntrack ipvsa
 	containerd runc containernetworking-plugins ca-certificates curl jq procps
 	iputils-ping netcat-openbsd e2fsprogs socat ethtool less)
 
-log() { echo "cluster/node-image.sh: $*" >&2; }
-die() { log "error: $*"; exit 1; }
+LOG_PREFIX=cluster/node-image.sh
+# shellcheck source=hack/lib.sh
+. "$REPO/hack/lib.sh" # log, die
 
 [[ $(id -u) == 0 ]] || die "needs root (mmdebstrap, mkfs.ext4 -d)"
 for t in mmdebstrap mkfs.ext4 apt-cache; do

@@ -38,8 +38,7 @@ step() { log "$* (+$(($(date +%s) - t0))s)"; }
 
 step "host packages, binaries and images (cached)"
 ensure_host_packages
-"$REPO/hack/apiserver/build.sh" >/dev/null
-"$REPO/hack/k8s/build.sh" kubelet kube-controller-manager kube-scheduler kubectl >/dev/null
+"$REPO/hack/k8s/build.sh" etcd kube-apiserver kubelet kube-controller-manager kube-scheduler kubectl >/dev/null
 NODE_IMG=$("$CLUSTER_DIR/node-image.sh")
 IMAGES=$("$CLUSTER_DIR/images.sh" all)
 if [[ $KUBE_PROXY == upstream ]]; then
@@ -79,9 +78,9 @@ POD_CIDR=$(family_values "$POD_CIDR4" "$POD_CIDR6")
 case $FAMILY in ipv6) ADVERTISE=$GW6 ;; *) ADVERTISE=$GW4 ;; esac
 
 step "etcd and kube-apiserver"
-start_daemon etcd "$API_BIN/etcd" --data-dir="$RUN/etcd" --listen-client-url=http://127.0.0.1:2379 \
+start_daemon etcd "$K8S_BIN/etcd" --data-dir="$RUN/etcd" --listen-client-url=http://127.0.0.1:2379 \
 	--listen-peer-url=http://127.0.0.1:2380 --unsafe-no-fsync
-start_daemon kube-apiserver "$API_BIN/kube-apiserver" \
+start_daemon kube-apiserver "$K8S_BIN/kube-apiserver" \
 	--etcd-servers=http://127.0.0.1:2379 --bind-address=:: --secure-port=$API_PORT \
 	--advertise-address="$ADVERTISE" --allow-privileged=true \
 	--tls-cert-file="$P/apiserver.crt" --tls-private-key-file="$P/apiserver.key" \

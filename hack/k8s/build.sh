@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
-# Builds upstream Kubernetes binaries (k8s.io/kubernetes v1.36.3) and the
-# lab's helpers from this directory's Go modules into a cache directory,
-# for the lab cluster (hack/cluster) and upstream's e2e suite (conformance/).
+# Builds upstream Kubernetes binaries (k8s.io/kubernetes at hack/k8s/go.mod's
+# version) and the lab's helpers from this directory's Go modules into a
+# cache directory: the one build of upstream's components, for the
+# integration harness (integration/apiserver, make apiserver, e2e, demo),
+# the lab cluster (hack/cluster) and upstream's e2e suite (conformance/).
 #
 #   hack/k8s/build.sh [-f] [NAME...]    # build the named binaries if stale; print the bin dir
 #
 # NAMEs (default: kubelet kube-controller-manager kube-scheduler kubectl):
-#   kubelet kube-controller-manager kube-scheduler kubectl kubeadm kube-proxy agnhost
-#              upstream's own mains, unchanged (the `tool` block of go.mod)
+#   kube-apiserver kubelet kube-controller-manager kube-scheduler kubectl kubeadm kube-proxy agnhost
+#              upstream's own mains, unchanged (the `tool` block of go.mod;
+#              kube-apiserver through ./cmd/kube-apiserver, upstream's main)
+#   etcd       a single-member embedded etcd (./cmd/etcd, go.etcd.io/etcd/server/v3)
 #   regression-issue-74839
 #              upstream's test image main of that name (the Conntrack
 #              "invalid conntrack state" spec's server), unchanged
@@ -21,8 +25,9 @@
 # and go.sum, this script, and its own package's files (-f: always). Builds
 # run one at a time (flock), under `nice -n $KIP_K8S_NICE` (default 10),
 # CGO_ENABLED=0, -trimpath, with upstream's version ldflags; each goes to a
-# temp file and is moved in place. Cold, the first k8s binary takes ~10 min
-# on 2 cores; each further one 1-3 min (see hack/k8s/README.md).
+# temp file and is moved in place, so a reader never sees a half-written
+# file. Cold, the first k8s binary takes ~10 min on 2 cores; each further
+# one 1-3 min (see hack/k8s/README.md).
 set -euo pipefail
 shopt -s inherit_errexit
 
@@ -30,11 +35,10 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
 BIN_DIR=${KIP_K8S_BIN_DIR:-$REPO/.cache/k8s/bin}
 NICE=${KIP_K8S_NICE:-10}
-K8S_VERSION=v1.36.3
 export PATH=$PATH:/usr/local/go/bin
-
-log() { echo "k8s/build.sh: $*" >&2; }
-die() { log "error: $*"; exit 1; }
+LOG_PREFIX=k8s/build.sh
+# shellcheck source=hack/lib.sh
+. "$REPO/hack/lib.sh" # K8S_VERSION, log, die
 
 force=0
 names=()
@@ -42,7 +46,7 @@ for a in "$@"; do
 	case $a in
 	-f | --force) force=1 ;;
 	-h | --help)
-		sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'
+		sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'
 		exit 0
 		;;
 	-*) die "unknown flag $a (try --help)" ;;
@@ -61,8 +65,10 @@ fresh() {
 	[[ -z $newer ]]
 }
 
+major=${K8S_VERSION#v}
+minor=${major#*.}
 ldflags="-s -w"
-for kv in gitVersion=$K8S_VERSION gitMajor=1 gitMinor=36 gitTreeState=clean; do
+for kv in gitVersion=$K8S_VERSION gitMajor=${major%%.*} gitMinor=${minor%%.*} gitTreeState=clean; do
 	ldflags+=" -X k8s.io/component-base/version.$kv"
 done
 
@@ -70,12 +76,16 @@ done
 inputs_of() {
 	case $1 in
 	kubelet | kube-controller-manager | kube-scheduler | kubectl | kubeadm | kube-proxy | agnhost | regression-issue-74839) echo "$HERE/go.mod $HERE/go.sum" ;;
+	kube-apiserver | etcd | pause) echo "$HERE/go.mod $HERE/go.sum $HERE/cmd/$1" ;;
 	e2e.test) echo "$HERE/go.mod $HERE/go.sum $HERE/e2e" ;;
-	pause) echo "$HERE/go.mod $HERE/go.sum $HERE/cmd/pause" ;;
 	kimg | coredns) echo "$HERE/$1" ;;
 	*) die "unknown binary $1 (try --help)" ;;
 	esac
 }
+
+for n in "${names[@]}"; do
+	inputs_of "$n" >/dev/null # dies on an unknown name, once
+done
 
 # Everything fresh: done, without waiting for another build's lock.
 if [[ $force == 0 ]]; then
@@ -127,6 +137,9 @@ for n in "${names[@]}"; do
 		;;
 	e2e.test)
 		build "$n" "$HERE" go test -c -trimpath -ldflags "$ldflags" -o "$tmp/$n" ./e2e
+		;;
+	kube-apiserver | etcd)
+		build "$n" "$HERE" go build -trimpath -ldflags "$ldflags" -o "$tmp/$n" "./cmd/$n"
 		;;
 	pause)
 		build "$n" "$HERE" go build -trimpath -ldflags "-s -w" -o "$tmp/$n" ./cmd/pause

@@ -70,13 +70,12 @@ BOOT_MODULES=(ip_vs ip_vs_rr ip_vs_wrr ip_vs_wlc ip_vs_sh ip_vs_mh
 ABSENT_MODULES=(xfrm_user af_key)
 
 export PATH="$PATH:/usr/local/go/bin"
-APT_UPDATED=
+LOG_PREFIX=vmlab
+# shellcheck source=hack/lib.sh
+. "$REPO/hack/lib.sh" # log, die, apt_install, apt_update_once
 KAPT=()         # apt options for the kernel's release; empty: the host's apt
 KAPT_UPDATED=
 WORK= # per-run scratch dir under $CACHE, removed on exit
-
-log() { echo "vmlab: $*" >&2; }
-die() { log "error: $*"; exit 1; }
 
 now() { date +%s.%N; }
 elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1fs", b - a }'; }
@@ -88,27 +87,7 @@ usage() {
 
 # --- host packages --------------------------------------------------------
 
-apt_update_once() {
-	[[ -n $APT_UPDATED ]] && return 0
-	log "apt-get update"
-	apt-get update -qq >&2
-	APT_UPDATED=1
-}
-
-is_installed() {
-	[[ $(dpkg-query -W -f='${Status}' "$1" 2>/dev/null) == "install ok installed" ]]
-}
-
-ensure_packages() {
-	local missing=() p
-	for p in "${HOST_PACKAGES[@]}"; do
-		is_installed "$p" || missing+=("$p")
-	done
-	[[ ${#missing[@]} -eq 0 ]] && return 0
-	apt_update_once
-	log "apt-get install ${missing[*]}"
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-}
+ensure_packages() { apt_install "${HOST_PACKAGES[@]}"; }
 
 # --- kernel ---------------------------------------------------------------
 
@@ -367,7 +346,7 @@ stage_net_modules() {
 # tests' exit code from the marker line, or 1 when it is missing.
 boot() {
 	local kdir=$1 initrd=$2 vmlinuz st rc nic=(-nic none)
-	[[ $NET == user ]] && nic=(-nic user,model=virtio-net-pci)
+	[[ $NET == user ]] && nic=(-nic "user,model=virtio-net-pci") # one qemu argument
 	vmlinuz=$(compgen -G "$kdir/boot/vmlinuz-*" | head -n1)
 	[[ -n $vmlinuz ]] || die "no boot/vmlinuz-* in $kdir"
 	mkdir -p "$(dirname "$LOG")"

@@ -16,11 +16,15 @@
 # shared objects.
 set -euo pipefail
 
+LOG_PREFIX=stage-tools
+# shellcheck source=hack/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh" # log, die, apt_update_once
+
 out=${1:?usage: stage-tools.sh OUTDIR PACKAGE... -- BINARY...}
 shift
 pkgs=()
 while [[ $# -gt 0 && $1 != -- ]]; do pkgs+=("$1"); shift; done
-[[ ${1:-} == -- ]] || { echo "stage-tools: missing -- BINARY..." >&2; exit 2; }
+[[ ${1:-} == -- ]] || { log "usage: stage-tools.sh OUTDIR PACKAGE... -- BINARY..."; exit 2; }
 shift
 bins=("$@")
 
@@ -29,10 +33,7 @@ root=$cache/root
 mkdir -p "$cache" "$root" "$out/bin"
 
 # A fresh machine has no package lists: apt-cache would know nothing.
-if ! apt-cache show "${pkgs[0]}" >/dev/null 2>&1; then
-	echo "stage-tools: apt-get update" >&2
-	apt-get update -qq >&2
-fi
+apt-cache show "${pkgs[0]}" >/dev/null 2>&1 || apt_update_once
 # The library closure of the packages, from apt's dependency graph.
 closure=$(apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts \
 	--no-breaks --no-replaces --no-enhances "${pkgs[@]}" | grep -v '^ ' | grep -v '<' |
@@ -48,7 +49,7 @@ libpath=$root/lib/x86_64-linux-gnu:$root/usr/lib/x86_64-linux-gnu
 libs_of() {
 	LD_LIBRARY_PATH=$libpath ldd "$1" | awk '/=>/ { print $3 } /^\t\/lib/ { print $1 }' |
 		while read -r lib; do
-			[[ -n $lib && -e $lib ]] || { echo "stage-tools: $b: unresolved library" >&2; exit 1; }
+			[[ -n $lib && -e $lib ]] || die "$b: unresolved library"
 			# Keep the loader's path; map staged libraries to /lib/x86_64-linux-gnu.
 			case $lib in
 			"$root"/*) dst=/lib/x86_64-linux-gnu/$(basename "$lib") ;;
@@ -66,7 +67,7 @@ for b in "${bins[@]}"; do
 		for so in "$src"/*.so; do libs_of "$so"; done
 		continue
 	fi
-	[[ -x $src ]] || { echo "stage-tools: $b is not in ${pkgs[*]}" >&2; exit 1; }
+	[[ -x $src ]] || die "$b is not in ${pkgs[*]}"
 	cp "$src" "$out/bin/"
 	libs_of "$src"
 done

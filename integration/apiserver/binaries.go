@@ -13,13 +13,14 @@ import (
 
 // Environment knobs.
 const (
-	// EnvBuild=1 lets Start run hack/apiserver/build.sh (a no-op when the
+	// EnvBuild=1 lets Start run hack/k8s/build.sh (a no-op when the
 	// binaries are fresh, minutes when cold). Without it, Start uses the
 	// binaries that are there and skips the test when there are none.
 	EnvBuild = "KIP_APISERVER_BUILD"
 	// EnvBinDir overrides the binaries' directory (default
-	// <repo>/.cache/apiserver/bin); build.sh honours it too.
-	EnvBinDir = "KIP_APISERVER_BIN_DIR"
+	// <repo>/.cache/k8s/bin); hack/k8s/build.sh and the lab cluster
+	// (hack/cluster) honour it too.
+	EnvBinDir = "KIP_K8S_BIN_DIR"
 )
 
 // binaries returns the directory holding kube-apiserver and etcd, building
@@ -35,7 +36,7 @@ func binaries(t testing.TB, binDir string) string {
 		if repoErr != nil {
 			t.Fatalf("apiserver: %v; set %s", repoErr, EnvBinDir)
 		}
-		binDir = filepath.Join(repo, ".cache", "apiserver", "bin")
+		binDir = filepath.Join(repo, ".cache", "k8s", "bin")
 	}
 	if os.Getenv(EnvBuild) == "1" {
 		if repoErr != nil {
@@ -47,41 +48,42 @@ func binaries(t testing.TB, binDir string) string {
 	}
 	for _, name := range []string{"kube-apiserver", "etcd"} {
 		if _, err := os.Stat(filepath.Join(binDir, name)); err != nil {
-			t.Skipf("apiserver: %s not built (%v). Build it once with hack/apiserver/build.sh "+
-				"(a few minutes, cached in .cache/apiserver/bin) or run with %s=1 to build it here.",
+			t.Skipf("apiserver: %s not built (%v). Build it once with make apiserver "+
+				"(a few minutes, cached in .cache/k8s/bin) or run with %s=1 to build it here.",
 				name, err, EnvBuild)
 		}
 	}
 	return binDir
 }
 
-// build runs hack/apiserver/build.sh, which does nothing when the binaries
-// are newer than their sources and serializes concurrent builds.
+// build runs hack/k8s/build.sh kube-apiserver etcd, which does nothing
+// when the binaries are newer than their sources and serializes concurrent
+// builds.
 func build(repo, binDir string) error {
-	cmd := exec.Command(filepath.Join(repo, "hack", "apiserver", "build.sh"))
+	cmd := exec.Command(filepath.Join(repo, "hack", "k8s", "build.sh"), "kube-apiserver", "etcd")
 	cmd.Env = append(os.Environ(), EnvBinDir+"="+binDir)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("hack/apiserver/build.sh: %w\n%s", err, out.String())
+		return fmt.Errorf("hack/k8s/build.sh: %w\n%s", err, out.String())
 	}
 	return nil
 }
 
 // repoRoot walks up from the working directory (a test runs in its
-// package's directory) to the directory holding hack/apiserver/build.sh.
+// package's directory) to the directory holding hack/k8s/build.sh.
 func repoRoot() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", fmt.Errorf("getwd: %w", err)
 	}
 	for {
-		if _, err := os.Stat(filepath.Join(dir, "hack", "apiserver", "build.sh")); err == nil {
+		if _, err := os.Stat(filepath.Join(dir, "hack", "k8s", "build.sh")); err == nil {
 			return dir, nil
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return "", errors.New("no hack/apiserver/build.sh in any parent of the working directory")
+			return "", errors.New("no hack/k8s/build.sh in any parent of the working directory")
 		}
 		dir = parent
 	}

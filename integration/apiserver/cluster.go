@@ -22,8 +22,8 @@ const (
 
 // Options configure Start. The zero value is a working cluster.
 type Options struct {
-	// BinDir holds kube-apiserver and etcd; default $KIP_APISERVER_BIN_DIR,
-	// then <repo>/.cache/apiserver/bin.
+	// BinDir holds kube-apiserver and etcd; default $KIP_K8S_BIN_DIR,
+	// then <repo>/.cache/k8s/bin.
 	BinDir string
 	// AdvertiseAddress is --advertise-address; default 127.0.0.1. With a
 	// loopback address the harness sets --endpoint-reconciler-type=none,

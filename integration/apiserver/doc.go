@@ -6,9 +6,9 @@
 //	cs := kubernetes.NewForConfigOrDie(c.AdminConfig())
 //	kubeconfig := c.Kubeconfig("admin")
 //
-// The binaries come from the separate module hack/apiserver and are built by
-// hack/apiserver/build.sh into .cache/apiserver/bin (a cold build takes
-// minutes). Start skips the test when they are missing, unless
+// The binaries come from the separate module hack/k8s and are built by
+// `hack/k8s/build.sh kube-apiserver etcd` (make apiserver) into
+// .cache/k8s/bin (a cold build takes minutes). Start skips the test when they are missing, unless
 // KIP_APISERVER_BUILD=1, which makes it build them. See README.md.
 //
 // There is no kube-controller-manager: nothing creates default service

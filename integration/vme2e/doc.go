@@ -25,5 +25,5 @@
 //     everything. It skips when the kubeconfigs are not passed in.
 //
 // Run it with `KIP_VME2E=1 go test -v -timeout 20m ./integration/vme2e/`
-// (make vm-e2e); the apiserver binaries come from hack/apiserver/build.sh.
+// (make vm-e2e); the apiserver binaries come from hack/k8s/build.sh (make apiserver).
 package vme2e
