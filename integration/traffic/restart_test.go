@@ -27,11 +27,11 @@ const linePort = 9000
 
 // serveLines starts, in x, a TCP server that echoes every line back for
 // as long as the connection lives.
-func (l *lab) serveLines(x *host) {
-	l.t.Helper()
+func (h *harness) serveLines(x *host) {
+	h.t.Helper()
 	var ln net.Listener
-	l.must(x.Do(func() (err error) { ln, err = net.Listen("tcp4", ":9000"); return err }))
-	l.t.Cleanup(func() { ln.Close() })
+	h.must(x.Do(func() (err error) { ln, err = net.Listen("tcp4", ":9000"); return err }))
+	h.t.Cleanup(func() { ln.Close() })
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -68,11 +68,11 @@ type lineConn struct {
 	r *bufio.Reader
 }
 
-func (l *lab) dialLines(from *host, addr string) *lineConn {
-	l.t.Helper()
+func (h *harness) dialLines(from *host, addr string) *lineConn {
+	h.t.Helper()
 	var c net.Conn
-	l.must(from.Do(func() (err error) { c, err = net.DialTimeout("tcp4", addr, 2*time.Second); return err }))
-	l.t.Cleanup(func() { c.Close() })
+	h.must(from.Do(func() (err error) { c, err = net.DialTimeout("tcp4", addr, 2*time.Second); return err }))
+	h.t.Cleanup(func() { c.Close() })
 	return &lineConn{c, bufio.NewReader(c)}
 }
 
