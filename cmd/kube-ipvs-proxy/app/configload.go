@@ -89,8 +89,8 @@ func loadConfigDocuments(name string, data []byte) (KubeProxyConfiguration, *own
 			}
 			own = d
 		case haveCfg:
-			return KubeProxyConfiguration{}, nil, warnings, fmt.Errorf("%s: line %d: apiVersion %q, kind %q: a file holds one %s and at most one %s/%s %s",
-				name, part.line+1, apiVersion, kind, ConfigKind, OwnConfigAPIVersion, OwnConfigKind, "document")
+			return KubeProxyConfiguration{}, nil, warnings, fmt.Errorf("%s: line %d: apiVersion %q, kind %q: after the %s, only one apiVersion %s, kind %s document may follow",
+				name, part.line+1, apiVersion, kind, ConfigKind, OwnConfigAPIVersion, OwnConfigKind)
 		default:
 			if err := checkTypeMeta(obj); err != nil {
 				return KubeProxyConfiguration{}, nil, warnings, fmt.Errorf("%s: %w", name, err)

@@ -80,7 +80,7 @@ func TestConfigFileDocuments(t *testing.T) {
 		{name: "bad duration", data: typeMeta + ownTypeMeta + "ipvsGracefulPeriod: soon\n", wantErr: `c.yaml: ipvsGracefulPeriod: want a duration such as "15m"`},
 		{name: "list of numbers", data: typeMeta + ownTypeMeta + "notrackServices: [1]\n", wantErr: "c.yaml: notrackServices: [0]: want a string, got a number"},
 		{name: "two of ours", data: typeMeta + ownTypeMeta + ownTypeMeta, wantErr: "c.yaml: line 7: a second KubeIPVSProxyConfiguration document"},
-		{name: "two of kube-proxy's", data: typeMeta + "---\n" + typeMeta, wantErr: "c.yaml: line 4: apiVersion \"kubeproxy.config.k8s.io/v1alpha1\", kind \"KubeProxyConfiguration\": a file holds one"},
+		{name: "two of kube-proxy's", data: typeMeta + "---\n" + typeMeta, wantErr: "c.yaml: line 4: apiVersion \"kubeproxy.config.k8s.io/v1alpha1\", kind \"KubeProxyConfiguration\": after the KubeProxyConfiguration, only one"},
 		{name: "ours alone", data: strings.TrimPrefix(ownTypeMeta, "---\n"), wantErr: "c.yaml: no KubeProxyConfiguration document"},
 		{name: "syntax error in the second document counts the file's lines", data: typeMeta + ownTypeMeta + "ipvsInterface: [\n", wantErr: "c.yaml: 6: "},
 	}
