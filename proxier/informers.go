@@ -70,8 +70,8 @@ func (p *Proxier) newInformers() (*informerSet, error) {
 
 	set := &informerSet{factories: []informers.SharedInformerFactory{svcF, sliceF, nodeF}}
 	// The factories' own informers keep a namespace index nothing here
-	// reads (a set of keys per namespace: 20,000 entries at 10,000
-	// services); these have none. The factories still set the transform
+	// reads (a set of keys per namespace, an entry per object); these
+	// have none. The factories still set the transform
 	// and hand out the same informers (Core().V1().Services().Informer()).
 	noIndex := cache.Indexers{}
 	svcInf := svcF.InformerFor(&corev1.Service{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {

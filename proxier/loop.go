@@ -91,8 +91,8 @@ type Config struct {
 	// ReleaseMemory, if set, returns the heap freed by a successful full
 	// sync or periodic repair to the OS (debug.FreeOSMemory, beside the
 	// loop). A full sync holds the whole plan and its kernel batch at
-	// once, and a repair reads the whole kernel table back: at 5,000
-	// services the cold start's peak left RSS at four times the live heap
+	// once, and a repair reads the whole kernel table back: the cold
+	// start's peak would leave RSS well above the live heap
 	// (BENCHMARKS.md, settled RSS). Incremental syncs do not call it.
 	ReleaseMemory bool
 }

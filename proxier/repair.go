@@ -55,8 +55,8 @@ func (p *Proxier) repair() error {
 		}
 		if p.isStopping() {
 			// The process is exiting: the rest of the repair would
-			// only hold up the exit (a repair at 5,000 services takes
-			// tens of seconds), and nothing is lost by leaving it.
+			// only hold up the exit (on a large node a repair takes
+			// long), and nothing is lost by leaving it.
 			p.log.V(2).Info("Repair left unfinished: stopping", "slices", rs.Slices)
 			break
 		}

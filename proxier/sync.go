@@ -84,7 +84,7 @@ type appliedPlan struct {
 	digest planDigest
 	// kinds counts the virtual servers of each of gaugeKinds: an array,
 	// not a list of kinds, so that a service's summary allocates
-	// nothing (BENCHMARKS.md, memory); otherKinds lists any other kind.
+	// nothing; otherKinds lists any other kind.
 	kinds      [len(gaugeKinds)]uint32
 	otherKinds []policy.Kind
 	// noLocalInternal, noLocalExternal: the service drops its internal

@@ -68,8 +68,8 @@ func (w *Writer) newBatch(now time.Time) *batch {
 func (b *batch) add(s step) { b.steps[s.phase] = append(b.steps[s.phase], s) }
 
 // expect makes room for n more steps of phase ph (a Resync knows how
-// many adds its plan may need: growing a slice of 60,000 steps one append
-// at a time cost a quarter of a cold Resync at 5,000 services).
+// many adds its plan may need, and growing a large slice one append at a
+// time is a large part of a cold Resync).
 func (b *batch) expect(ph phase, n int) { b.steps[ph] = slices.Grow(b.steps[ph], n) }
 
 func (b *batch) blame(svc policy.ServiceKey) {
@@ -191,7 +191,7 @@ func (b *batch) virtualServer(k Key, svc policy.ServiceKey, mayDelete bool) {
 					return fmt.Errorf("add virtual server %s: %w", k, err)
 				}
 				// Sized for the destinations that follow: one at a time,
-				// they would grow it to up to twice that (BENCHMARKS.md, memory).
+				// they would grow it past that (BENCHMARKS.md, memory).
 				w.mirror[k] = &actual{vs: vs, managed: true, dests: make(destList, 0, n)}
 				return nil
 			}}, nil

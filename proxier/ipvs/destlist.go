@@ -8,8 +8,8 @@ import (
 // destList is a virtual server's destinations, sorted by address and
 // port, each address and port once. The Writer holds two per virtual
 // server, what the plan wants and what the kernel has; they are slices,
-// not maps, because at 10,000 services x 10 destinations the maps held
-// three times the memory (BenchmarkRetainedState10000).
+// not maps, because maps held several times the memory
+// (BenchmarkRetainedState10000).
 type destList []Destination
 
 // newDestList sorts ds (a copy) by address and port; of two with the

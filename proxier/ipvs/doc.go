@@ -28,8 +28,8 @@
 // callers. One read is not moby's: a virtual server's destinations are
 // listed by destReader (destdump.go), the same request on a blocking
 // socket of our own that keeps its read buffer, because moby/ipvs zeroes
-// a 64 KiB buffer per read and a Repair at 10,000 services makes 12,000
-// reads; github.com/mdlayher/netlink encodes and decodes the attributes.
+// a large buffer per read and a Repair makes a read per virtual server;
+// github.com/mdlayher/netlink encodes and decodes the attributes.
 //
 // Changes go to the kernel in batches. A sync's IPVS changes are made
 // phase by phase (add, update, prune), and each phase's in one

@@ -44,9 +44,9 @@ func (vs VirtualServer) String() string {
 // Destination is a real server of a virtual server. ActiveConns and
 // InactiveConns are read from the kernel and ignored when writing. The
 // fields are the kernel's widths (weight s32, connection counts u32, a
-// forwarding method of three bits), so that a destination is 40 bytes:
-// the Writer holds two per destination, wanted and mirrored, 200,000 at
-// 10,000 services (BENCHMARKS.md, memory).
+// forwarding method of three bits), so that a destination is small: the
+// Writer holds two per destination, wanted and mirrored (BENCHMARKS.md,
+// memory).
 type Destination struct {
 	Addr          netip.Addr
 	Port          uint16

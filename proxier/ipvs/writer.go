@@ -47,8 +47,8 @@ type Config struct {
 	Now func() time.Time
 	// RepairReader, when set, is a second handle on the same IPVS: a
 	// Repair's services dump runs on it in the background, so that
-	// Applies go on during the dump (at 5,000 services it takes up to
-	// seconds under TCG). NewLinux opens one. Nil: StartRepair dumps on
+	// Applies go on during the dump (on a large node it takes
+	// seconds). NewLinux opens one. Nil: StartRepair dumps on
 	// the Writer's handle.
 	RepairReader Kernel
 }
@@ -317,8 +317,8 @@ func (w *Writer) NeedsResync() bool {
 
 // driftCheckInterval spaces Check's dumps of the virtual servers and
 // addresses: at most one a second, whatever the loop's probe interval, so
-// that an idle node with 10,000 services does not dump them twice a
-// second, and a deletion is still noticed within a second.
+// that an idle node with thousands of services does not dump them twice
+// a second, and a deletion is still noticed within a second.
 const driftCheckInterval = time.Second
 
 // Check verifies, without changing anything, that the dummy interface
