@@ -216,10 +216,10 @@ func printPlans(logger klog.Logger, w io.Writer, o *Options) func(policy.Plan) {
 	}
 }
 
-// nopDataPlane programs nothing: --dry-run.
-type nopDataPlane struct{}
-
-func openNop() (proxier.DataPlaneWriter, func(), error) { return nopDataPlane{}, func() {}, nil }
+// openNop opens a data plane that programs nothing: --dry-run.
+func openNop() (proxier.DataPlaneWriter, func(), error) {
+	return proxier.NopDataPlane{}, func() {}, nil
+}
 
 // openKernel opens the IPVS and nftables writers.
 func openKernel(cfg proxier.DataPlaneConfig) DataPlaneOpener {
@@ -235,10 +235,6 @@ func openKernel(cfg proxier.DataPlaneConfig) DataPlaneOpener {
 		return dp, func() { cancel(); dp.Close() }, nil
 	}
 }
-
-func (nopDataPlane) Apply([]policy.ServicePlan) error { return nil }
-func (nopDataPlane) Resync(policy.Plan) error         { return nil }
-func (nopDataPlane) NeedsResync() bool                { return false }
 
 // How often, and for how long, setConntrack tries again while
 // nf_conntrack is not loaded.
