@@ -410,3 +410,21 @@ func nodeMeta(name string, labels map[string]string) *metav1.PartialObjectMetada
 func key(name string) policy.ServiceKey { return policy.ServiceKey{Namespace: "default", Name: name} }
 
 var errBoom = errors.New("boom")
+
+// Conversions the informers' transform makes, for tests that hand the
+// tracker and the handlers API objects.
+
+// upsertService converts and applies a Service add or update.
+func (t *tracker) upsertService(svc *corev1.Service) change {
+	return t.applyService(newConvertedService(svc, t.conv))
+}
+
+// upsertSlice converts and applies an EndpointSlice add or update.
+func (t *tracker) upsertSlice(s *discoveryv1.EndpointSlice) change {
+	return t.applySlice(newConvertedSlice(s))
+}
+
+// onService converts svc and handles it as the Services informer does.
+func (p *Proxier) onService(svc *corev1.Service) {
+	p.onConvertedService(newConvertedService(svc, p.serviceConv()))
+}

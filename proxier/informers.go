@@ -153,10 +153,6 @@ func (p *Proxier) serviceHandler() cache.ResourceEventHandler {
 	}
 }
 
-func (p *Proxier) onService(svc *corev1.Service) {
-	p.onConvertedService(newConvertedService(svc, p.serviceConv()))
-}
-
 func (p *Proxier) onConvertedService(svc *convertedService) {
 	c := p.t.applyService(svc)
 	if !c.invalid { // an ignored object changes nothing, not even warnings
