@@ -3,7 +3,7 @@ package nft
 import (
 	"testing"
 
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/retained"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testsupport/retained"
 )
 
 // Benchmarks of the periodic resync's CPU cost over the Fake (whose own

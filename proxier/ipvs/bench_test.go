@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/retained"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testsupport/retained"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 )
 
