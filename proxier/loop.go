@@ -16,6 +16,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/backoff"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 )
 
@@ -227,7 +228,7 @@ func (p *Proxier) setClock(c clock.Clock) {
 	p.clock = c
 	// A failed sync is retried with backoff from 1 s up to SyncPeriod
 	// (kube-proxy waits SyncPeriod); it is then a full Resync.
-	p.runner = newRunner(p.syncOnce, p.cfg.MinSyncPeriod, p.cfg.SyncPeriod, retryInitial, c)
+	p.runner = newRunner(p.syncOnce, p.cfg.MinSyncPeriod, p.cfg.SyncPeriod, backoff.Initial, c)
 	p.runner.withProbe(p.cfg.ProbeInterval, p.probe)
 	if p.t != nil {
 		p.t.since = c.Now()

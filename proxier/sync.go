@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/backoff"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 )
 
@@ -167,10 +168,6 @@ func (s *syncState) update(plans []policy.ServicePlan) []policy.ServicePlan {
 	return changes
 }
 
-// retryInitial is the first retry delay after a failed sync; it doubles
-// up to the sync period.
-const retryInitial = time.Second
-
 // syncOnce is the runner's function: a sync, then when to sync again
 // regardless of changes: at once after a failed incremental sync (the
 // data plane asks for a full one), or when a failed service's retry is
@@ -190,7 +187,7 @@ func (p *Proxier) syncOnce(periodic bool) (time.Time, error) {
 	if !at.IsZero() && !at.After(now) {
 		// The Apply just made retried what was due; a retry time still
 		// past is the writer's slip: never spin on it.
-		at = now.Add(retryInitial)
+		at = now.Add(backoff.Initial)
 	}
 	return at, err
 }

@@ -304,7 +304,7 @@ func (b *batch) address(a netip.Addr, by ...policy.ServiceKey) {
 func (b *batch) finish() {
 	for svc := range b.services {
 		if b.blamed[svc] {
-			b.w.backoff(svc, b.now)
+			b.w.scheduleRetry(svc, b.now)
 		} else {
 			delete(b.w.failed, svc)
 		}

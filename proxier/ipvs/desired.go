@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/backoff"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 )
 
@@ -169,17 +170,17 @@ func decrement[K comparable](m map[K]int, k K) {
 	m[k]--
 }
 
-// backoff schedules a failed service's retry: 1 s after its first
-// failure, doubling with each further one, at most 2 min.
-func (w *Writer) backoff(svc policy.ServiceKey, now time.Time) {
+// scheduleRetry schedules a failed service's retry: backoff.Initial after its
+// first failure, doubling with each further one, at most
+// backoff.ServiceMax.
+func (w *Writer) scheduleRetry(svc policy.ServiceKey, now time.Time) {
 	r := w.failed[svc]
 	if r == nil {
-		r = &retry{delay: retryInitial}
+		r = &retry{}
 		w.failed[svc] = r
-	} else {
-		r.delay = min(2*r.delay, retryMax)
 	}
-	r.at = now.Add(r.delay)
+	r.failures++
+	r.at = now.Add(backoff.Delay(r.failures, backoff.Initial, backoff.ServiceMax))
 }
 
 func (w *Writer) setDrain(k Key, d netip.AddrPort, since time.Time) {

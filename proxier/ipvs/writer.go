@@ -18,12 +18,6 @@ const (
 	DefaultGracefulPeriod = 15 * time.Minute
 )
 
-// Backoff of a failed service's retries.
-const (
-	retryInitial = time.Second
-	retryMax     = 2 * time.Minute
-)
-
 // Config configures a Writer.
 type Config struct {
 	// Interface is the dummy interface carrying VIPs; default kube-ipvs0.
@@ -109,9 +103,11 @@ type actual struct {
 	managed bool
 }
 
+// retry is a failed service's backoff: its consecutive failures and
+// when it is retried.
 type retry struct {
-	delay time.Duration
-	at    time.Time
+	failures int
+	at       time.Time
 }
 
 // New returns a Writer over the given kernel handles (fakes in tests).
