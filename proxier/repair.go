@@ -77,7 +77,7 @@ func (p *Proxier) repair(start time.Time, err error) error {
 	p.obs.IPVSOps(p.dp.IPVSOps())
 	p.obs.Draining(p.dp.Draining())
 	p.obs.SyncDone(true, elapsed, err)
-	p.recordRepair(rs, err)
+	p.countRepair(rs, err)
 	if err != nil {
 		p.st.failed = true
 		p.log.Error(err, "Periodic repair failed; the next sync is a full resync")
@@ -125,8 +125,8 @@ func (p *Proxier) setRepairing(on bool) {
 	p.statsMu.Unlock()
 }
 
-// recordRepair counts a repair, as a full sync.
-func (p *Proxier) recordRepair(rs RepairStats, err error) {
+// countRepair counts a repair in Stats, as a full sync.
+func (p *Proxier) countRepair(rs RepairStats, err error) {
 	p.statsMu.Lock()
 	defer p.statsMu.Unlock()
 	s := &p.stats

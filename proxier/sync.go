@@ -242,7 +242,7 @@ func (p *Proxier) sync(periodic bool) error {
 	elapsed := p.st.lastEnd.Sub(start)
 	p.after(w, changes, err)
 	p.obs.SyncDone(full, elapsed, err)
-	p.record(full, changes, err)
+	p.countSync(full, changes, err)
 	if err != nil {
 		p.log.Error(err, "Sync failed; the next sync is a full resync", "full", full)
 		return err
@@ -357,7 +357,8 @@ func (p *Proxier) syncServiceHealth() {
 	p.st.healthDirty = err1 != nil || err2 != nil
 }
 
-func (p *Proxier) record(full bool, changes []policy.ServicePlan, err error) {
+// countSync counts a sync in Stats.
+func (p *Proxier) countSync(full bool, changes []policy.ServicePlan, err error) {
 	p.statsMu.Lock()
 	defer p.statsMu.Unlock()
 	s := &p.stats

@@ -90,16 +90,16 @@ func (b *batch) service(svc policy.ServiceKey, vss []policy.VirtualServer) {
 // retry reconciles a service whose last batch failed in the kernel: its
 // virtual servers as last translated, and their addresses, again. A
 // service with virtual servers it could not have is retried with service
-// instead (Writer.desired), since what blocked them may be gone.
+// instead (Writer.retryPlans), since what blocked them may be gone.
 func (b *batch) retry(svc policy.ServiceKey) {
-	if vss, ok := b.w.desired[svc]; ok {
+	if vss, ok := b.w.retryPlans[svc]; ok {
 		b.service(svc, vss)
 		return
 	}
-	keys := slices.Clone(b.w.owned[svc])
+	keys := slices.Clone(b.w.claimed[svc])
 	var addrs []netip.Addr
 	for _, k := range keys {
-		if x := b.w.want[k]; x != nil && x.binds() {
+		if x := b.w.desired[k]; x != nil && x.binds() {
 			addrs = append(addrs, k.Address)
 		}
 	}
@@ -158,7 +158,7 @@ func (b *batch) virtualServer(k Key, svc policy.ServiceKey, mayDelete bool) {
 	}
 	b.vsDone[k] = true
 	w := b.w
-	want, have := w.want[k], w.mirror[k]
+	want, have := w.desired[k], w.mirror[k]
 	if want != nil {
 		delete(w.stale, k)
 	}
@@ -221,7 +221,7 @@ func (b *batch) virtualServer(k Key, svc policy.ServiceKey, mayDelete bool) {
 // ones are added, changed weights updated (a draining destination that
 // is back in the plan returns to its weight), and those no longer
 // planned retired.
-func (b *batch) destinations(want *wanted, have *actual) {
+func (b *batch) destinations(want *desiredVS, have *actual) {
 	k := want.vs.Key
 	for _, d := range want.dests {
 		b.w.forgetDrain(k, d.AddrPort())
@@ -245,7 +245,7 @@ func (b *batch) destinations(want *wanted, have *actual) {
 }
 
 // destination plans adding or updating one planned destination.
-func (b *batch) destination(ph phase, verb string, want *wanted, d Destination) {
+func (b *batch) destination(ph phase, verb string, want *desiredVS, d Destination) {
 	w, k, ap := b.w, want.vs.Key, d.AddrPort()
 	kind := OpUpdateDestination
 	if verb == "add" {
@@ -420,7 +420,7 @@ func (b *batch) fail(s step, err error, failed map[Key]bool) {
 	b.blameAll(s, failed)
 	if len(s.svcs) == 0 || planeWide(err) {
 		b.errs = append(b.errs, err)
-		b.w.full = true
+		b.w.needsResync = true
 		return
 	}
 	for _, svc := range s.svcs {

@@ -10,7 +10,7 @@ import (
 )
 
 // The Writer's desired state: each planned virtual server translated
-// into kernel form (wanted), which service claims it and which addresses
+// into kernel form (desiredVS), which service claims it and which addresses
 // it binds, each failed service's retry time, and the destinations
 // draining after they left the plan. A batch diffs this against the
 // mirror of the kernel (batch.go).
@@ -25,8 +25,8 @@ var schedulerFlags = map[string]uint32{
 	"sh-port":     FlagSched2,
 }
 
-// wanted is one planned virtual server in kernel form.
-type wanted struct {
+// desiredVS is one planned virtual server in kernel form.
+type desiredVS struct {
 	svc   policy.ServiceKey
 	bound bool // its address belongs on the dummy interface (policy.VirtualServer.Bound)
 	vs    VirtualServer
@@ -40,7 +40,7 @@ func keyOf(vs *policy.VirtualServer) Key {
 
 // translate turns a planned virtual server into its kernel form: NAT
 // destinations, the plan's scheduler and flags, and persistence.
-func translate(svc policy.ServiceKey, vs *policy.VirtualServer) (*wanted, error) {
+func translate(svc policy.ServiceKey, vs *policy.VirtualServer) (*desiredVS, error) {
 	k := keyOf(vs)
 	if !k.Address.IsValid() {
 		return nil, fmt.Errorf("virtual server %s: invalid address", k)
@@ -55,7 +55,7 @@ func translate(svc policy.ServiceKey, vs *policy.VirtualServer) (*wanted, error)
 		// plan without one is a bug, not something to decide here.
 		return nil, fmt.Errorf("virtual server %s: the plan names no scheduler", k)
 	}
-	w := &wanted{svc: svc, bound: vs.Bound(), vs: VirtualServer{Key: k, Scheduler: vs.Scheduler}}
+	w := &desiredVS{svc: svc, bound: vs.Bound(), vs: VirtualServer{Key: k, Scheduler: vs.Scheduler}}
 	for _, f := range vs.SchedulerFlags {
 		bit, ok := schedulerFlags[f]
 		if !ok {
@@ -82,7 +82,7 @@ func translate(svc policy.ServiceKey, vs *policy.VirtualServer) (*wanted, error)
 // binds reports whether the virtual server's address belongs on the dummy
 // interface: every kind but NodePort and an external address that is a
 // node's, which sit on node addresses (policy decides).
-func (w *wanted) binds() bool { return w.bound }
+func (w *desiredVS) binds() bool { return w.bound }
 
 // hostPrefix is the /32 or /128 of an address.
 func hostPrefix(a netip.Addr) netip.Prefix { return netip.PrefixFrom(a, a.BitLen()) }
@@ -99,15 +99,15 @@ func gracefulTermination(p policy.Protocol) bool { return p == policy.ProtocolTC
 // the service cannot have (a *ServiceError): untranslatable, or claimed
 // by another service first (the first claim keeps it).
 func (w *Writer) setDesired(svc policy.ServiceKey, vss []policy.VirtualServer) (touched []Key, addrs []netip.Addr, errs []error) {
-	for _, k := range w.owned[svc] {
-		if x := w.want[k]; x != nil && x.binds() {
+	for _, k := range w.claimed[svc] {
+		if x := w.desired[k]; x != nil && x.binds() {
 			addrs = append(addrs, k.Address)
 		}
 		w.release(k)
 		touched = append(touched, k)
 	}
-	delete(w.owned, svc)
-	delete(w.desired, svc)
+	delete(w.claimed, svc)
+	delete(w.retryPlans, svc)
 	if len(vss) == 0 {
 		return touched, addrs, nil
 	}
@@ -119,7 +119,7 @@ func (w *Writer) setDesired(svc policy.ServiceKey, vss []policy.VirtualServer) (
 			continue
 		}
 		k := x.vs.Key
-		if o := w.want[k]; o != nil {
+		if o := w.desired[k]; o != nil {
 			if o.svc == svc {
 				errs = append(errs, serviceError(svc, ReasonInvalid, fmt.Errorf("virtual server %s: listed twice by service %s", k, svc)))
 			} else {
@@ -136,27 +136,27 @@ func (w *Writer) setDesired(svc policy.ServiceKey, vss []policy.VirtualServer) (
 		}
 	}
 	if len(keys) > 0 {
-		w.owned[svc] = keys
+		w.claimed[svc] = keys
 	}
 	if len(errs) > 0 {
-		w.desired[svc] = vss // retried whole (batch.retry)
+		w.retryPlans[svc] = vss // retried whole (batch.retry)
 	}
 	return touched, addrs, errs
 }
 
-func (w *Writer) claim(k Key, x *wanted) {
-	w.want[k] = x
+func (w *Writer) claim(k Key, x *desiredVS) {
+	w.desired[k] = x
 	if x.binds() {
 		w.addrRefs[k.Address]++
 	}
 }
 
 func (w *Writer) release(k Key) {
-	x := w.want[k]
+	x := w.desired[k]
 	if x == nil {
 		return
 	}
-	delete(w.want, k)
+	delete(w.desired, k)
 	if x.binds() {
 		decrement(w.addrRefs, k.Address)
 	}

@@ -18,7 +18,7 @@ import (
 func (w *Writer) start(full bool) error {
 	if !w.started {
 		if err := w.readKernel(); err != nil {
-			w.full = true
+			w.needsResync = true
 			return err
 		}
 		w.started = true
@@ -26,7 +26,7 @@ func (w *Writer) start(full bool) error {
 	var errs []error
 	if !w.linkExists {
 		if err := w.addLink(); err != nil {
-			w.full = true
+			w.needsResync = true
 			errs = append(errs, err)
 		}
 	}
@@ -89,13 +89,13 @@ func (w *Writer) drifted() error {
 		return fmt.Errorf("list virtual servers: %w", err)
 	}
 	ours := 0
-	for k := range w.want {
+	for k := range w.desired {
 		if w.mirror[k] != nil {
 			ours++
 		}
 	}
 	for _, vs := range vss {
-		if w.want[vs.Key] != nil && w.mirror[vs.Key] != nil {
+		if w.desired[vs.Key] != nil && w.mirror[vs.Key] != nil {
 			ours--
 		}
 	}

@@ -58,23 +58,25 @@ type Writer struct {
 	ct      Conntrack
 	sysctls Sysctls
 
-	started   bool // the kernel has been read
-	tuned     bool // sysctls and timeouts applied
-	tuneTried bool
-	full      bool // a failure asks for a Resync
+	started     bool // the kernel has been read
+	tuned       bool // sysctls and timeouts applied
+	tuneTried   bool
+	needsResync bool // a failure asks for a Resync
 
 	mirror     map[Key]*actual
 	bound      map[netip.Addr]netip.Prefix // addresses on the dummy interface
 	linkExists bool
 	linkIndex  int // the dummy interface's index, when linkExists
 
-	// desired holds the planned virtual servers of the services that
-	// could not have all of them (untranslatable, or claimed by another
-	// service), to translate them again at their retry; other services
-	// are retried from want.
-	desired map[policy.ServiceKey][]policy.VirtualServer
-	owned   map[policy.ServiceKey][]Key
-	want    map[Key]*wanted
+	// desired is the desired state: each planned virtual server in
+	// kernel form (desired.go). claimed lists the virtual servers each
+	// service claims. retryPlans holds the planned virtual servers of the
+	// services that could not have all of them (untranslatable, or
+	// claimed by another service), to translate them again at their
+	// retry; other services are retried from desired.
+	desired    map[Key]*desiredVS
+	claimed    map[policy.ServiceKey][]Key
+	retryPlans map[policy.ServiceKey][]policy.VirtualServer
 	// driftCheckedAt is when Check last dumped the virtual servers.
 	driftCheckedAt time.Time
 	// destCursor is where Check's turn of destination reads is.
@@ -93,7 +95,7 @@ type Writer struct {
 type actual struct {
 	vs    VirtualServer
 	dests destList
-	// shared: dests is the wanted virtual server's list (equal to it at
+	// shared: dests is the desired virtual server's list (equal to it at
 	// the end of a batch; Writer.share), which put and remove copy before
 	// they change it.
 	shared bool
@@ -131,9 +133,9 @@ func New(cfg Config, k Kernel, l Links, ct Conntrack, sys Sysctls) *Writer {
 }
 
 func (w *Writer) resetDesired() {
-	w.desired = map[policy.ServiceKey][]policy.VirtualServer{}
-	w.owned = map[policy.ServiceKey][]Key{}
-	w.want = map[Key]*wanted{}
+	w.retryPlans = map[policy.ServiceKey][]policy.VirtualServer{}
+	w.claimed = map[policy.ServiceKey][]Key{}
+	w.desired = map[Key]*desiredVS{}
 	w.addrRefs = map[netip.Addr]int{}
 }
 
@@ -162,7 +164,7 @@ func (w *Writer) Apply(changes []policy.ServicePlan) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if err := w.linkChanged(); err != nil {
-		w.full = true
+		w.needsResync = true
 		return err
 	}
 	now := w.cfg.Now()
@@ -215,7 +217,7 @@ func (w *Writer) Resync(plan policy.Plan) error {
 	defer w.mu.Unlock()
 	w.repair = nil
 	var errs []error
-	w.started, w.full = false, false
+	w.started, w.needsResync = false, false
 	if err := w.start(true); err != nil {
 		if !w.started {
 			return err
@@ -236,7 +238,7 @@ func (w *Writer) Resync(plan policy.Plan) error {
 	}
 	b.plan()
 	keys := slices.Collect(maps.Keys(w.mirror))
-	for k := range w.want {
+	for k := range w.desired {
 		if w.mirror[k] == nil {
 			keys = append(keys, k)
 		}
@@ -270,7 +272,7 @@ func (w *Writer) AdoptRecorded(keys []Key) {
 
 // forget drops all state but the op counts: the next call starts afresh.
 func (w *Writer) forget() {
-	w.started, w.tuned, w.tuneTried, w.full = false, false, false, false
+	w.started, w.tuned, w.tuneTried, w.needsResync = false, false, false, false
 	w.resetDesired()
 	w.resetMirror()
 	w.draining = map[Key]map[netip.AddrPort]time.Time{}
@@ -308,7 +310,7 @@ func (w *Writer) Draining() int {
 func (w *Writer) NeedsResync() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.full
+	return w.needsResync
 }
 
 // driftCheckInterval spaces Check's dumps of the virtual servers and
@@ -332,7 +334,7 @@ const driftCheckInterval = time.Second
 func (w *Writer) Check() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.full || !w.started {
+	if w.needsResync || !w.started {
 		return nil // a Resync is due and re-reads everything anyway
 	}
 	err := w.linkChanged()
@@ -344,7 +346,7 @@ func (w *Writer) Check() error {
 		}
 	}
 	if err != nil {
-		w.full = true
+		w.needsResync = true
 	}
 	return err
 }
@@ -400,7 +402,7 @@ func (w *Writer) owns(k Key) bool {
 	if _, ok := w.bound[k.Address]; ok {
 		return true
 	}
-	if x := w.want[k]; x != nil {
+	if x := w.desired[k]; x != nil {
 		return true // planned by this exact key
 	}
 	a := w.mirror[k]
