@@ -22,8 +22,9 @@
 // on Config.ExcludeCIDRs, which are never deleted.
 //
 // The kernel is seen through four small interfaces (Kernel, Links,
-// Conntrack, Sysctls), with real adapters in *_linux.go files
-// (github.com/moby/ipvs, github.com/vishvananda/netlink, /proc/sys) and
+// Conntrack, and sysctl.Files, the seam package conntrack uses too),
+// with real adapters in *_linux.go files (github.com/moby/ipvs,
+// github.com/vishvananda/netlink) and in package internal/sysctl, and
 // kernel-faithful fakes in fake.go for tests of this package and of its
 // callers. One read is not moby's: a virtual server's destinations are
 // listed by destReader (destdump.go), the same request on a blocking

@@ -1,6 +1,10 @@
 package ipvs
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/sysctl"
+)
 
 // NewLinux returns a Writer over the running kernel: IPVS through
 // github.com/moby/ipvs (which runs `modprobe -va ip_vs` once per process
@@ -9,7 +13,7 @@ import "fmt"
 // through github.com/vishvananda/netlink, sysctls through /proc/sys.
 func NewLinux(cfg Config) (*Writer, error) {
 	if cfg.KernelRelease == "" {
-		rel, err := (procSysctls{}).Get("kernel/osrelease")
+		rel, err := (sysctl.Host{}).Read(sysctl.Path("kernel/osrelease"))
 		if err != nil {
 			return nil, fmt.Errorf("read the kernel release: %w", err)
 		}
@@ -34,7 +38,7 @@ func NewLinux(cfg Config) (*Writer, error) {
 // wires into its Writer: the IPVS handle, the links' rtnetlink handle,
 // conntrack and /proc/sys. Tests of the kernel hold them to the fakes'
 // contract. close releases the handles.
-func NewLinuxAdapters() (k Kernel, l Links, ct Conntrack, sys Sysctls, close func(), err error) {
+func NewLinuxAdapters() (k Kernel, l Links, ct Conntrack, sys sysctl.Files, close func(), err error) {
 	links, err := newNetlinkLinks()
 	if err != nil {
 		return nil, nil, nil, nil, nil, err
@@ -44,5 +48,5 @@ func NewLinuxAdapters() (k Kernel, l Links, ct Conntrack, sys Sysctls, close fun
 		links.Close()
 		return nil, nil, nil, nil, nil, err
 	}
-	return h, links, netlinkConntrack{}, procSysctls{}, func() { h.Close(); links.Close() }, nil
+	return h, links, netlinkConntrack{}, sysctl.Host{}, func() { h.Close(); links.Close() }, nil
 }

@@ -174,10 +174,3 @@ type Conntrack interface {
 	// endpoint a flow was sent to) and returns how many it deleted.
 	DeleteUDP(ep netip.AddrPort) (int, error)
 }
-
-// Sysctls reads and writes /proc/sys keys such as "net/ipv4/ip_forward".
-// A missing key is ENOENT.
-type Sysctls interface {
-	Get(key string) (string, error)
-	Set(key, value string) error
-}

@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/sysctl"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 )
 
@@ -56,7 +57,7 @@ type Writer struct {
 	kernel  Kernel
 	links   Links
 	ct      Conntrack
-	sysctls Sysctls
+	sysctls sysctl.Files // /proc/sys, for the keys of sysctlList
 
 	started     bool // the kernel has been read
 	tuned       bool // sysctls and timeouts applied
@@ -113,7 +114,7 @@ type retry struct {
 }
 
 // New returns a Writer over the given kernel handles (fakes in tests).
-func New(cfg Config, k Kernel, l Links, ct Conntrack, sys Sysctls) *Writer {
+func New(cfg Config, k Kernel, l Links, ct Conntrack, sys sysctl.Files) *Writer {
 	if cfg.Interface == "" {
 		cfg.Interface = DefaultInterface
 	}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/conntrack"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/health"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/sysctl"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/metrics"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxier"
@@ -249,7 +250,7 @@ const (
 // sync: until then setConntrack retries in the background (in wg).
 func setConntrack(ctx context.Context, s conntrack.Settings, wg *sync.WaitGroup) error {
 	logger := klog.FromContext(ctx)
-	err := conntrack.Apply(logger, conntrack.Host{}, s)
+	err := conntrack.Apply(logger, sysctl.Host{}, s)
 	if !errors.Is(err, conntrack.ErrNotLoaded) {
 		if err != nil {
 			return fmt.Errorf("set the conntrack sysctls from the configuration: %w", err)
@@ -267,7 +268,7 @@ func setConntrack(ctx context.Context, s conntrack.Settings, wg *sync.WaitGroup)
 				return
 			case <-t.C:
 			}
-			err := conntrack.Apply(logger, conntrack.Host{}, s)
+			err := conntrack.Apply(logger, sysctl.Host{}, s)
 			if err == nil {
 				return
 			}
