@@ -14,6 +14,7 @@ import (
 	"github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
 	"github.com/google/nftables/expr"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testsupport/nftdump"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/nft"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 	"golang.org/x/sys/unix"
@@ -49,7 +50,7 @@ func newConn(t *testing.T) *nftables.Conn {
 // kernelDump reads our table back from the kernel.
 func kernelDump(t *testing.T, c *nftables.Conn) string {
 	t.Helper()
-	d, err := nft.DumpTable(c, nftables.TableFamilyINet, nft.TableName)
+	d, err := nftdump.DumpTable(c, nftables.TableFamilyINet, nft.TableName)
 	if err != nil {
 		t.Fatalf("DumpTable: %v", err)
 	}
@@ -246,7 +247,7 @@ func TestForeignTableSurvives(t *testing.T) {
 	c := newConn(t)
 	foreign := addForeignTable(t, c)
 	dumpForeign := func() string {
-		d, err := nft.DumpTable(c, nftables.TableFamilyINet, "foreign")
+		d, err := nftdump.DumpTable(c, nftables.TableFamilyINet, "foreign")
 		if err != nil {
 			t.Fatalf("DumpTable foreign: %v", err)
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -123,26 +124,31 @@ func list(t *testing.T, tags string) []pkg {
 			t.Fatalf("decode go list: %v", err)
 		}
 		pkgs = append(pkgs, p)
-		touch(t, p.Dir)
 	}
+	touchModule(t, cmd.Dir)
 	return pkgs
 }
 
-// touch stats the Go files of dir, so that go test's cache, which knows
-// only the files the test itself reads, reruns the test when one changes
-// (go list reads them in a process of its own).
-func touch(t *testing.T, dir string) {
+// touchModule stats every Go file of the module, so that go test's
+// cache, which knows only the files the test itself reads, reruns the
+// test when one changes, appears or goes (go list reads them in a
+// process of its own).
+func touchModule(t *testing.T, root string) {
 	t.Helper()
-	entries, err := os.ReadDir(dir)
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && path != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() && strings.HasSuffix(d.Name(), ".go") {
+			_, err = os.Stat(path)
+		}
+		return err
+	})
 	if err != nil {
 		t.Fatal(err)
-	}
-	for _, e := range entries {
-		if strings.HasSuffix(e.Name(), ".go") {
-			if _, err := os.Stat(filepath.Join(dir, e.Name())); err != nil {
-				t.Fatal(err)
-			}
-		}
 	}
 }
 
