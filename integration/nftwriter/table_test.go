@@ -315,7 +315,7 @@ func TestResyncAtomic(t *testing.T) {
 		t.Fatalf("AddGenerationalMonitor: %v", err)
 	}
 	defer mon.Close()
-	if err := w.Rebuild(plan); err != nil {
+	if err := rebuildTable(plan); err != nil {
 		t.Fatalf("Rebuild: %v", err)
 	}
 	var gens []*nftables.MonitorEvents
@@ -352,7 +352,7 @@ collect:
 }
 
 // TestResyncReaderSeesWholeTable polls a set while the table is replaced
-// again and again (Rebuild, Resync's fallback): the reader never finds it
+// again and again (rebuild, Resync's fallback): the reader never finds it
 // missing or partly filled.
 func TestResyncReaderSeesWholeTable(t *testing.T) {
 	w := newWriter(t)
@@ -396,7 +396,7 @@ func TestResyncReaderSeesWholeTable(t *testing.T) {
 		}
 	}()
 	for i := range 20 {
-		if err := w.Rebuild(plan); err != nil {
+		if err := rebuildTable(plan); err != nil {
 			close(stop)
 			t.Fatalf("Rebuild %d: %v", i, err)
 		}
