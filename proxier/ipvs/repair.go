@@ -228,22 +228,6 @@ func (w *Writer) RepairStep(budget time.Duration, stop func() bool) (done bool, 
 	return false, errors.Join(b.errs...)
 }
 
-// Repair makes a whole Repair at once: StartRepair, then RepairStep until
-// done.
-func (w *Writer) Repair() error {
-	errs := []error{w.StartRepair()}
-	if errs[0] != nil && w.NeedsResync() {
-		return errs[0]
-	}
-	for {
-		done, err := w.RepairStep(time.Hour, nil)
-		errs = append(errs, err)
-		if done {
-			return errors.Join(errs...)
-		}
-	}
-}
-
 // stopped reports whether a slice's stop asks it to end (nil: never).
 func stopped(stop func() bool) bool { return stop != nil && stop() }
 
