@@ -20,14 +20,16 @@ const (
 	Backoff  = 10 * time.Millisecond
 )
 
-// sleep is time.Sleep; tests replace it.
-var sleep = time.Sleep
-
 // Redo runs dump until it returns anything but an interrupted dump, at
 // most Attempts times, and returns that. When every attempt was
 // interrupted it returns the zero T and an error wrapping
 // netlink.ErrDumpInterrupted.
 func Redo[T any](dump func() (T, error)) (T, error) {
+	return redo(dump, time.Sleep)
+}
+
+// redo is Redo, with sleep waiting before each attempt.
+func redo[T any](dump func() (T, error), sleep func(time.Duration)) (T, error) {
 	var err error
 	for k := range Attempts {
 		sleep(time.Duration(k) * Backoff)
