@@ -63,7 +63,7 @@ func Watch(ctx context.Context, o *Options, open DataPlaneOpener, stdout io.Writ
 	}
 	o.logDetectLocal(logger)
 	if o.Config.DetectLocalMode == localModeNodeCIDR {
-		if rc, err = o.useNodeCIDRs(ctx, cs); err != nil {
+		if rc, err = o.useNodeCIDRs(ctx, cs, podCIDRPoll); err != nil {
 			if ctx.Err() != nil && errors.Is(err, context.Canceled) {
 				return nil // stopped while waiting
 			}
