@@ -80,7 +80,7 @@ bench-vm:
 	VMLAB_EXTRA_TREE=.cache/vmlab/tools VMLAB_MEM=2048 VMLAB_TIMEOUT=3000 \
 		hack/vmlab/run.sh ./integration/bench/ -- -test.run '^$$' -test.bench . -test.benchtime 1x -test.v
 
-# The proxy at scale (issue 11): the working tree's binary in the VM
+# The proxy at scale: the working tree's binary in the VM
 # against an apiserver holding SERVICES services × 10 endpoints; cold
 # start, idle, endpoint and service churn, memory, restart, --cleanup.
 # BASE=<git rev or binary> measures that proxy too, in the same boot;

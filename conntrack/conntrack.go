@@ -4,13 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"runtime"
 	"strconv"
 	"strings"
 	"time"
 
 	"k8s.io/klog/v2"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/sysctl"
 )
 
 // The files Apply writes: netfilter's sysctls (per network namespace;
@@ -56,30 +57,10 @@ func MaxFor(maxPerCore, floor int32, cpus int) int {
 	return int(floor)
 }
 
-// Files reads and writes the one-line integer files Apply uses.
-type Files interface {
-	Read(path string) (string, error)
-	Write(path, value string) error
-}
-
-// Host is Files on the running kernel's /proc and /sys.
-type Host struct{}
-
-// Read returns path's content without surrounding white space.
-func (Host) Read(path string) (string, error) {
-	b, err := os.ReadFile(path)
-	return strings.TrimSpace(string(b)), err
-}
-
-// Write writes value to path, which must exist.
-func (Host) Write(path, value string) error {
-	return os.WriteFile(path, []byte(value), 0o644)
-}
-
 // CPUs counts the online CPUs from /sys (the machine's, not the
 // process's cpuset, as kube-proxy counts them), or runtime.NumCPU when
 // that file cannot be read.
-func CPUs(f Files) int {
+func CPUs(f sysctl.Files) int {
 	s, err := f.Read(cpusOnline)
 	if err != nil {
 		return runtime.NumCPU()
@@ -120,7 +101,7 @@ var ErrNotLoaded = errors.New("nf_conntrack is not loaded (no " + sysctlDir + "n
 
 // Apply sets every sysctl of s that differs from the kernel's, logging
 // each change. It stops at the first failure, which names the file.
-func Apply(logger klog.Logger, f Files, s Settings) error {
+func Apply(logger klog.Logger, f sysctl.Files, s Settings) error {
 	if _, err := f.Read(sysctlDir + "nf_conntrack_max"); errors.Is(err, fs.ErrNotExist) {
 		return ErrNotLoaded
 	}
@@ -155,7 +136,7 @@ func Apply(logger klog.Logger, f Files, s Settings) error {
 }
 
 // set writes value to path unless it holds it already.
-func set(logger klog.Logger, f Files, path string, value int) error {
+func set(logger klog.Logger, f sysctl.Files, path string, value int) error {
 	if cur, err := f.Read(path); err == nil && cur == strconv.Itoa(value) {
 		return nil
 	}
@@ -168,7 +149,7 @@ func set(logger klog.Logger, f Files, path string, value int) error {
 
 // growHashsize makes the conntrack hash table at least size buckets; it
 // never shrinks it.
-func growHashsize(logger klog.Logger, f Files, size int) error {
+func growHashsize(logger klog.Logger, f sysctl.Files, size int) error {
 	s, err := f.Read(hashsizeFile)
 	if err != nil {
 		return fmt.Errorf("read %s: %w", hashsizeFile, err)

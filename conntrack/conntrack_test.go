@@ -11,7 +11,7 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// fakeFiles is Files over a map; a missing key is fs.ErrNotExist, and a
+// fakeFiles is sysctl.Files over a map; a missing key is fs.ErrNotExist, and a
 // write to one is refused as the kernel refuses it.
 type fakeFiles struct {
 	m      map[string]string

@@ -8,8 +8,9 @@
 // suite checks the CLOSE_WAIT timeout.
 //
 // Each value is written only when it differs from the kernel's, so a
-// restart changes nothing. The files are reached through the small Files
-// interface: the real one is /proc/sys and /sys, a map in tests.
+// restart changes nothing. The files are reached through sysctl.Files
+// (package internal/sysctl, the IPVS writer's seam too): the real one
+// is /proc/sys and /sys, a map in tests.
 //
 // conntrack decides nothing about services and knows nothing of the
 // plan, the writers or the API.

@@ -18,7 +18,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/httpserve/httpservetest"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testsupport/httpservetest"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 )
 

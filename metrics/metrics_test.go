@@ -15,7 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/health"
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/golden"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testsupport/golden"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 )
 

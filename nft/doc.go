@@ -13,9 +13,9 @@
 // Resync reads the table back and sends only the drift from the plan in
 // one atomic batch, or, the first time, after a failure, or when the table
 // is missing or structurally different, replaces the whole table in one
-// atomic batch (Rebuild); Repair does the same against what was last
-// programmed, without a plan, also set by set (StartRepair, RepairStep) so
-// that Applies run between slices; Apply adds and deletes the elements of
+// atomic batch; the repair (StartRepair, RepairStep) does the same
+// against what was last programmed, without a plan, set by set so that
+// Applies run between slices; Apply adds and deletes the elements of
 // changed services only, refcounting elements that several services
 // share, in one batch; Render prints the table for a plan
 // without I/O (--dry-run, golden tests). ForeignEdits and

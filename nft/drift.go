@@ -1,6 +1,7 @@
 package nft
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -8,6 +9,8 @@ import (
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
+	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
 )
 
 // errNotOurs marks a table that is not the one we write: rebuild it.
@@ -229,4 +232,27 @@ func verdictOf(v *expr.Verdict) verdict {
 		return dropVerdict
 	}
 	return unknownVerdict
+}
+
+// decodeVerdict parses a verdict map element's data, which google/nftables
+// v0.3.0 returns as the raw NFTA_VERDICT_* attributes in Val.
+func decodeVerdict(b []byte) *expr.Verdict {
+	ad, err := netlink.NewAttributeDecoder(b)
+	if err != nil {
+		return nil
+	}
+	ad.ByteOrder = binary.BigEndian
+	v := &expr.Verdict{}
+	for ad.Next() {
+		switch ad.Type() {
+		case unix.NFTA_VERDICT_CODE:
+			v.Kind = expr.VerdictKind(int32(ad.Uint32()))
+		case unix.NFTA_VERDICT_CHAIN:
+			v.Chain = ad.String()
+		}
+	}
+	if ad.Err() != nil {
+		return nil
+	}
+	return v
 }

@@ -15,8 +15,8 @@ import (
 //
 // A set element has no value, so a count of its holders is all it needs;
 // only map elements list their holders, whose order decides the value
-// installed. At 10,000 services the sets hold tens of thousands of
-// elements, and a list for each cost about 90 bytes more an element
+// installed. On a large node the sets hold tens of thousands of
+// elements, and a list for each would cost memory per element
 // (BENCHMARKS.md, memory).
 type mirror struct {
 	services map[policy.ServiceKey][]contribution

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/golden"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testsupport/golden"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 )
 

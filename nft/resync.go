@@ -8,11 +8,11 @@ import (
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 )
 
-// ResyncStats says what the last Resync, Rebuild or Repair did.
+// ResyncStats says what the last Resync or Repair did.
 type ResyncStats struct {
 	// Rebuilt: the table was replaced in one batch; Reason says why (the
 	// first Resync, a failure before, a table missing or not the one we
-	// write, a failed read or drift batch, or Rebuild).
+	// write, a failed read or drift batch).
 	Rebuilt bool
 	Reason  string
 	// Read is the number of elements read from the kernel by the drift
@@ -23,7 +23,7 @@ type ResyncStats struct {
 	Added, Deleted int
 }
 
-// LastResync returns what the last Resync, Rebuild or Repair did.
+// LastResync returns what the last Resync or Repair did.
 func (w *Writer) LastResync() ResyncStats { return w.last }
 
 // Resync makes the table match plan, and the writer's mirror the plan.
@@ -35,9 +35,10 @@ func (w *Writer) LastResync() ResyncStats { return w.last }
 // differ from the plan, deletes before adds, in one atomic batch; with
 // nothing changed it sends nothing. Otherwise (the first Resync, after a
 // failure or a Cleanup, a table missing or structurally different, a
-// failed read or a refused drift batch) it replaces the whole table as
-// Rebuild does. Either way traffic never sees a half-written table: each
-// batch is atomic. LastResync tells which path was taken. A Repair in
+// failed read or a refused drift batch) it replaces the whole table in
+// one batch that deletes and re-creates it with its chains, sets,
+// elements and rules. Either way traffic never sees a half-written
+// table: each batch is atomic. LastResync tells which path was taken. A Repair in
 // progress (StartRepair) is abandoned.
 func (w *Writer) Resync(plan policy.Plan) error {
 	w.cursor = nil
@@ -46,32 +47,6 @@ func (w *Writer) Resync(plan policy.Plan) error {
 		return fmt.Errorf("resync table inet %s: %w", TableName, err)
 	}
 	return w.reconcile(mirrorOf(plan))
-}
-
-// Repair is Resync of what the writer last programmed (the last Resync's
-// plan with the Applies since), without a plan: it repairs drift, such as
-// an element deleted by hand, in place, and rebuilds the table when it is
-// missing or structurally different. Before the first Resync and after a
-// failure it changes nothing and returns ErrNeedsResync: the caller must
-// Resync the plan.
-func (w *Writer) Repair() error {
-	w.cursor = nil
-	if w.needsResync {
-		return ErrNeedsResync
-	}
-	return w.reconcile(w.mirror)
-}
-
-// Rebuild atomically replaces the table with the one plan needs, whatever
-// the kernel holds: one batch that adds, deletes and re-creates the table
-// with its chains, sets, elements and rules. Resync falls back to it.
-func (w *Writer) Rebuild(plan policy.Plan) error {
-	w.cursor = nil
-	if err := w.cfg.Validate(); err != nil {
-		w.needsResync = true
-		return fmt.Errorf("rebuild table inet %s: %w", TableName, err)
-	}
-	return w.rebuild(mirrorOf(plan), ResyncStats{Reason: "rebuild asked"})
 }
 
 // reconcile brings the table to m by a drift repair when the mirror is

@@ -9,7 +9,7 @@ import (
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/golden"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testsupport/golden"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 	"golang.org/x/sys/unix"
 )

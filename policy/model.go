@@ -102,15 +102,13 @@ type Endpoint struct {
 	// Place is the endpoint's node and zone, nil when it has neither.
 	// Endpoints on the same node and zone may share one Place: the
 	// engine never modifies it. A pointer, not two strings, because the
-	// endpoints of a cluster run on a few hundred nodes in a few zones
-	// and there are 100,000 at 10,000 services (48 bytes an endpoint
-	// instead of 72; BENCHMARKS.md, memory).
+	// endpoints of a cluster run on a few nodes in a few zones while
+	// there are many endpoints (BENCHMARKS.md, memory).
 	Place *Place
 	// Hints are the endpoint's topology hints, nil when it has none.
 	// Endpoints with equal hints may share one Hints: the engine never
 	// modifies them. A pointer, not two slices, because most endpoints
-	// have none and there are 100,000 at 10,000 services (8 bytes an
-	// endpoint instead of 48; BENCHMARKS.md, memory).
+	// have none (BENCHMARKS.md, memory).
 	Hints *Hints
 }
 

@@ -51,15 +51,18 @@ func (c DataPlaneConfig) nftConfig() nft.Config {
 }
 
 // kernelWriter is the one contract of both kernel writers, nft.Writer
-// and ipvs.Writer, which the DataPlane holds alike: the loop's own
-// (DataPlaneWriter: Apply, Resync, NeedsResync), the sliced repair
-// (DataPlaneRepair), a cheap check that the writer's kernel object still
-// exists, and Cleanup. Each writer adds only what is its alone: the
-// nftables table's record of the NodePort virtual servers, which the IPVS
-// writer adopts; the IPVS writer's per-service retries and drains.
+// and ipvs.Writer, which the DataPlane holds alike: Apply, Resync and
+// NeedsResync as DataPlaneWriter's, the sliced repair, a cheap check that
+// the writer's kernel object still exists, and Cleanup. Each writer adds
+// only what is its alone: the nftables table's record of the NodePort
+// virtual servers, which the IPVS writer adopts; the IPVS writer's
+// per-service retries and drains.
 type kernelWriter interface {
-	DataPlaneWriter
-	DataPlaneRepair
+	Apply(changes []policy.ServicePlan) error
+	Resync(plan policy.Plan) error
+	NeedsResync() bool
+	StartRepair() error
+	RepairStep(budget time.Duration, stop func() bool) (done bool, err error)
 	// Check verifies cheaply that the writer's kernel object (the table,
 	// the dummy interface) still exists.
 	Check() error
@@ -97,25 +100,6 @@ var (
 	_ nftWriter  = (*nft.Writer)(nil)
 	_ ipvsWriter = (*ipvs.Writer)(nil)
 )
-
-// DataPlaneRepair is optionally implemented by a DataPlaneWriter that can
-// repair drift against what it last programmed (the last Resync's plan
-// with the Applies since) without a plan, in slices between which the
-// caller may Apply changes. *DataPlane implements it. The loop's periodic
-// resync uses it when it can; without it, the periodic resync is a
-// Resync of the whole plan.
-type DataPlaneRepair interface {
-	// StartRepair begins a Repair; it fails, changing nothing, when a
-	// Resync is due (NeedsResync, or no Resync yet).
-	StartRepair() error
-	// RepairStep does the next slice, for about budget or until stop
-	// (consulted between the slice's units; nil: never) reports true, and
-	// reports done after the last one or an error. Its errors are
-	// Apply's: failures confined to one service are in ServiceFailures
-	// (accumulated over the Repair and the Applies between its slices),
-	// any other one ends the Repair and makes NeedsResync true.
-	RepairStep(budget time.Duration, stop func() bool) (done bool, err error)
-}
 
 // errResyncDue is StartRepair's answer when only a Resync will do.
 var errResyncDue = errors.New("a full resync is due")
@@ -264,7 +248,7 @@ func (d *DataPlane) Resync(plan policy.Plan) error {
 }
 
 // StartRepair begins a Repair of both writers against what they last
-// programmed, without a plan (see DataPlaneRepair): the nftables table,
+// programmed, without a plan (see DataPlaneWriter.StartRepair): the nftables table,
 // set by set, then IPVS: one services dump and the addresses, then the
 // virtual servers' destinations, slice by slice. Before the first Resync,
 // or when one is due, it changes nothing and returns an error.

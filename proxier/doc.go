@@ -1,46 +1,68 @@
 // Package proxier is the node agent's control loop and data plane
 // composition. Proxier (loop.go) watches Services, discovery/v1
-// EndpointSlices and this node's Node, plus a metadata-only informer over
-// all Nodes while some Service uses kube-ipvs-proxy.io/topology-keys
-// (nodes.go). Handlers convert objects with package kubeapi into one
-// policy.Engine and mark only the services they affect (tracker.go). A
-// bounded-frequency runner (runner.go) syncs at most once per
-// MinSyncPeriod and at least once per SyncPeriod: a sync recomputes the
-// dirty services and applies those whose virtual servers changed, or
-// resyncs the whole plan first, after a failure or when the writer asks
-// (sync.go). The periodic resync repairs kernel drift against what was
-// last programmed, without recomputing the plan, in slices between which
-// queued changes are applied, so none waits behind it (repair.go). Faults stay where they happen (faults.go): a
-// failure confined to one service is counted, logged, put as an Event on
-// the Service and retried with that service's backoff while the sync
-// succeeds; a failed sync is retried with backoff from 1 s; while idle
-// the loop checks cheaply that our kernel objects still exist and
-// resyncs at once if not. Events on invalid annotations: events.go; the
-// seams to the data plane, metrics and health: seams.go.
+// EndpointSlices and this node's Node (informers.go, whose transform
+// converts each object once with package kubeapi), plus a metadata-only
+// informer over all Nodes while some Service uses
+// kube-ipvs-proxy.io/topology-keys (nodes.go). Handlers feed the
+// converted objects into one policy.Engine and mark only the services
+// they affect (tracker.go). A bounded-frequency runner (runner.go) syncs
+// at most once per MinSyncPeriod and at least once per SyncPeriod: a sync
+// recomputes the dirty services and applies those whose virtual servers
+// changed, or resyncs the whole plan first, after a failure or when the
+// writer asks (sync.go). The periodic resync repairs kernel drift against
+// what was last programmed, without recomputing the plan, in slices
+// between which queued changes are applied, so none waits behind it
+// (repair.go). Faults stay where they happen (faults.go): a failure
+// confined to one service is counted, logged, put as an Event on the
+// Service and retried with that service's backoff while the sync
+// succeeds; a failed sync is retried with the runner's backoff from 1 s;
+// while idle the loop checks cheaply that our kernel objects still exist
+// and resyncs at once if not. Events on invalid annotations: events.go;
+// the seams to the data plane (one interface, DataPlaneWriter), metrics
+// and health: seams.go.
 //
-// DataPlane applies plans to the kernel through the IPVS writer (package
-// proxier/ipvs) and the nftables writer (package nft); it only orders the
-// calls and joins their errors.
+// DataPlane (dataplane.go) applies plans to the kernel through the IPVS
+// writer (package proxier/ipvs) and the nftables writer (package nft); it
+// only orders the calls and joins their errors.
 //
-// One Service, from the informer to the IPVS call, in eight files:
+// # One Service, from the informer to the IPVS call
 //
-//  1. proxier/informers.go: the informer's handler (onConvertedService)
-//     gets the Service already converted to a policy.Service by its
-//     transform (transform.go, package kubeapi) and
-//  2. proxier/tracker.go: applyService hands it to the engine
-//     (Engine.UpsertService) and marks it dirty; the runner calls
-//  3. proxier/sync.go: sync checks out the dirty services
-//     (tracker.checkout, which asks
-//  4. policy/engine.go: ComputeService, whose virtual servers and
-//     destinations policy/compute.go selects) and applies the services
-//     whose plan changed (syncState.update), through
-//  5. proxier/dataplane.go: DataPlane.Apply, the nftables writer first
+// Eight files. Each step names, in parentheses, the functions to read in
+// its file; calls into other packages (kubeapi, policy, nft) and into
+// helper files are named where they are made, and can be taken on trust
+// on a first reading. TestTraceMatchesTheCode checks every file and
+// function named here, and that each step's first function is used where
+// the step before says.
+//
+//  1. proxier/informers.go (Proxier.transform, Proxier.onConvertedService):
+//     the Services informer's transform converts each Service once into a
+//     policy.Service (kubeapi.Service, kubeapi/service.go), and the
+//     handler gets the converted Service;
+//  2. proxier/tracker.go (tracker.applyService): it hands the Service to
+//     the engine (Engine.UpsertService, policy/engine.go) and marks it
+//     dirty; Proxier.queued (loop.go) then asks the runner for a sync;
+//  3. proxier/runner.go (runner.Loop, runner.call): the runner calls its
+//     function, Proxier.syncOnce (set in loop.go), at most once per
+//     MinSyncPeriod and at least once per SyncPeriod;
+//  4. proxier/sync.go (Proxier.syncOnce, Proxier.sync): the sync checks
+//     out the dirty services (tracker.checkout, which recomputes them with
+//     Engine.ComputeService: policy/engine.go, policy/compute.go), keeps
+//     those whose virtual servers changed (syncState.update) and passes
+//     them to
+//  5. proxier/dataplane.go (DataPlane.Apply): the nftables writer first
 //     (nft/writer.go), then
-//  6. proxier/ipvs/writer.go: Writer.Apply, which builds
-//  7. proxier/ipvs/batch.go: a batch: the service's plan translated into
-//     kernel form, claimed, diffed against the mirror and run as ordered
-//     steps, each a call of the Kernel interface, which
-//  8. proxier/ipvs/kernel_linux.go turns into netlink (github.com/moby/ipvs).
+//  6. proxier/ipvs/writer.go (Writer.Apply): the IPVS writer, which
+//     builds one batch for the changes;
+//  7. proxier/ipvs/batch.go (batch.service, batch.plan, batch.run): each
+//     service's plan is translated into kernel form and claimed
+//     (Writer.setDesired, proxier/ipvs/desired.go), diffed against the
+//     mirror of the kernel into ordered steps (add, update, prune) and
+//     run phase by phase, each phase's changes in one Kernel.Write, which
+//     on Linux is
+//  8. proxier/ipvs/batchwrite_linux.go (mobyKernel.Write, opWriter.write):
+//     the changes encoded as IPVS generic netlink requests
+//     (proxier/ipvs/ipvsmsg.go) and sent in as few sendmsg calls as the
+//     socket buffers allow.
 //
 // A full resync takes the same path with every service (Resync and
 // Plan.ByService for Apply). Both writers meet one contract, kernelWriter

@@ -17,7 +17,7 @@ import (
 // plane unknown fail the sync: it is then retried with backoff (runner),
 // as a full resync, at once when the failed sync was incremental. Between
 // syncs the runner probes cheaply that our kernel objects still exist
-// (DataPlaneFaults.Check), and a missing one triggers a full resync at
+// (DataPlaneWriter.Check), and a missing one triggers a full resync at
 // once.
 
 // ReasonSyncFailed is the reason of the Warning Events emitted on a
@@ -28,54 +28,10 @@ const ReasonSyncFailed = "FailedToProgram"
 // our kernel objects still exist.
 const DefaultProbeInterval = 500 * time.Millisecond
 
-// retryInitial is the first retry delay after a failed sync; it doubles
-// up to the sync period.
-const retryInitial = time.Second
-
-// syncOnce is the runner's function: a sync, then when to sync again
-// regardless of changes: at once after a failed incremental sync (the
-// data plane asks for a full one), or when a failed service's retry is
-// due.
-func (p *Proxier) syncOnce(periodic bool) (time.Time, error) {
-	before, due := p.Stats(), p.retryDue()
-	err := p.sync(periodic)
-	after := p.Stats()
-	// Only a sync that called the data plane has new failures to report:
-	// a full one, an Apply of changes, or an Apply for due retries.
-	p.reportServiceFailures(due || after.Applies > before.Applies || after.FullSyncs > before.FullSyncs)
-	now := p.clock.Now()
-	if err != nil && !after.LastFull && p.cfg.DataPlane.NeedsResync() {
-		return now, err
-	}
-	if p.faults == nil {
-		return time.Time{}, err
-	}
-	at := p.faults.NextRetry()
-	if !at.IsZero() && !at.After(now) {
-		// The Apply just made retried what was due; a retry time still
-		// past is the writer's slip: never spin on it.
-		at = now.Add(retryInitial)
-	}
-	return at, err
-}
-
-// retryDue reports whether a failed service is due for its retry, which
-// only Apply makes.
-func (p *Proxier) retryDue() bool {
-	if p.faults == nil {
-		return false
-	}
-	at := p.faults.NextRetry()
-	return !at.IsZero() && !at.After(p.clock.Now())
-}
-
 // probe checks that our kernel objects still exist; true asks for a sync,
 // which is full since the check made the data plane need a Resync.
 func (p *Proxier) probe() bool {
-	if p.faults == nil {
-		return false
-	}
-	if err := p.faults.Check(); err != nil {
+	if err := p.dp.Check(); err != nil {
 		p.log.Info("Data plane changed behind our back; resyncing now", "err", err)
 		return true
 	}
@@ -86,12 +42,9 @@ func (p *Proxier) probe() bool {
 // failures of the last data plane call, if the sync made one (called),
 // and notes the services that recovered.
 func (p *Proxier) reportServiceFailures(called bool) {
-	if p.faults == nil {
-		return
-	}
 	var failures []ServiceFailure
 	if called {
-		failures = p.faults.ServiceFailures()
+		failures = p.dp.ServiceFailures()
 	}
 	for _, f := range failures {
 		p.obs.ServiceFailure(f.Reason)
@@ -106,7 +59,7 @@ func (p *Proxier) reportServiceFailures(called bool) {
 		p.emitFailure(f.Service, msg)
 	}
 	still := map[policy.ServiceKey]bool{}
-	failing := p.faults.Failing()
+	failing := p.dp.Failing()
 	for _, k := range failing {
 		still[k] = true
 	}

@@ -47,8 +47,15 @@ type dpCall struct {
 	changes []policy.ServicePlan // Apply
 }
 
-// repairingDataPlane is a fakeDataPlane that repairs in slices
-// (DataPlaneRepair): a Repair is slices RepairSteps; onStep, if set, runs
+// StartRepair: a fakeDataPlane does not repair in slices, so the
+// periodic resync is a Resync.
+func (f *fakeDataPlane) StartRepair() error { return ErrNoRepair }
+
+func (f *fakeDataPlane) RepairStep(time.Duration, func() bool) (bool, error) {
+	return true, ErrNoRepair
+}
+
+// repairingDataPlane is a fakeDataPlane that repairs in slices: a Repair is slices RepairSteps; onStep, if set, runs
 // in each step (to queue a change during the repair), and stopAsked
 // records what the step's stop said after it.
 type repairingDataPlane struct {
@@ -62,7 +69,10 @@ type repairingDataPlane struct {
 	stopAsked []bool
 }
 
-var _ DataPlaneRepair = (*repairingDataPlane)(nil)
+var (
+	_ DataPlaneWriter = (*fakeDataPlane)(nil)
+	_ DataPlaneWriter = (*repairingDataPlane)(nil)
+)
 
 func (f *repairingDataPlane) StartRepair() error {
 	f.mu.Lock()
@@ -119,7 +129,7 @@ func (f *fakeDataPlane) NeedsResync() bool {
 	return f.needsResync
 }
 
-// Faults (DataPlaneFaults): what the next calls report.
+// Faults: what the next calls report.
 func (f *fakeDataPlane) ServiceFailures() []ServiceFailure {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -400,3 +410,21 @@ func nodeMeta(name string, labels map[string]string) *metav1.PartialObjectMetada
 func key(name string) policy.ServiceKey { return policy.ServiceKey{Namespace: "default", Name: name} }
 
 var errBoom = errors.New("boom")
+
+// Conversions the informers' transform makes, for tests that hand the
+// tracker and the handlers API objects.
+
+// upsertService converts and applies a Service add or update.
+func (t *tracker) upsertService(svc *corev1.Service) change {
+	return t.applyService(newConvertedService(svc, t.conv))
+}
+
+// upsertSlice converts and applies an EndpointSlice add or update.
+func (t *tracker) upsertSlice(s *discoveryv1.EndpointSlice) change {
+	return t.applySlice(newConvertedSlice(s))
+}
+
+// onService converts svc and handles it as the Services informer does.
+func (p *Proxier) onService(svc *corev1.Service) {
+	p.onConvertedService(newConvertedService(svc, p.serviceConv()))
+}

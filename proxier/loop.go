@@ -16,6 +16,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/backoff"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 )
 
@@ -48,8 +49,8 @@ type Config struct {
 	MinSyncPeriod time.Duration
 	// SyncPeriod is the interval of the periodic resync
 	// (--ipvs-sync-period); 0 means DefaultSyncPeriod. It is a repair in
-	// slices (repair.go) when the DataPlane implements DataPlaneRepair,
-	// else a full Resync of a freshly computed plan. A failed sync is
+	// slices (repair.go) when the DataPlane can (StartRepair does not
+	// answer ErrNoRepair), else a full Resync of a freshly computed plan. A failed sync is
 	// retried as a Resync, with backoff from 1 s up to SyncPeriod (at
 	// once when it was incremental), or at the next change; a failure
 	// confined to one service does not fail the sync (faults.go).
@@ -60,8 +61,7 @@ type Config struct {
 	// DefaultNodeWatchLinger, negative stops it at once.
 	NodeWatchLinger time.Duration
 	// ProbeInterval is how often, while idle, the loop checks cheaply
-	// that our kernel objects still exist (when the DataPlane implements
-	// DataPlaneFaults); 0 means DefaultProbeInterval, negative never.
+	// that our kernel objects still exist (DataPlane.Check); 0 means DefaultProbeInterval, negative never.
 	ProbeInterval time.Duration
 	// ConfigSyncPeriod is the informers' resync period
 	// (--config-sync-period); 0 means DefaultConfigSyncPeriod.
@@ -91,8 +91,8 @@ type Config struct {
 	// ReleaseMemory, if set, returns the heap freed by a successful full
 	// sync or periodic repair to the OS (debug.FreeOSMemory, beside the
 	// loop). A full sync holds the whole plan and its kernel batch at
-	// once, and a repair reads the whole kernel table back: at 5,000
-	// services the cold start's peak left RSS at four times the live heap
+	// once, and a repair reads the whole kernel table back: the cold
+	// start's peak would leave RSS well above the live heap
 	// (BENCHMARKS.md, settled RSS). Incremental syncs do not call it.
 	ReleaseMemory bool
 }
@@ -101,7 +101,7 @@ type Config struct {
 type Stats struct {
 	Syncs     int // syncs run, full and incremental
 	FullSyncs int // of which full (DataPlane.Resync, or a periodic repair)
-	Repairs   int // of which periodic repairs (DataPlaneRepair)
+	Repairs   int // of which periodic repairs in slices
 	// Repairing reports a periodic repair in progress (syncs between
 	// its slices are counted as they end).
 	Repairing bool
@@ -129,9 +129,7 @@ type Proxier struct {
 	obs       Observer
 	health    Health
 	svcHealth ServiceHealth
-	dpStats   DataPlaneStats  // nil unless the DataPlane has stats
-	faults    DataPlaneFaults // nil unless the DataPlane confines faults
-	repairer  DataPlaneRepair // nil unless the DataPlane repairs in slices
+	dp        DataPlaneWriter // cfg.DataPlane
 	// changed says a change was queued since the last sync began: a
 	// repair syncs it between two slices.
 	changed atomic.Bool
@@ -205,9 +203,7 @@ func New(cfg Config) (*Proxier, error) {
 	if p.svcHealth == nil {
 		p.svcHealth = nopServiceHealth{}
 	}
-	p.dpStats, _ = cfg.DataPlane.(DataPlaneStats)
-	p.faults, _ = cfg.DataPlane.(DataPlaneFaults)
-	p.repairer, _ = cfg.DataPlane.(DataPlaneRepair)
+	p.dp = cfg.DataPlane
 	p.failing = map[policy.ServiceKey]string{}
 	if p.cfg.ProbeInterval == 0 {
 		p.cfg.ProbeInterval = DefaultProbeInterval
@@ -232,7 +228,7 @@ func (p *Proxier) setClock(c clock.Clock) {
 	p.clock = c
 	// A failed sync is retried with backoff from 1 s up to SyncPeriod
 	// (kube-proxy waits SyncPeriod); it is then a full Resync.
-	p.runner = newRunner(p.syncOnce, p.cfg.MinSyncPeriod, p.cfg.SyncPeriod, retryInitial, c)
+	p.runner = newRunner(p.syncOnce, p.cfg.MinSyncPeriod, p.cfg.SyncPeriod, backoff.Initial, c)
 	p.runner.withProbe(p.cfg.ProbeInterval, p.probe)
 	if p.t != nil {
 		p.t.since = c.Now()

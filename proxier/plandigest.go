@@ -11,8 +11,8 @@ import (
 // planDigest is a 128-bit digest of a service's virtual servers as the
 // kernel sees them: every field but the human-readable Reason. The loop
 // keeps it, not the plan, to tell a changed plan from an unchanged one:
-// the plans of 10,000 services (their destinations and reasons) were the
-// largest part of the heap nothing else read (BENCHMARKS.md, memory). The zero
+// the plans (their destinations and reasons) were the largest part of
+// the heap nothing else read (BENCHMARKS.md, memory). The zero
 // digest is that of no virtual servers.
 type planDigest [2]uint64
 

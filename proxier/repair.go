@@ -26,8 +26,8 @@ type RepairStats struct {
 	Elapsed time.Duration // the whole repair, syncs between slices included
 }
 
-// The periodic resync, when the DataPlane implements DataPlaneRepair, is
-// a repair: each writer reads the kernel and repairs the drift from what
+// The periodic resync, when the DataPlane repairs in slices, is a
+// repair: each writer reads the kernel and repairs the drift from what
 // it last programmed (the last Resync's plan with the Applies since),
 // without the engine recomputing the plan, which incremental syncs keep
 // current. It runs in slices of about RepairSlice, and between two slices
@@ -35,17 +35,16 @@ type RepairStats struct {
 // synced incrementally, so that no change waits behind the whole repair.
 // A failed repair, or a failed incremental sync between its slices, ends
 // it and makes the next sync a full Resync, retried with backoff.
-func (p *Proxier) repair() error {
-	start := p.clock.Now()
+// It is called with the time the repair started and StartRepair's error.
+func (p *Proxier) repair(start time.Time, err error) error {
 	p.obs.SyncStarted()
 	p.setRepairing(true)
 	var rs RepairStats
-	err := p.repairer.StartRepair()
 	rs.Longest = p.clock.Since(start)
 	for err == nil {
 		var done bool
 		s := p.clock.Now()
-		done, err = p.repairer.RepairStep(RepairSlice, func() bool {
+		done, err = p.dp.RepairStep(RepairSlice, func() bool {
 			return p.clock.Since(s) >= RepairSliceShortest && p.syncDue()
 		})
 		rs.Slices++
@@ -55,8 +54,8 @@ func (p *Proxier) repair() error {
 		}
 		if p.isStopping() {
 			// The process is exiting: the rest of the repair would
-			// only hold up the exit (a repair at 5,000 services takes
-			// tens of seconds), and nothing is lost by leaving it.
+			// only hold up the exit (on a large node a repair takes
+			// long), and nothing is lost by leaving it.
 			p.log.V(2).Info("Repair left unfinished: stopping", "slices", rs.Slices)
 			break
 		}
@@ -75,12 +74,10 @@ func (p *Proxier) repair() error {
 	if err == nil {
 		p.health.Updated()
 	}
-	if p.dpStats != nil {
-		p.obs.IPVSOps(p.dpStats.IPVSOps())
-		p.obs.Draining(p.dpStats.Draining())
-	}
+	p.obs.IPVSOps(p.dp.IPVSOps())
+	p.obs.Draining(p.dp.Draining())
 	p.obs.SyncDone(true, elapsed, err)
-	p.recordRepair(rs, err)
+	p.countRepair(rs, err)
 	if err != nil {
 		p.st.failed = true
 		p.log.Error(err, "Periodic repair failed; the next sync is a full resync")
@@ -128,8 +125,8 @@ func (p *Proxier) setRepairing(on bool) {
 	p.statsMu.Unlock()
 }
 
-// recordRepair counts a repair, as a full sync.
-func (p *Proxier) recordRepair(rs RepairStats, err error) {
+// countRepair counts a repair in Stats, as a full sync.
+func (p *Proxier) countRepair(rs RepairStats, err error) {
 	p.statsMu.Lock()
 	defer p.statsMu.Unlock()
 	s := &p.stats

@@ -122,8 +122,9 @@ func TestPeriodicRepairUndoesDriftWithinOnePeriod(t *testing.T) {
 	if err := f.kernel.DeleteVirtualServer(ipvs.Key{Address: netip.MustParseAddr("10.96.0.20"), Protocol: policy.ProtocolTCP, Port: 80}); err != nil {
 		t.Fatal(err)
 	}
+	// Another writer's first Resync rebuilds the whole table.
 	other := nft.New(nft.Config{}, f.nft)
-	if err := other.Rebuild(policy.Plan{VirtualServers: slices.DeleteFunc(tp.planNow().VirtualServers,
+	if err := other.Resync(policy.Plan{VirtualServers: slices.DeleteFunc(tp.planNow().VirtualServers,
 		func(vs policy.VirtualServer) bool {
 			return vs.Service == (policy.ServiceKey{Namespace: "default", Name: "db"})
 		})}); err != nil {

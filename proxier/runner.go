@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"k8s.io/utils/clock"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/backoff"
 )
 
 // runner calls its function at most once per minInterval and at least
@@ -17,8 +19,8 @@ import (
 //     resync); the periodic deadline is kept from the last periodic call,
 //     not the last call, so steady changes cannot postpone it;
 //   - after a failed call, another one is made with backoff, even without
-//     a request: retryInitial after the first failure, doubling with each
-//     further one up to maxInterval, back to retryInitial after a success;
+//     a request: firstRetry after the first failure, doubling with each
+//     further one up to maxInterval, back to firstRetry after a success;
 //   - the function may also ask to be called again by a given time (a
 //     service's retry is due, or at once): the earlier of that and the
 //     backoff wins, except after consecutive failures (the backoff);
@@ -30,7 +32,7 @@ import (
 type runner struct {
 	fn                       func(periodic bool) (next time.Time, err error)
 	minInterval, maxInterval time.Duration
-	retryInitial             time.Duration
+	firstRetry               time.Duration
 	probe                    func() bool
 	probeInterval            time.Duration
 	clock                    clock.Clock
@@ -41,8 +43,8 @@ type runner struct {
 	idle chan time.Time
 }
 
-func newRunner(fn func(periodic bool) (time.Time, error), minInterval, maxInterval, retryInitial time.Duration, clk clock.Clock) *runner {
-	return &runner{fn: fn, minInterval: minInterval, maxInterval: maxInterval, retryInitial: retryInitial,
+func newRunner(fn func(periodic bool) (time.Time, error), minInterval, maxInterval, firstRetry time.Duration, clk clock.Clock) *runner {
+	return &runner{fn: fn, minInterval: minInterval, maxInterval: maxInterval, firstRetry: firstRetry,
 		clock: clk, kick: make(chan struct{}, 1)}
 }
 
@@ -91,11 +93,7 @@ func (s schedule) next(minInterval time.Duration) time.Time {
 // backoff is the delay before the retry after the n-th consecutive
 // failure (n ≥ 1).
 func (r *runner) backoff(n int) time.Duration {
-	d := r.retryInitial
-	for i := 1; i < n && d < r.maxInterval; i++ {
-		d *= 2
-	}
-	return min(d, r.maxInterval)
+	return backoff.Delay(n, r.firstRetry, r.maxInterval)
 }
 
 // Loop runs until ctx is done. The first call happens when requested or

@@ -1,6 +1,7 @@
 package proxier
 
 import (
+	"errors"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -9,11 +10,13 @@ import (
 )
 
 // The seams between the sync loop and the components it drives. Each is
-// small so that tests can fake it; nil Observer, Health and ServiceHealth
+// small enough for tests to fake; nil Observer, Health and ServiceHealth
 // in Config mean "not wanted".
 
-// DataPlaneWriter programs plans into the kernel. *DataPlane implements
-// it.
+// DataPlaneWriter is the loop's one seam to the kernel: it programs
+// plans, confines failures to the services they concern, repairs drift
+// in slices and checks its kernel objects cheaply. *DataPlane implements
+// it; tests fake it.
 type DataPlaneWriter interface {
 	// Apply programs the given services' virtual servers; a ServicePlan
 	// without virtual servers removes the service's.
@@ -22,21 +25,23 @@ type DataPlaneWriter interface {
 	Resync(plan policy.Plan) error
 	// NeedsResync reports whether the next sync must be a Resync.
 	NeedsResync() bool
-}
 
-// ServiceFailure is one service's data-plane failure: some of its virtual
-// servers could not be programmed while the rest of the sync succeeded.
-type ServiceFailure struct {
-	Service policy.ServiceKey
-	Reason  string // a short CamelCase cause, e.g. ipvs.ReasonKernelError
-	Err     error
-}
+	// StartRepair begins a repair of drift against what was last
+	// programmed (the last Resync's plan with the Applies since),
+	// without a plan, in slices between which the caller may Apply
+	// changes. It fails, changing nothing, when a Resync is due
+	// (NeedsResync, or no Resync yet). ErrNoRepair says the data plane
+	// cannot repair in slices: the periodic resync is then a Resync of
+	// the whole plan.
+	StartRepair() error
+	// RepairStep does the next slice, for about budget or until stop
+	// (consulted between the slice's units; nil: never) reports true, and
+	// reports done after the last one or an error. Its errors are
+	// Apply's: failures confined to one service are in ServiceFailures
+	// (accumulated over the Repair and the Applies between its slices),
+	// any other one ends the Repair and makes NeedsResync true.
+	RepairStep(budget time.Duration, stop func() bool) (done bool, err error)
 
-// DataPlaneFaults is optionally implemented by a DataPlaneWriter that
-// confines failures to the services they concern and can check its
-// kernel objects cheaply. *DataPlane implements it. Without it every
-// data-plane error fails the sync and makes the next one full.
-type DataPlaneFaults interface {
 	// ServiceFailures lists the per-service failures of the last Apply or
 	// Resync; that call's error does not include them.
 	ServiceFailures() []ServiceFailure
@@ -48,13 +53,43 @@ type DataPlaneFaults interface {
 	// Check verifies cheaply that the kernel objects the last sync
 	// programmed still exist; an error means NeedsResync is now true.
 	Check() error
+
+	// IPVSOps counts kernel operations by kind, cumulatively; the loop
+	// reports it to the Observer after each sync.
+	IPVSOps() map[string]int
+	// Draining counts destinations draining after leaving the plan.
+	Draining() int
 }
 
-// DataPlaneStats is optionally implemented by a DataPlaneWriter; the loop
-// reports it to the Observer after each sync. *DataPlane implements it.
-type DataPlaneStats interface {
-	IPVSOps() map[string]int // cumulative kernel operations by kind
-	Draining() int           // destinations draining after leaving the plan
+// ErrNoRepair is StartRepair's answer from a data plane that does not
+// repair in slices.
+var ErrNoRepair = errors.New("the data plane does not repair in slices")
+
+// NopDataPlane programs nothing (--dry-run): it does not repair in
+// slices, fails no service and has no kernel objects to check. A data
+// plane that implements only part of DataPlaneWriter may embed it.
+type NopDataPlane struct{}
+
+func (NopDataPlane) Apply([]policy.ServicePlan) error { return nil }
+func (NopDataPlane) Resync(policy.Plan) error         { return nil }
+func (NopDataPlane) NeedsResync() bool                { return false }
+func (NopDataPlane) StartRepair() error               { return ErrNoRepair }
+func (NopDataPlane) RepairStep(time.Duration, func() bool) (bool, error) {
+	return true, ErrNoRepair
+}
+func (NopDataPlane) ServiceFailures() []ServiceFailure { return nil }
+func (NopDataPlane) Failing() []policy.ServiceKey      { return nil }
+func (NopDataPlane) NextRetry() time.Time              { return time.Time{} }
+func (NopDataPlane) Check() error                      { return nil }
+func (NopDataPlane) IPVSOps() map[string]int           { return nil }
+func (NopDataPlane) Draining() int                     { return 0 }
+
+// ServiceFailure is one service's data-plane failure: some of its virtual
+// servers could not be programmed while the rest of the sync succeeded.
+type ServiceFailure struct {
+	Service policy.ServiceKey
+	Reason  string // a short CamelCase cause, e.g. ipvs.ReasonKernelError
+	Err     error
 }
 
 // Observer receives the sync loop's metrics. Package metrics implements
@@ -104,8 +139,7 @@ type ServiceHealth interface {
 
 var (
 	_ DataPlaneWriter = (*DataPlane)(nil)
-	_ DataPlaneStats  = (*DataPlane)(nil)
-	_ DataPlaneFaults = (*DataPlane)(nil)
+	_ DataPlaneWriter = NopDataPlane{}
 )
 
 // Traffic policy label values of Observer.NoLocalEndpoints.

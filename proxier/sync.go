@@ -1,12 +1,14 @@
 package proxier
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"runtime/debug"
 	"slices"
 	"time"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/backoff"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 )
 
@@ -84,7 +86,7 @@ type appliedPlan struct {
 	digest planDigest
 	// kinds counts the virtual servers of each of gaugeKinds: an array,
 	// not a list of kinds, so that a service's summary allocates
-	// nothing (BENCHMARKS.md, memory); otherKinds lists any other kind.
+	// nothing; otherKinds lists any other kind.
 	kinds      [len(gaugeKinds)]uint32
 	otherKinds []policy.Kind
 	// noLocalInternal, noLocalExternal: the service drops its internal
@@ -166,7 +168,38 @@ func (s *syncState) update(plans []policy.ServicePlan) []policy.ServicePlan {
 	return changes
 }
 
-// sync is the runner's function. A periodic sync repairs the kernel
+// syncOnce is the runner's function: a sync, then when to sync again
+// regardless of changes: at once after a failed incremental sync (the
+// data plane asks for a full one), or when a failed service's retry is
+// due.
+func (p *Proxier) syncOnce(periodic bool) (time.Time, error) {
+	before, due := p.Stats(), p.retryDue()
+	err := p.sync(periodic)
+	after := p.Stats()
+	// Only a sync that called the data plane has new failures to report:
+	// a full one, an Apply of changes, or an Apply for due retries.
+	p.reportServiceFailures(due || after.Applies > before.Applies || after.FullSyncs > before.FullSyncs)
+	now := p.clock.Now()
+	if err != nil && !after.LastFull && p.dp.NeedsResync() {
+		return now, err
+	}
+	at := p.dp.NextRetry()
+	if !at.IsZero() && !at.After(now) {
+		// The Apply just made retried what was due; a retry time still
+		// past is the writer's slip: never spin on it.
+		at = now.Add(backoff.Initial)
+	}
+	return at, err
+}
+
+// retryDue reports whether a failed service is due for its retry, which
+// only Apply makes.
+func (p *Proxier) retryDue() bool {
+	at := p.dp.NextRetry()
+	return !at.IsZero() && !at.After(p.clock.Now())
+}
+
+// sync is one sync. A periodic sync repairs the kernel
 // against what was last programmed, in slices with the changes queued
 // meanwhile applied between them (repair, when the data plane can);
 // otherwise it is a full Resync of a freshly computed plan, as it is when
@@ -174,9 +207,12 @@ func (s *syncState) update(plans []policy.ServicePlan) []policy.ServicePlan {
 // other sync recomputes the dirty services and applies only those whose
 // virtual servers changed.
 func (p *Proxier) sync(periodic bool) error {
-	full := p.st.full || p.cfg.DataPlane.NeedsResync()
-	if periodic && !full && p.repairer != nil {
-		return p.repair()
+	full := p.st.full || p.dp.NeedsResync()
+	if periodic && !full {
+		start := p.clock.Now()
+		if err := p.dp.StartRepair(); !errors.Is(err, ErrNoRepair) {
+			return p.repair(start, err)
+		}
 	}
 	full = full || periodic
 	start := p.clock.Now()
@@ -191,12 +227,12 @@ func (p *Proxier) sync(periodic bool) error {
 	if full {
 		p.st.replace(w.plans)
 		p.log.V(9).Info("Plan", "plan", w.plan)
-		if err = p.cfg.DataPlane.Resync(*w.plan); err != nil {
+		if err = p.dp.Resync(*w.plan); err != nil {
 			err = fmt.Errorf("resync %d virtual servers: %w", len(w.plan.VirtualServers), err)
 		}
 	} else if changes = p.st.update(w.plans); len(changes) > 0 || p.retryDue() {
 		p.log.V(9).Info("Changes", "changes", changes)
-		if err = p.cfg.DataPlane.Apply(changes); err != nil {
+		if err = p.dp.Apply(changes); err != nil {
 			err = fmt.Errorf("apply %d services: %w", len(changes), err)
 		}
 	}
@@ -206,7 +242,7 @@ func (p *Proxier) sync(periodic bool) error {
 	elapsed := p.st.lastEnd.Sub(start)
 	p.after(w, changes, err)
 	p.obs.SyncDone(full, elapsed, err)
-	p.record(full, changes, err)
+	p.countSync(full, changes, err)
 	if err != nil {
 		p.log.Error(err, "Sync failed; the next sync is a full resync", "full", full)
 		return err
@@ -270,10 +306,8 @@ func (p *Proxier) after(w work, changes []policy.ServicePlan, err error) {
 	p.obs.VirtualServers(maps.Clone(p.st.totals.byKind))
 	p.obs.NoLocalEndpoints(TrafficPolicyInternal, p.st.totals.noLocalInternal)
 	p.obs.NoLocalEndpoints(TrafficPolicyExternal, p.st.totals.noLocalExternal)
-	if p.dpStats != nil {
-		p.obs.IPVSOps(p.dpStats.IPVSOps())
-		p.obs.Draining(p.dpStats.Draining())
-	}
+	p.obs.IPVSOps(p.dp.IPVSOps())
+	p.obs.Draining(p.dp.Draining())
 	p.planEvents.services(p.log, w.plans)
 	if w.plan != nil {
 		p.planEvents.plan(p.log, w.conflicts)
@@ -323,7 +357,8 @@ func (p *Proxier) syncServiceHealth() {
 	p.st.healthDirty = err1 != nil || err2 != nil
 }
 
-func (p *Proxier) record(full bool, changes []policy.ServicePlan, err error) {
+// countSync counts a sync in Stats.
+func (p *Proxier) countSync(full bool, changes []policy.ServicePlan, err error) {
 	p.statsMu.Lock()
 	defer p.statsMu.Unlock()
 	s := &p.stats

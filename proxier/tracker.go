@@ -10,7 +10,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/klog/v2"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/kubeapi"
@@ -80,11 +79,6 @@ func serviceKey(namespace, name string) policy.ServiceKey {
 	return policy.ServiceKey{Namespace: namespace, Name: name}
 }
 
-// upsertService converts and applies a Service add or update.
-func (t *tracker) upsertService(svc *corev1.Service) change {
-	return t.applyService(newConvertedService(svc, t.conv))
-}
-
 // applyService applies a converted Service add or update.
 func (t *tracker) applyService(svc *convertedService) change {
 	key := serviceKey(svc.namespace, svc.name)
@@ -147,11 +141,6 @@ func (t *tracker) markLocked(key policy.ServiceKey, pending map[policy.ServiceKe
 	if pending != nil {
 		pending[key] = struct{}{}
 	}
-}
-
-// upsertSlice converts and applies an EndpointSlice add or update.
-func (t *tracker) upsertSlice(s *discoveryv1.EndpointSlice) change {
-	return t.applySlice(newConvertedSlice(s))
 }
 
 // applySlice applies a converted EndpointSlice add or update, and records
@@ -397,8 +386,9 @@ func (t *tracker) checkout(full, wantPlan bool) work {
 }
 
 // emptied returns m, or a new map when m is empty: a map keeps the room
-// it grew to, and the start marks every service (10,000 entries' room in
-// each of these maps, held for the process's life; BENCHMARKS.md, memory).
+// it grew to, and the start marks every service (an entry's room per
+// service in each of these maps, held for the process's life;
+// BENCHMARKS.md, memory).
 func emptied[K comparable, V any](m map[K]V) map[K]V {
 	if len(m) == 0 {
 		return map[K]V{}

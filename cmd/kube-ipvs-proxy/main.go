@@ -1,5 +1,3 @@
-// Command kube-ipvs-proxy is a drop-in replacement for kube-proxy's IPVS
-// mode. See README.md.
 package main
 
 import (

@@ -18,7 +18,7 @@ import (
 
 // brokenService is a data plane on which one service's virtual servers
 // always fail, as a scheduler module the node cannot load would make
-// them: the failure is that service's (proxier.DataPlaneFaults).
+// them: the failure is that service's (proxier.DataPlaneWriter.ServiceFailures).
 type brokenService struct {
 	recorder
 	broken policy.ServiceKey

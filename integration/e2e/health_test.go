@@ -90,9 +90,10 @@ current-context: c
 
 // failingOnce is a data plane whose first call fails.
 type failingOnce struct {
-	mu    sync.Mutex
-	times []time.Time
-	full  []bool
+	proxier.NopDataPlane // nothing else to fake
+	mu                   sync.Mutex
+	times                []time.Time
+	full                 []bool
 }
 
 func (f *failingOnce) record(full bool) error {

@@ -31,8 +31,9 @@ type call struct {
 
 // recorder is a data plane that records what the proxy asks of it.
 type recorder struct {
-	mu    sync.Mutex
-	calls []call
+	proxier.NopDataPlane // nothing else to fake
+	mu                   sync.Mutex
+	calls                []call
 }
 
 func (r *recorder) Apply(c []policy.ServicePlan) error {

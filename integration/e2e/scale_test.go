@@ -43,8 +43,8 @@ const (
 )
 
 // defaultMaxRSSMiB bounds the proxy's resident memory (current and peak)
-// once converged: issue 11's target at 10k services / 100k endpoints, and
-// so at any smaller size. KIP_E2E_SCALE_MAX_RSS_MIB overrides it.
+// once converged: the target at 10k services / 100k endpoints
+// (BENCHMARKS.md), and so at any smaller size. KIP_E2E_SCALE_MAX_RSS_MIB overrides it.
 const defaultMaxRSSMiB = 100
 
 // createWorkers is how many goroutines create the objects.

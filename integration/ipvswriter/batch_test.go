@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/integration/labnet"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/sysctl"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxier/ipvs"
 )
@@ -180,7 +181,7 @@ type ipvsNamespace struct {
 	k   ipvs.Kernel
 	l   ipvs.Links
 	ct  ipvs.Conntrack
-	sys ipvs.Sysctls
+	sys sysctl.Files
 	h   *mobyipvs.Handle
 }
 

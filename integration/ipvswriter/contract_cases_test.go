@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/sysctl"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxier/ipvs"
 )
@@ -242,7 +243,7 @@ func TestKernelContractCoversEveryOperation(t *testing.T) {
 		}
 	}
 	for _, it := range []reflect.Type{reflect.TypeFor[ipvs.Kernel](), reflect.TypeFor[ipvs.Links](),
-		reflect.TypeFor[ipvs.Conntrack](), reflect.TypeFor[ipvs.Sysctls]()} {
+		reflect.TypeFor[ipvs.Conntrack](), reflect.TypeFor[sysctl.Files]()} {
 		for i := range it.NumMethod() {
 			m := it.Method(i).Name
 			if !seen[m] && !seen[it.Name()+"."+m] {

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/integration/labnet"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/sysctl"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxier/ipvs"
 )
@@ -28,7 +29,7 @@ type seams struct {
 	k   ipvs.Kernel
 	l   ipvs.Links
 	ct  ipvs.Conntrack
-	sys ipvs.Sysctls
+	sys sysctl.Files
 }
 
 // fakeSeams are the fakes, their IPVS with the schedulers of the kernel
@@ -97,13 +98,13 @@ func TestKernelContract(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Timeouts: %v", err)
 	}
-	arp, err := kern.sys.Get(arpKey)
+	arp, err := kern.sys.Read(sysctl.Path(arpKey))
 	if err != nil {
 		t.Fatalf("Get %s: %v", arpKey, err)
 	}
 	t.Cleanup(func() {
 		_ = kern.k.SetTimeouts(orig)
-		_ = kern.sys.Set(arpKey, arp)
+		_ = kern.sys.Write(sysctl.Path(arpKey), arp)
 		_ = kern.l.DeleteLink(longName) // in case the kernel took the name
 	})
 	t.Run("the fake starts as the kernel boots", func(t *testing.T) {
@@ -312,11 +313,11 @@ func delAddr(name, p string) step {
 }
 
 func getSysctl(k string) step {
-	return step{name: "Sysctls.Get " + k, do: func(s seams) (string, error) { return s.sys.Get(k) }}
+	return step{name: "Files.Read " + k, do: func(s seams) (string, error) { return s.sys.Read(sysctl.Path(k)) }}
 }
 
 func setSysctl(k, v string) step {
-	return change("Sysctls.Set "+k+"="+v, func(s seams) error { return s.sys.Set(k, v) })
+	return change("Files.Write "+k+"="+v, func(s seams) error { return s.sys.Write(sysctl.Path(k), v) })
 }
 
 func deleteUDP(ep string) step {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/integration/labnet"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/sysctl"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxier/ipvs"
 )
 
@@ -100,13 +101,13 @@ func TestKernelContractInOneWrite(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Timeouts: %v", err)
 	}
-	arp, err := kern.sys.Get(arpKey)
+	arp, err := kern.sys.Read(sysctl.Path(arpKey))
 	if err != nil {
 		t.Fatalf("Get %s: %v", arpKey, err)
 	}
 	t.Cleanup(func() {
 		_ = kern.k.SetTimeouts(orig)
-		_ = kern.sys.Set(arpKey, arp)
+		_ = kern.sys.Write(sysctl.Path(arpKey), arp)
 		_ = kern.l.DeleteLink(longName)
 	})
 	for _, tc := range append(contractCases(), writeCases()...) {

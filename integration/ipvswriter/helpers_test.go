@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy/plantest"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testsupport/plantest"
 
 	mobyipvs "github.com/moby/ipvs"
 	"github.com/vishvananda/netlink"

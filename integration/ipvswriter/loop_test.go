@@ -66,10 +66,12 @@ func loopSlice(i, g int) *discoveryv1.EndpointSlice {
 
 func newEndpoint(i, g int) netip.Addr { return netip.AddrFrom4([4]byte{10, 250, byte(g), byte(i)}) }
 
-// fullResyncOnly hides a DataPlane's DataPlaneRepair (and the rest): the
-// loop's periodic resync is then the full Resync of a recomputed plan,
-// as before the repair in slices.
+// fullResyncOnly hides a DataPlane's repair in slices: the loop's
+// periodic resync is then the full Resync of a recomputed plan, as
+// before the repair in slices.
 type fullResyncOnly struct{ proxier.DataPlaneWriter }
+
+func (fullResyncOnly) StartRepair() error { return proxier.ErrNoRepair }
 
 // TestLoopChangesDoNotWaitBehindResync runs the whole loop (informers
 // over a fake API, the engine, the real DataPlane) over

@@ -18,7 +18,7 @@ import (
 // its exact address, port and protocol. A foreign virtual server on a
 // node address and a port that is our NodePort only on another node
 // address, or only in the other family, survives Apply, Resync and
-// Cleanup (kube-ipvs-proxy issue #9, item 5).
+// Cleanup.
 func TestNodePortOwnershipByExactKey(t *testing.T) {
 	h := clean(t)
 	labnet.Dummy(t, "node0", "198.51.100.10/24", "198.51.100.11/24", "2001:db8::10/64")

@@ -91,7 +91,7 @@ func TestResyncRepairsDriftInPlace(t *testing.T) {
 	if kernelDump(t, c) == want {
 		t.Fatalf("the hand edits changed nothing")
 	}
-	if err := w.Repair(); err != nil {
+	if err := repairAll(w); err != nil {
 		t.Fatalf("Repair: %v", err)
 	}
 	// Deleted by hand: 3 re-added, 1 added by hand deleted, 2 changed
@@ -119,7 +119,7 @@ func TestResyncRepairsDriftInPlace(t *testing.T) {
 	}
 
 	handEdit(t, c, "delete the table", func() error { c.DelTable(ourTable); return nil })
-	if err := w.Repair(); err != nil {
+	if err := repairAll(w); err != nil {
 		t.Fatalf("Repair after the table was deleted: %v", err)
 	}
 	if st := w.LastResync(); !st.Rebuilt || !strings.Contains(st.Reason, "missing") {
@@ -180,8 +180,8 @@ func dumpTable(t *testing.T, c *nftables.Conn) (elements int) {
 
 // TestResyncNoChangeCost programs KIP_SCALE_SERVICES services (default
 // 300) with 10 destinations each and compares, in the same boot, one
-// plain dump of the table with the old path (Rebuild: the whole table
-// replaced) and the new one (Resync and Repair with nothing changed: a
+// plain dump of the table with the old path (a rebuild: the whole table
+// replaced) and the new one (Resync and repair with nothing changed: a
 // read and a diff, no batch). It logs the numbers (and CPU profiles with
 // KIP_PPROF=1); the ratio check is generous.
 func TestResyncNoChangeCost(t *testing.T) {
@@ -196,7 +196,7 @@ func TestResyncNoChangeCost(t *testing.T) {
 	c := newConn(t)
 	var elems int
 	rebuild := func() {
-		if err := w.Rebuild(plan); err != nil {
+		if err := rebuildTable(plan); err != nil {
 			t.Fatalf("Rebuild: %v", err)
 		}
 	}
@@ -209,7 +209,7 @@ func TestResyncNoChangeCost(t *testing.T) {
 		}
 	}
 	repair := func() {
-		if err := w.Repair(); err != nil {
+		if err := repairAll(w); err != nil {
 			t.Fatalf("Repair: %v", err)
 		}
 		if st := w.LastResync(); st.Rebuilt || st.Added+st.Deleted != 0 {
@@ -219,7 +219,7 @@ func TestResyncNoChangeCost(t *testing.T) {
 	labnet.Profiled(t, "nft-resync", resync)
 	labnet.Profiled(t, "nft-repair", repair)
 	// Interleaved, best of 3 each, so that the host's load weighs on all
-	// alike. The Rebuild comes last in each round: the Resync after it
+	// alike. The rebuild comes last in each round: the Resync after it
 	// must find the rebuilt table unchanged.
 	best := labnet.Interleaved(3, func() { elems = dumpTable(t, c) }, resync, repair, rebuild)
 	dump, resyncBest, repairBest, rebuildBest := best[0], best[1], best[2], best[3]
@@ -243,7 +243,7 @@ func TestResyncNoChangeCost(t *testing.T) {
 		return c.SetDeleteElements(set("service-ports-v4", false, nftables.SetDatatype{}),
 			[]nftables.SetElement{{Key: vsKey4("10.100.0.7", unix.IPPROTO_TCP, 80)}})
 	})
-	if err := w.Repair(); err != nil {
+	if err := repairAll(w); err != nil {
 		t.Fatalf("Repair: %v", err)
 	}
 	if st := w.LastResync(); st.Rebuilt || st.Added != 1 || st.Deleted != 0 {

@@ -14,6 +14,7 @@ import (
 	"github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
 	"github.com/google/nftables/expr"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testsupport/nftdump"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/nft"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 	"golang.org/x/sys/unix"
@@ -49,7 +50,7 @@ func newConn(t *testing.T) *nftables.Conn {
 // kernelDump reads our table back from the kernel.
 func kernelDump(t *testing.T, c *nftables.Conn) string {
 	t.Helper()
-	d, err := nft.DumpTable(c, nftables.TableFamilyINet, nft.TableName)
+	d, err := nftdump.DumpTable(c, nftables.TableFamilyINet, nft.TableName)
 	if err != nil {
 		t.Fatalf("DumpTable: %v", err)
 	}
@@ -246,7 +247,7 @@ func TestForeignTableSurvives(t *testing.T) {
 	c := newConn(t)
 	foreign := addForeignTable(t, c)
 	dumpForeign := func() string {
-		d, err := nft.DumpTable(c, nftables.TableFamilyINet, "foreign")
+		d, err := nftdump.DumpTable(c, nftables.TableFamilyINet, "foreign")
 		if err != nil {
 			t.Fatalf("DumpTable foreign: %v", err)
 		}
@@ -314,7 +315,7 @@ func TestResyncAtomic(t *testing.T) {
 		t.Fatalf("AddGenerationalMonitor: %v", err)
 	}
 	defer mon.Close()
-	if err := w.Rebuild(plan); err != nil {
+	if err := rebuildTable(plan); err != nil {
 		t.Fatalf("Rebuild: %v", err)
 	}
 	var gens []*nftables.MonitorEvents
@@ -351,7 +352,7 @@ collect:
 }
 
 // TestResyncReaderSeesWholeTable polls a set while the table is replaced
-// again and again (Rebuild, Resync's fallback): the reader never finds it
+// again and again (rebuild, Resync's fallback): the reader never finds it
 // missing or partly filled.
 func TestResyncReaderSeesWholeTable(t *testing.T) {
 	w := newWriter(t)
@@ -395,7 +396,7 @@ func TestResyncReaderSeesWholeTable(t *testing.T) {
 		}
 	}()
 	for i := range 20 {
-		if err := w.Rebuild(plan); err != nil {
+		if err := rebuildTable(plan); err != nil {
 			close(stop)
 			t.Fatalf("Rebuild %d: %v", i, err)
 		}

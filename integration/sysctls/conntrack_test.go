@@ -12,13 +12,14 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/conntrack"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/sysctl"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/nft"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 )
 
-// countingHost is conntrack.Host that counts its writes.
+// countingHost is sysctl.Host that counts its writes.
 type countingHost struct {
-	conntrack.Host
+	sysctl.Host
 	writes []string
 }
 

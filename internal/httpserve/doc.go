@@ -4,8 +4,9 @@
 // and the --metrics-bind-address server (package metrics), and the
 // timeouts every server of the node agent uses.
 //
-// It knows nothing of the routes it serves. Its subpackage httpservetest
-// is the shared test of such a server (serve, get, cancel, nil). httpserve must not import any
+// It knows nothing of the routes it serves. The shared test of such a
+// server (serve, get, cancel, nil) is test support:
+// internal/testsupport/httpservetest. httpserve must not import any
 // package of this module, client-go, Prometheus or kernel libraries: it
 // is net/http only, so that both servers can use it without a cycle.
 package httpserve

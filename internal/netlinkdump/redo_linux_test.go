@@ -26,10 +26,9 @@ func TestRedoRunsAnInterruptedDumpAgain(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var waited []time.Duration
-			sleep = func(d time.Duration) { waited = append(waited, d) }
-			t.Cleanup(func() { sleep = time.Sleep })
+			sleep := func(d time.Duration) { waited = append(waited, d) }
 			calls := 0
-			v, err := Redo(func() (int, error) {
+			v, err := redo(func() (int, error) {
 				calls++
 				if calls <= tc.interrupted {
 					return calls, fmt.Errorf("list addresses: %w", netlink.ErrDumpInterrupted)
@@ -38,7 +37,7 @@ func TestRedoRunsAnInterruptedDumpAgain(t *testing.T) {
 					return 0, tc.then
 				}
 				return calls, nil
-			})
+			}, sleep)
 			if calls != tc.wantCalls {
 				t.Errorf("%d calls, want %d", calls, tc.wantCalls)
 			}

@@ -52,15 +52,13 @@ func (n Netlink) list() ([]netip.Addr, error) {
 }
 
 // subscriptionBuffer is the address subscription's socket receive
-// buffer. The IPVS writer adds an address per service VIP: 10,000 in a
-// few seconds at a cold start of 10k services, each event about 800
-// bytes of buffer in the kernel until the reader takes it. In the VM lab,
-// such a burst beside busy CPUs overflowed the default buffer (about
-// 200 KiB): the subscription ended (ENOBUFS), and its renewal a second
-// later asked for a List of every address, thousands of them, while the
-// adds went on (TestWatchKeepsItsSubscriptionThroughABurst: once in seven
-// runs with the default buffer, never in five with 8 MiB). 16 MiB holds
-// the whole burst unread, twice over.
+// buffer. The IPVS writer adds an address per service VIP, thousands in
+// a few seconds at a cold start, each event held in the kernel's buffer
+// until the reader takes it. Beside busy CPUs such a burst can overflow
+// the default buffer: the subscription ends (ENOBUFS), and its renewal
+// asks for a List of every address while the adds go on
+// (TestWatchKeepsItsSubscriptionThroughABurst). This size holds the
+// whole burst of a large node unread.
 const subscriptionBuffer = 16 << 20
 
 // Watch calls changed after every address change, until ctx ends. A
@@ -105,7 +103,7 @@ func (n Netlink) Watch(ctx context.Context, changed func()) {
 // ends. A burst of updates costs one call: those already queued when one
 // arrives are taken with it. Updates of the excluded interface's
 // addresses are dropped: the IPVS writer adds one per service VIP (a
-// cold start at 10,000 services makes thousands), none is a node
+// cold start makes thousands), none is a node
 // address, and each would otherwise cost a List of every address.
 func (n Netlink) drain(ctx context.Context, updates <-chan netlink.AddrUpdate, changed func()) {
 	var ex excluded

@@ -28,7 +28,7 @@ const (
 // planned by diffing the mirror against the desired state. Its run does
 // at once what cannot wait (reads, addresses) and returns the IPVS
 // change, if any, which the batch sends with the others of its phase in
-// one Kernel.Write (send.go).
+// one Kernel.Write (run, below).
 type step struct {
 	phase phase
 	key   Key                 // the virtual server; zero for address steps
@@ -68,8 +68,8 @@ func (w *Writer) newBatch(now time.Time) *batch {
 func (b *batch) add(s step) { b.steps[s.phase] = append(b.steps[s.phase], s) }
 
 // expect makes room for n more steps of phase ph (a Resync knows how
-// many adds its plan may need: growing a slice of 60,000 steps one append
-// at a time cost a quarter of a cold Resync at 5,000 services).
+// many adds its plan may need, and growing a large slice one append at a
+// time is a large part of a cold Resync).
 func (b *batch) expect(ph phase, n int) { b.steps[ph] = slices.Grow(b.steps[ph], n) }
 
 func (b *batch) blame(svc policy.ServiceKey) {
@@ -90,16 +90,16 @@ func (b *batch) service(svc policy.ServiceKey, vss []policy.VirtualServer) {
 // retry reconciles a service whose last batch failed in the kernel: its
 // virtual servers as last translated, and their addresses, again. A
 // service with virtual servers it could not have is retried with service
-// instead (Writer.desired), since what blocked them may be gone.
+// instead (Writer.retryPlans), since what blocked them may be gone.
 func (b *batch) retry(svc policy.ServiceKey) {
-	if vss, ok := b.w.desired[svc]; ok {
+	if vss, ok := b.w.retryPlans[svc]; ok {
 		b.service(svc, vss)
 		return
 	}
-	keys := slices.Clone(b.w.owned[svc])
+	keys := slices.Clone(b.w.claimed[svc])
 	var addrs []netip.Addr
 	for _, k := range keys {
-		if x := b.w.want[k]; x != nil && x.binds() {
+		if x := b.w.desired[k]; x != nil && x.binds() {
 			addrs = append(addrs, k.Address)
 		}
 	}
@@ -158,7 +158,7 @@ func (b *batch) virtualServer(k Key, svc policy.ServiceKey, mayDelete bool) {
 	}
 	b.vsDone[k] = true
 	w := b.w
-	want, have := w.want[k], w.mirror[k]
+	want, have := w.desired[k], w.mirror[k]
 	if want != nil {
 		delete(w.stale, k)
 	}
@@ -191,7 +191,7 @@ func (b *batch) virtualServer(k Key, svc policy.ServiceKey, mayDelete bool) {
 					return fmt.Errorf("add virtual server %s: %w", k, err)
 				}
 				// Sized for the destinations that follow: one at a time,
-				// they would grow it to up to twice that (BENCHMARKS.md, memory).
+				// they would grow it past that (BENCHMARKS.md, memory).
 				w.mirror[k] = &actual{vs: vs, managed: true, dests: make(destList, 0, n)}
 				return nil
 			}}, nil
@@ -221,7 +221,7 @@ func (b *batch) virtualServer(k Key, svc policy.ServiceKey, mayDelete bool) {
 // ones are added, changed weights updated (a draining destination that
 // is back in the plan returns to its weight), and those no longer
 // planned retired.
-func (b *batch) destinations(want *wanted, have *actual) {
+func (b *batch) destinations(want *desiredVS, have *actual) {
 	k := want.vs.Key
 	for _, d := range want.dests {
 		b.w.forgetDrain(k, d.AddrPort())
@@ -245,7 +245,7 @@ func (b *batch) destinations(want *wanted, have *actual) {
 }
 
 // destination plans adding or updating one planned destination.
-func (b *batch) destination(ph phase, verb string, want *wanted, d Destination) {
+func (b *batch) destination(ph phase, verb string, want *desiredVS, d Destination) {
 	w, k, ap := b.w, want.vs.Key, d.AddrPort()
 	kind := OpUpdateDestination
 	if verb == "add" {
@@ -304,7 +304,7 @@ func (b *batch) address(a netip.Addr, by ...policy.ServiceKey) {
 func (b *batch) finish() {
 	for svc := range b.services {
 		if b.blamed[svc] {
-			b.w.backoff(svc, b.now)
+			b.w.scheduleRetry(svc, b.now)
 		} else {
 			delete(b.w.failed, svc)
 		}
@@ -318,187 +318,122 @@ func svcs(svc policy.ServiceKey) []policy.ServiceKey {
 	return []policy.ServiceKey{svc}
 }
 
-// schedulerFlags maps the plan's scheduler flags to IPVS service flag
-// bits: the mh and sh schedulers read fallback from SCHED1 and port from
-// SCHED2 (IP_VS_SVC_F_SCHED_{MH,SH}_{FALLBACK,PORT}).
-var schedulerFlags = map[string]uint32{
-	"mh-fallback": FlagSched1,
-	"mh-port":     FlagSched2,
-	"sh-fallback": FlagSched1,
-	"sh-port":     FlagSched2,
+// change is one IPVS change a step hands its batch. done is called with
+// the kernel's answer, in the order of the Write: it records a success
+// in the mirror and returns the error to report, nil for none (deleting
+// what is already gone is done).
+type change struct {
+	op   Op
+	done func(err error) error
 }
 
-// wanted is one planned virtual server in kernel form.
-type wanted struct {
-	svc   policy.ServiceKey
-	bound bool // its address belongs on the dummy interface (policy.VirtualServer.Bound)
-	vs    VirtualServer
-	dests destList // NAT, with the plan's weights
+// sent is a step whose change is in a Write.
+type sent struct {
+	s step
+	c *change
 }
 
-// keyOf returns the kernel key of a planned virtual server.
-func keyOf(vs *policy.VirtualServer) Key {
-	return Key{Address: vs.Address.Unmap(), Protocol: vs.Protocol, Port: vs.Port}
+// run executes the steps phase by phase. Within a phase each step's run
+// is called in order, and the IPVS changes they return go to the kernel
+// together, in that order, in one Kernel.Write, which the Linux adapter
+// sends in as few system calls as its socket buffers allow; the next
+// phase starts once the kernel has answered them all, so a virtual
+// server never loses its old destinations (prune) before its new ones
+// are in (add). A failed step blames its services, which are retried
+// with backoff, and skips its virtual server's steps in later phases;
+// every other step still runs. The changes of a virtual server that
+// were in the same Write as its failed one were made or refused by the
+// kernel on their own: a success is recorded, and a failure, which
+// follows from the first (the destinations of a virtual server the
+// kernel refused to add are ESRCH), is counted but not reported again.
+// The failure is the services' alone (a *ServiceError each) unless it
+// leaves the whole data plane unknown (planeWide) or belongs to no
+// service: then it asks for a Resync.
+func (b *batch) run() {
+	failed := map[Key]bool{}
+	for ph := range b.steps {
+		b.runPhase(b.steps[ph], failed)
+		b.steps[ph] = nil // their closures hold what they program
+	}
+	for k := range b.vsDone {
+		b.w.share(k)
+	}
+	b.finish()
 }
 
-// translate turns a planned virtual server into its kernel form: NAT
-// destinations, the plan's scheduler and flags, and persistence.
-func translate(svc policy.ServiceKey, vs *policy.VirtualServer) (*wanted, error) {
-	k := keyOf(vs)
-	if !k.Address.IsValid() {
-		return nil, fmt.Errorf("virtual server %s: invalid address", k)
-	}
-	switch k.Protocol {
-	case policy.ProtocolTCP, policy.ProtocolUDP, policy.ProtocolSCTP:
-	default:
-		return nil, fmt.Errorf("virtual server %s: unsupported protocol %q", k, k.Protocol)
-	}
-	if vs.Scheduler == "" {
-		// policy defaults the scheduler (--ipvs-scheduler, then rr); a
-		// plan without one is a bug, not something to decide here.
-		return nil, fmt.Errorf("virtual server %s: the plan names no scheduler", k)
-	}
-	w := &wanted{svc: svc, bound: vs.Bound(), vs: VirtualServer{Key: k, Scheduler: vs.Scheduler}}
-	for _, f := range vs.SchedulerFlags {
-		bit, ok := schedulerFlags[f]
-		if !ok {
-			return nil, fmt.Errorf("virtual server %s: unknown scheduler flag %q", k, f)
+// runPhase runs one phase's steps and sends their changes in one Write.
+func (b *batch) runPhase(steps []step, failed map[Key]bool) {
+	var out []sent
+	for _, s := range steps {
+		if s.key.Address.IsValid() && failed[s.key] {
+			continue
 		}
-		w.vs.Flags |= bit
-	}
-	if vs.PersistenceTimeoutSeconds > 0 {
-		w.vs.Flags |= FlagPersistent
-		w.vs.Timeout = vs.PersistenceTimeoutSeconds
-	}
-	ds := make([]Destination, 0, len(vs.Destinations))
-	for _, d := range vs.Destinations {
-		a := d.Address.Unmap()
-		if a.Is4() != k.Address.Is4() {
-			return nil, fmt.Errorf("virtual server %s: destination %s of another family", k, netip.AddrPortFrom(a, d.Port))
-		}
-		ds = append(ds, Destination{Addr: a, Port: d.Port, Weight: d.Weight, Forward: ForwardMasq})
-	}
-	w.dests = newDestList(ds)
-	return w, nil
-}
-
-// binds reports whether the virtual server's address belongs on the dummy
-// interface: every kind but NodePort and an external address that is a
-// node's, which sit on node addresses (policy decides).
-func (w *wanted) binds() bool { return w.bound }
-
-// hostPrefix is the /32 or /128 of an address.
-func hostPrefix(a netip.Addr) netip.Prefix { return netip.PrefixFrom(a, a.BitLen()) }
-
-// gracefulTermination reports whether a destination of this protocol is
-// drained (weight 0 until its connections end) rather than deleted at
-// once. UDP and SCTP are deleted at once, as kube-proxy does: IPVS drops
-// their connections on the next packet (expire_nodest_conn).
-func gracefulTermination(p policy.Protocol) bool { return p == policy.ProtocolTCP }
-
-// setDesired replaces a service's planned virtual servers. It returns the
-// keys whose desired state may have changed (the service's old and new
-// keys), the dummy addresses they bind, and one error per virtual server
-// the service cannot have (a *ServiceError): untranslatable, or claimed
-// by another service first (the first claim keeps it).
-func (w *Writer) setDesired(svc policy.ServiceKey, vss []policy.VirtualServer) (touched []Key, addrs []netip.Addr, errs []error) {
-	for _, k := range w.owned[svc] {
-		if x := w.want[k]; x != nil && x.binds() {
-			addrs = append(addrs, k.Address)
-		}
-		w.release(k)
-		touched = append(touched, k)
-	}
-	delete(w.owned, svc)
-	delete(w.desired, svc)
-	if len(vss) == 0 {
-		return touched, addrs, nil
-	}
-	var keys []Key
-	for i := range vss {
-		x, err := translate(svc, &vss[i])
+		c, err := s.run()
 		if err != nil {
-			errs = append(errs, serviceError(svc, ReasonInvalid, fmt.Errorf("service %s: %w", svc, err)))
+			b.fail(s, err, failed)
 			continue
 		}
-		k := x.vs.Key
-		if o := w.want[k]; o != nil {
-			if o.svc == svc {
-				errs = append(errs, serviceError(svc, ReasonInvalid, fmt.Errorf("virtual server %s: listed twice by service %s", k, svc)))
-			} else {
-				errs = append(errs, serviceError(svc, ReasonConflict,
-					fmt.Errorf("virtual server %s of service %s: already claimed by service %s", k, svc, o.svc)))
-			}
+		if c != nil {
+			out = append(out, sent{s, c})
+		}
+	}
+	if len(out) == 0 {
+		return
+	}
+	ops := make([]Op, len(out))
+	for i, x := range out {
+		ops[i] = x.c.op
+	}
+	errs := b.w.kernel.Write(ops)
+	planeReported := false
+	for i, x := range out {
+		var kerr error
+		if i < len(errs) {
+			kerr = errs[i]
+		} else {
+			kerr = fmt.Errorf("%w: the kernel answered %d of %d changes", ErrUnanswered, len(errs), len(ops))
+		}
+		b.w.ops[x.c.op.Kind.String()]++
+		err := x.c.done(kerr)
+		if err == nil {
 			continue
 		}
-		w.claim(k, x)
-		keys = append(keys, k)
-		touched = append(touched, k)
-		if x.binds() {
-			addrs = append(addrs, k.Address)
+		if kerr != nil {
+			b.w.ops["error"]++ // the kernel's; done counts its own calls' (conntrack)
 		}
-	}
-	if len(keys) > 0 {
-		w.owned[svc] = keys
-	}
-	if len(errs) > 0 {
-		w.desired[svc] = vss // retried whole (batch.retry)
-	}
-	return touched, addrs, errs
-}
-
-func (w *Writer) claim(k Key, x *wanted) {
-	w.want[k] = x
-	if x.binds() {
-		w.addrRefs[k.Address]++
+		plane := planeWide(err)
+		if (plane && planeReported) || (!plane && x.s.key.Address.IsValid() && failed[x.s.key]) {
+			// Already reported: the same lost answer, or its virtual
+			// server's first failure in this Write.
+			b.blameAll(x.s, failed)
+			continue
+		}
+		planeReported = planeReported || plane
+		b.fail(x.s, err, failed)
 	}
 }
 
-func (w *Writer) release(k Key) {
-	x := w.want[k]
-	if x == nil {
+// fail records a step's failure: its virtual server's later steps are
+// skipped, its services blamed, and the error reported as theirs, or as
+// the whole data plane's.
+func (b *batch) fail(s step, err error, failed map[Key]bool) {
+	b.blameAll(s, failed)
+	if len(s.svcs) == 0 || planeWide(err) {
+		b.errs = append(b.errs, err)
+		b.w.needsResync = true
 		return
 	}
-	delete(w.want, k)
-	if x.binds() {
-		decrement(w.addrRefs, k.Address)
+	for _, svc := range s.svcs {
+		b.errs = append(b.errs, serviceError(svc, ReasonKernelError, err))
 	}
 }
 
-func decrement[K comparable](m map[K]int, k K) {
-	if m[k] <= 1 {
-		delete(m, k)
-		return
+// blameAll marks a failed step's virtual server and blames its services.
+func (b *batch) blameAll(s step, failed map[Key]bool) {
+	if s.key.Address.IsValid() {
+		failed[s.key] = true
 	}
-	m[k]--
-}
-
-// backoff schedules a failed service's retry: 1 s after its first
-// failure, doubling with each further one, at most 2 min.
-func (w *Writer) backoff(svc policy.ServiceKey, now time.Time) {
-	r := w.failed[svc]
-	if r == nil {
-		r = &retry{delay: retryInitial}
-		w.failed[svc] = r
-	} else {
-		r.delay = min(2*r.delay, retryMax)
-	}
-	r.at = now.Add(r.delay)
-}
-
-func (w *Writer) setDrain(k Key, d netip.AddrPort, since time.Time) {
-	m := w.draining[k]
-	if m == nil {
-		m = map[netip.AddrPort]time.Time{}
-		w.draining[k] = m
-	}
-	m[d] = since
-}
-
-func (w *Writer) forgetDrain(k Key, d netip.AddrPort) {
-	m := w.draining[k]
-	delete(m, d)
-	if len(m) == 0 {
-		delete(w.draining, k)
+	for _, svc := range s.svcs {
+		b.blame(svc)
 	}
 }

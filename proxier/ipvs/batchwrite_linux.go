@@ -7,6 +7,15 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// Write implements Kernel.Write for the Linux adapter (kernel_linux.go):
+// the changes go out in batches, through its opWriter.
+func (m *mobyKernel) Write(ops []Op) []error {
+	if len(ops) == 0 {
+		return nil
+	}
+	return m.ops.write(ops)
+}
+
 // opWriter makes Kernel.Write's changes in batches on a generic netlink
 // socket of its own (ipvsmsg.go says why not through moby/ipvs). A
 // batch is as many requests as one sendmsg may carry: the send buffer

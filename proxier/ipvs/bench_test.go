@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/retained"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testsupport/retained"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 )
 
@@ -55,7 +55,7 @@ func BenchmarkRepairNoChange5000(b *testing.B) {
 // programmed 10,000 services x 10 destinations: a Resync that adopts a
 // kernel another Writer programmed (so the fake kernel's own table is not
 // counted). Its retained-B figure is the Writer's share of the proxy's
-// RSS (issue 11, target 3).
+// RSS (BENCHMARKS.md, memory).
 func BenchmarkRetainedState10000(b *testing.B) {
 	k, l, ct, sys := NewFakeKernel(), NewFakeLinks(), NewFakeConntrack(), NewFakeSysctls()
 	if err := New(Config{Now: time.Now}, k, l, ct, sys).Resync(scalePlan(10000)); err != nil {

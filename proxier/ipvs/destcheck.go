@@ -38,7 +38,7 @@ func (w *Writer) destsDrifted() error {
 			}
 			c.keys, c.next = c.keys[:0], 0
 			for k, a := range w.mirror {
-				if w.want[k] != nil && a != nil {
+				if w.desired[k] != nil && a != nil {
 					c.keys = append(c.keys, k)
 				}
 			}
@@ -49,7 +49,7 @@ func (w *Writer) destsDrifted() error {
 		k := c.keys[c.next]
 		c.next++
 		a := w.mirror[k]
-		if a == nil || w.want[k] == nil {
+		if a == nil || w.desired[k] == nil {
 			continue // gone from the plan since the pass began
 		}
 		ds, err := w.kernel.Destinations(k)

@@ -18,13 +18,12 @@ import (
 // blocking socket into one buffer it keeps, where moby's read
 // (vishvananda/netlink's Receive) zeroes a 64 KiB buffer on its stack
 // per read and copies the answer out of it, and it decodes only the
-// attributes a Destination holds. At 10,000 services a Repair lists
-// 12,000 virtual servers, and in a profile of the churn at that size
-// moby's read and decode, not the kernel, were about half the CPU of
-// each list (BENCHMARKS.md). The socket blocks in the read, as moby's does:
-// on a socket on Go's network poller (mdlayher/netlink's, which this
-// reader used first) the goroutine parked in its reads, and in the VM
-// lab a read took twice moby's time (BENCHMARKS.md).
+// attributes a Destination holds. A Repair lists every virtual server,
+// and on a large node moby's read and decode, not the kernel, dominated
+// each list (BENCHMARKS.md). The socket blocks in the read, as moby's
+// does: on a socket on Go's network poller (mdlayher/netlink's, which
+// this reader used first) the goroutine parked in its reads, and a read
+// was slower than moby's (BENCHMARKS.md).
 const (
 	ipvsGenlName    = "IPVS"
 	ipvsGenlVersion = 1

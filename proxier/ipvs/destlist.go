@@ -8,8 +8,8 @@ import (
 // destList is a virtual server's destinations, sorted by address and
 // port, each address and port once. The Writer holds two per virtual
 // server, what the plan wants and what the kernel has; they are slices,
-// not maps, because at 10,000 services x 10 destinations the maps held
-// three times the memory (BenchmarkRetainedState10000).
+// not maps, because maps held several times the memory
+// (BenchmarkRetainedState10000).
 type destList []Destination
 
 // newDestList sorts ds (a copy) by address and port; of two with the
@@ -71,14 +71,14 @@ func (l destList) sameSettings(o destList) bool {
 }
 
 // put adds or replaces a mirrored destination, first copying a list
-// shared with the wanted one.
+// shared with the desired one.
 func (a *actual) put(d Destination) {
 	a.own()
 	a.dests.put(d)
 }
 
 // remove deletes a mirrored destination, first copying a list shared
-// with the wanted one.
+// with the desired one.
 func (a *actual) remove(ap netip.AddrPort) {
 	if !a.dests.has(ap) {
 		return
@@ -97,15 +97,15 @@ func (a *actual) own() {
 	}
 }
 
-// share makes a virtual server's mirrored destinations its wanted list
-// when the kernel holds what is wanted (connection counts aside: they
+// share makes a virtual server's mirrored destinations its desired list
+// when the kernel holds what is desired (connection counts aside: they
 // are read afresh by each drain), so that the Writer holds the
 // destinations of a virtual server in sync once, not twice (BENCHMARKS.md,
-// memory). The lists are never changed in place while shared: the wanted
+// memory). The lists are never changed in place while shared: the desired
 // one is replaced whole by a new plan, the mirrored one copied first by
 // put and remove.
 func (w *Writer) share(k Key) {
-	want, have := w.want[k], w.mirror[k]
+	want, have := w.desired[k], w.mirror[k]
 	if want == nil || have == nil || len(want.dests) == 0 {
 		return
 	}

@@ -6,26 +6,26 @@ import (
 )
 
 // The mirror holds a virtual server's destinations once they are what
-// the plan wants by sharing the wanted list, and never changes a shared
+// the plan wants by sharing the desired list, and never changes a shared
 // list in place: drift a repair finds, a drain and a new plan each leave
-// every wanted list as the plan made it.
+// every desired list as the plan made it.
 func TestMirrorSharesTheWantedListAndCopiesBeforeAChange(t *testing.T) {
 	k, a, b := key("10.96.0.10:80/TCP"), dest("10.244.1.5:80"), dest("10.244.1.6:80")
 	e := newEnv(t, Config{})
 	e.mustResync(plan(one("10.244.1.5:80", "10.244.1.6:80")))
-	first := e.w.want[k].dests
+	first := e.w.desired[k].dests
 	frozen := slices.Clone(first)
 	shared := func(step string) {
 		t.Helper()
-		have, want := e.w.mirror[k], e.w.want[k]
+		have, want := e.w.mirror[k], e.w.desired[k]
 		if !have.shared || &have.dests[0] != &want.dests[0] {
-			t.Errorf("%s: the mirror does not share the wanted list (shared %v)", step, have.shared)
+			t.Errorf("%s: the mirror does not share the desired list (shared %v)", step, have.shared)
 		}
 	}
 	shared("after the Resync")
 
 	// Drift behind our back: the repair reads it into the mirror (a copy)
-	// and programs the wanted weight again.
+	// and programs the desired weight again.
 	must(t, e.k.UpdateDestination(k, Destination{Addr: a.Addr(), Port: a.Port(), Weight: 7}))
 	must(t, e.w.Repair())
 	if got := destLine(e, "10.244.1.5:80"); got != "10.244.1.5:80 masq weight=1 active=0 inactive=0" {
@@ -40,7 +40,7 @@ func TestMirrorSharesTheWantedListAndCopiesBeforeAChange(t *testing.T) {
 		t.Errorf("draining: %q, want weight 0", got)
 	}
 	if have := e.w.mirror[k]; have.shared {
-		t.Errorf("the mirror shares the wanted list while it holds a draining destination: %v", have.dests)
+		t.Errorf("the mirror shares the desired list while it holds a draining destination: %v", have.dests)
 	}
 	must(t, e.k.SetConns(k, b, 0, 0))
 	e.mustApply()
@@ -49,9 +49,9 @@ func TestMirrorSharesTheWantedListAndCopiesBeforeAChange(t *testing.T) {
 	}
 	shared("after the drain")
 	if !slices.Equal(first, frozen) {
-		t.Errorf("the first plan's wanted list was changed in place: %v, was %v", first, frozen)
+		t.Errorf("the first plan's desired list was changed in place: %v, was %v", first, frozen)
 	}
-	if want := e.w.want[k].dests; len(want) != 1 || want[0].AddrPort() != a || want[0].Weight != 1 {
-		t.Errorf("wanted list %v, want only %v at weight 1", want, a)
+	if want := e.w.desired[k].dests; len(want) != 1 || want[0].AddrPort() != a || want[0].Weight != 1 {
+		t.Errorf("desired list %v, want only %v at weight 1", want, a)
 	}
 }

@@ -22,14 +22,15 @@
 // on Config.ExcludeCIDRs, which are never deleted.
 //
 // The kernel is seen through four small interfaces (Kernel, Links,
-// Conntrack, Sysctls), with real adapters in *_linux.go files
-// (github.com/moby/ipvs, github.com/vishvananda/netlink, /proc/sys) and
+// Conntrack, and sysctl.Files, the seam package conntrack uses too),
+// with real adapters in *_linux.go files (github.com/moby/ipvs,
+// github.com/vishvananda/netlink) and in package internal/sysctl, and
 // kernel-faithful fakes in fake.go for tests of this package and of its
 // callers. One read is not moby's: a virtual server's destinations are
 // listed by destReader (destdump.go), the same request on a blocking
 // socket of our own that keeps its read buffer, because moby/ipvs zeroes
-// a 64 KiB buffer per read and a Repair at 10,000 services makes 12,000
-// reads; github.com/mdlayher/netlink encodes and decodes the attributes.
+// a large buffer per read and a Repair makes a read per virtual server;
+// github.com/mdlayher/netlink encodes and decodes the attributes.
 //
 // Changes go to the kernel in batches. A sync's IPVS changes are made
 // phase by phase (add, update, prune), and each phase's in one

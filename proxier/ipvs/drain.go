@@ -120,7 +120,7 @@ func (b *batch) deleted(a *actual, d netip.AddrPort, err error) error {
 func (b *batch) drains() {
 	for _, k := range slices.SortedFunc(maps.Keys(b.w.draining), Key.Compare) {
 		var svc policy.ServiceKey
-		if x := b.w.want[k]; x != nil {
+		if x := b.w.desired[k]; x != nil {
 			svc = x.svc
 		}
 		b.virtualServer(k, svc, false)

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/sysctl"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 )
 
@@ -254,9 +255,28 @@ func NewFakeSysctls() *FakeSysctls {
 	return f
 }
 
-var _ Sysctls = (*FakeSysctls)(nil)
+var _ sysctl.Files = (*FakeSysctls)(nil)
 
-// Get implements Sysctls.
+// Read implements sysctl.Files: a file under /proc/sys is its key's
+// value; any other path is ENOENT.
+func (f *FakeSysctls) Read(path string) (string, error) {
+	key, ok := sysctl.Key(path)
+	if !ok {
+		return "", syscall.ENOENT
+	}
+	return f.Get(key)
+}
+
+// Write implements sysctl.Files, as Read.
+func (f *FakeSysctls) Write(path, value string) error {
+	key, ok := sysctl.Key(path)
+	if !ok {
+		return syscall.ENOENT
+	}
+	return f.Set(key, value)
+}
+
+// Get returns a key's value, as Read its file's.
 func (f *FakeSysctls) Get(key string) (string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -272,7 +292,7 @@ func (f *FakeSysctls) Get(key string) (string, error) {
 	return v, nil // as the adapter returns it: trimmed
 }
 
-// Set implements Sysctls.
+// Set sets a key's value, as Write its file's.
 func (f *FakeSysctls) Set(key, value string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testsupport/plantest"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy/plantest"
 )
 
 // Plan builders shared with the other writer tests.

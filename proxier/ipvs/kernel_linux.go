@@ -145,14 +145,6 @@ func (m *mobyKernel) DeleteDestination(k Key, d Destination) error {
 	return m.h.DelDestination(mobyService(VirtualServer{Key: k}), mobyDestination(d))
 }
 
-// Write implements Kernel in batches (opWriter).
-func (m *mobyKernel) Write(ops []Op) []error {
-	if len(ops) == 0 {
-		return nil
-	}
-	return m.ops.write(ops)
-}
-
 func (m *mobyKernel) Timeouts() (Timeouts, error) {
 	c, err := m.h.GetConfig()
 	if err != nil {

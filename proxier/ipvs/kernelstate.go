@@ -3,6 +3,7 @@ package ipvs
 import (
 	"errors"
 	"fmt"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/sysctl"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -18,7 +19,7 @@ import (
 func (w *Writer) start(full bool) error {
 	if !w.started {
 		if err := w.readKernel(); err != nil {
-			w.full = true
+			w.needsResync = true
 			return err
 		}
 		w.started = true
@@ -26,7 +27,7 @@ func (w *Writer) start(full bool) error {
 	var errs []error
 	if !w.linkExists {
 		if err := w.addLink(); err != nil {
-			w.full = true
+			w.needsResync = true
 			errs = append(errs, err)
 		}
 	}
@@ -89,13 +90,13 @@ func (w *Writer) drifted() error {
 		return fmt.Errorf("list virtual servers: %w", err)
 	}
 	ours := 0
-	for k := range w.want {
+	for k := range w.desired {
 		if w.mirror[k] != nil {
 			ours++
 		}
 	}
 	for _, vs := range vss {
-		if w.want[vs.Key] != nil && w.mirror[vs.Key] != nil {
+		if w.desired[vs.Key] != nil && w.mirror[vs.Key] != nil {
 			ours--
 		}
 	}
@@ -206,21 +207,22 @@ func (a *actual) destination(d netip.AddrPort) (Destination, bool) {
 	return a.dests.get(d)
 }
 
-type sysctl struct{ key, value string }
+// sysctlSetting is a sysctl key and the value the Writer gives it.
+type sysctlSetting struct{ key, value string }
 
 // sysctlList is what kube-proxy's IPVS mode sets.
-func (w *Writer) sysctlList() []sysctl {
-	l := []sysctl{
+func (w *Writer) sysctlList() []sysctlSetting {
+	l := []sysctlSetting{
 		{"net/ipv4/vs/conntrack", "1"},
 		{"net/ipv4/vs/expire_nodest_conn", "1"},
 		{"net/ipv4/vs/expire_quiescent_template", "1"},
 		{"net/ipv4/ip_forward", "1"},
 	}
 	if w.cfg.StrictARP {
-		l = append(l, sysctl{"net/ipv4/conf/all/arp_ignore", "1"}, sysctl{"net/ipv4/conf/all/arp_announce", "2"})
+		l = append(l, sysctlSetting{"net/ipv4/conf/all/arp_ignore", "1"}, sysctlSetting{"net/ipv4/conf/all/arp_announce", "2"})
 	}
 	if connReuseModeOff(w.cfg.KernelRelease) {
-		l = append(l, sysctl{ConnReuseModeKey, "0"})
+		l = append(l, sysctlSetting{ConnReuseModeKey, "0"})
 	}
 	return l
 }
@@ -275,7 +277,7 @@ func versionLess(a, b [2]int) bool { return a[0] < b[0] || a[0] == b[0] && a[1] 
 func (w *Writer) tune() error {
 	var errs []error
 	for _, s := range w.sysctlList() {
-		cur, err := w.sysctls.Get(s.key)
+		cur, err := w.sysctls.Read(sysctl.Path(s.key))
 		if err != nil {
 			errs = append(errs, fmt.Errorf("read sysctl %s: %w", s.key, err))
 			continue
@@ -283,7 +285,7 @@ func (w *Writer) tune() error {
 		if strings.TrimSpace(cur) == s.value {
 			continue
 		}
-		if err := w.call("set-sysctl", func() error { return w.sysctls.Set(s.key, s.value) }); err != nil {
+		if err := w.call("set-sysctl", func() error { return w.sysctls.Write(sysctl.Path(s.key), s.value) }); err != nil {
 			errs = append(errs, fmt.Errorf("set sysctl %s=%s: %w", s.key, s.value, err))
 		}
 	}

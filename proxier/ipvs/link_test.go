@@ -218,7 +218,7 @@ func TestCheckReadsDestinationsInTurnWithinItsBudget(t *testing.T) {
 		}
 		return e.rec(op, target)
 	}
-	vss := len(e.w.want)
+	vss := len(e.w.desired)
 	must(t, e.k.DeleteDestination(key("10.96.0.53:53/UDP"), Destination{Addr: netip.MustParseAddr("10.244.1.7"), Port: 53}))
 	checks := 0
 	for ; checks <= vss; checks++ {

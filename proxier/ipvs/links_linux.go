@@ -5,9 +5,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
-	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 
@@ -150,96 +147,4 @@ func (l *netlinkLinks) AddAddr(name string, p netip.Prefix) error {
 
 func (l *netlinkLinks) DelAddr(name string, p netip.Prefix) error {
 	return l.onLink(name, func(lk netlink.Link) error { return l.h.AddrDel(lk, &netlink.Addr{IPNet: ipNet(p)}) })
-}
-
-// netlinkConntrack is Conntrack over ctnetlink.
-type netlinkConntrack struct{}
-
-var _ Conntrack = netlinkConntrack{}
-
-// replySource matches UDP flows whose reply comes from one endpoint.
-type replySource struct{ ep netip.AddrPort }
-
-func (f replySource) MatchConntrackFlow(flow *netlink.ConntrackFlow) bool {
-	if flow.Forward.Protocol != unix.IPPROTO_UDP || flow.Reverse.SrcPort != f.ep.Port() {
-		return false
-	}
-	src, ok := netip.AddrFromSlice(flow.Reverse.SrcIP)
-	return ok && src.Unmap() == f.ep.Addr()
-}
-
-func (netlinkConntrack) DeleteUDP(ep netip.AddrPort) (int, error) {
-	fam := netlink.InetFamily(unix.AF_INET)
-	if ep.Addr().Is6() {
-		fam = unix.AF_INET6
-	}
-	n, err := netlink.ConntrackDeleteFilters(netlink.ConntrackTable, fam, replySource{ep})
-	return int(n), err
-}
-
-// procSysctls is Sysctls over /proc/sys.
-type procSysctls struct{}
-
-var _ Sysctls = procSysctls{}
-
-func sysctlPath(key string) string { return filepath.Join("/proc/sys", filepath.Clean("/"+key)) }
-
-func (procSysctls) Get(key string) (string, error) {
-	b, err := os.ReadFile(sysctlPath(key))
-	return strings.TrimSpace(string(b)), err
-}
-
-func (procSysctls) Set(key, value string) error {
-	return os.WriteFile(sysctlPath(key), []byte(value), 0o644)
-}
-
-// NewLinux returns a Writer over the running kernel: IPVS through
-// github.com/moby/ipvs (which runs `modprobe -va ip_vs` once per process
-// when it opens its first handle; a second handle is the Repair's
-// RepairReader), the dummy interface and conntrack
-// through github.com/vishvananda/netlink, sysctls through /proc/sys.
-func NewLinux(cfg Config) (*Writer, error) {
-	if cfg.KernelRelease == "" {
-		rel, err := (procSysctls{}).Get("kernel/osrelease")
-		if err != nil {
-			return nil, fmt.Errorf("read the kernel release: %w", err)
-		}
-		cfg.KernelRelease = rel
-	}
-	links, err := newNetlinkLinks()
-	if err != nil {
-		return nil, err
-	}
-	h, err := mobyipvsNew()
-	if err != nil {
-		links.Close()
-		return nil, err
-	}
-	if cfg.RepairReader == nil {
-		reader, err := mobyipvsNew()
-		if err != nil {
-			h.Close()
-			links.Close()
-			return nil, fmt.Errorf("repair reader: %w", err)
-		}
-		cfg.RepairReader = reader
-	}
-	return New(cfg, h, links, netlinkConntrack{}, procSysctls{}), nil
-}
-
-// NewLinuxAdapters returns the running kernel's adapters, the ones
-// NewLinux wires into its Writer, for tests that hold them to the fakes'
-// contract (integration/ipvswriter's TestKernelContract). close releases
-// the IPVS handle.
-func NewLinuxAdapters() (k Kernel, l Links, ct Conntrack, sys Sysctls, close func(), err error) {
-	links, err := newNetlinkLinks()
-	if err != nil {
-		return nil, nil, nil, nil, nil, err
-	}
-	h, err := mobyipvsNew()
-	if err != nil {
-		links.Close()
-		return nil, nil, nil, nil, nil, err
-	}
-	return h, links, netlinkConntrack{}, procSysctls{}, func() { h.Close(); links.Close() }, nil
 }

@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testsupport/plantest"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy/plantest"
 )
 
 // TestApplyReleasesBeforeClaiming: one Apply that moves a virtual server

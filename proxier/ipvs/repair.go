@@ -54,11 +54,11 @@ func (w *Writer) StartRepair() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.repair = nil
-	if !w.started || w.full {
+	if !w.started || w.needsResync {
 		return ErrNeedsResync
 	}
 	if err := w.linkChanged(); err != nil {
-		w.full = true
+		w.needsResync = true
 		return err
 	}
 	r := &repairCursor{touched: map[Key]bool{}}
@@ -75,7 +75,7 @@ func (w *Writer) StartRepair() error {
 	} else {
 		vss, err := w.kernel.VirtualServers()
 		if err != nil {
-			w.full = true
+			w.needsResync = true
 			return fmt.Errorf("list virtual servers: %w", err)
 		}
 		w.indexDump(r, vss)
@@ -94,13 +94,13 @@ func (w *Writer) indexDump(r *repairCursor, vss []VirtualServer) {
 		r.kernel[vs.Key] = vs
 	}
 	r.keys = slices.Collect(maps.Keys(r.kernel))
-	for k := range w.want {
+	for k := range w.desired {
 		if _, ok := r.kernel[k]; !ok {
 			r.keys = append(r.keys, k)
 		}
 	}
 	for k := range w.mirror {
-		if _, ok := r.kernel[k]; !ok && w.want[k] == nil {
+		if _, ok := r.kernel[k]; !ok && w.desired[k] == nil {
 			r.keys = append(r.keys, k)
 		}
 	}
@@ -137,14 +137,14 @@ func (w *Writer) awaitDump(r *repairCursor, ch <-chan servicesDump, budget time.
 		return false, nil
 	}
 	if d.err != nil {
-		w.full, w.repair = true, nil
+		w.needsResync, w.repair = true, nil
 		return false, fmt.Errorf("list virtual servers: %w", d.err)
 	}
 	w.indexDump(r, d.vss)
 	return true, nil
 }
 
-// planAddresses plans the dummy addresses: every one bound or wanted.
+// planAddresses plans the dummy addresses: every one bound or desired.
 func (w *Writer) planAddresses(b *batch) {
 	addrs := slices.Collect(maps.Keys(w.bound))
 	for a := range w.addrRefs {
@@ -169,7 +169,7 @@ func (w *Writer) planAddresses(b *batch) {
 // NeedsResync true. Without a Repair in progress it reports done.
 func (w *Writer) RepairStep(budget time.Duration, stop func() bool) (done bool, err error) {
 	w.mu.Lock()
-	if r := w.repair; r != nil && r.dumped != nil && !w.full {
+	if r := w.repair; r != nil && r.dumped != nil && !w.needsResync {
 		// The services dump is under way: wait for it without the lock,
 		// so that the caller can Apply between two such steps.
 		ch := r.dumped
@@ -188,7 +188,7 @@ func (w *Writer) RepairStep(budget time.Duration, stop func() bool) (done bool, 
 	switch {
 	case r == nil:
 		return true, nil
-	case w.full:
+	case w.needsResync:
 		w.repair = nil
 		return true, ErrNeedsResync
 	}
@@ -201,7 +201,7 @@ func (w *Writer) RepairStep(budget time.Duration, stop func() bool) (done bool, 
 			err = fmt.Errorf("link %s: %w", w.cfg.Interface, ErrLinkChanged)
 		}
 		if err != nil {
-			w.full = true
+			w.needsResync = true
 			return true, err
 		}
 		w.setBound(exists, index, prefixes)
@@ -215,7 +215,7 @@ func (w *Writer) RepairStep(budget time.Duration, stop func() bool) (done bool, 
 		r.next++
 		if !r.touched[k] {
 			if err := w.refresh(k, r); err != nil {
-				w.full, w.repair = true, nil
+				w.needsResync, w.repair = true, nil
 				return true, err
 			}
 			b.virtualServer(k, w.stale[k], w.owns(k)) // a failed deletion is retried with its service
@@ -226,22 +226,6 @@ func (w *Writer) RepairStep(budget time.Duration, stop func() bool) (done bool, 
 	}
 	b.run()
 	return false, errors.Join(b.errs...)
-}
-
-// Repair makes a whole Repair at once: StartRepair, then RepairStep until
-// done.
-func (w *Writer) Repair() error {
-	errs := []error{w.StartRepair()}
-	if errs[0] != nil && w.NeedsResync() {
-		return errs[0]
-	}
-	for {
-		done, err := w.RepairStep(time.Hour, nil)
-		errs = append(errs, err)
-		if done {
-			return errors.Join(errs...)
-		}
-	}
 }
 
 // stopped reports whether a slice's stop asks it to end (nil: never).
@@ -279,7 +263,7 @@ func (w *Writer) refresh(k Key, r *repairCursor) error {
 			// A weight or forwarding method changed behind our back is
 			// drift the batch repairs; connection counts are not kept
 			// (each drain reads them afresh), so an unchanged list stays
-			// shared with the wanted one.
+			// shared with the desired one.
 			if cur, _ := old.dests.get(d.AddrPort()); cur.Weight != d.Weight || cur.Forward != d.Forward {
 				old.put(d)
 			}

@@ -44,9 +44,9 @@ func (vs VirtualServer) String() string {
 // Destination is a real server of a virtual server. ActiveConns and
 // InactiveConns are read from the kernel and ignored when writing. The
 // fields are the kernel's widths (weight s32, connection counts u32, a
-// forwarding method of three bits), so that a destination is 40 bytes:
-// the Writer holds two per destination, wanted and mirrored, 200,000 at
-// 10,000 services (BENCHMARKS.md, memory).
+// forwarding method of three bits), so that a destination is small: the
+// Writer holds two per destination, desired and mirrored (BENCHMARKS.md,
+// memory).
 type Destination struct {
 	Addr          netip.Addr
 	Port          uint16
@@ -173,11 +173,4 @@ type Conntrack interface {
 	// DeleteUDP deletes the UDP entries whose reply source is ep (the
 	// endpoint a flow was sent to) and returns how many it deleted.
 	DeleteUDP(ep netip.AddrPort) (int, error)
-}
-
-// Sysctls reads and writes /proc/sys keys such as "net/ipv4/ip_forward".
-// A missing key is ENOENT.
-type Sysctls interface {
-	Get(key string) (string, error)
-	Set(key, value string) error
 }

@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/sysctl"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 )
 
@@ -16,12 +17,6 @@ import (
 const (
 	DefaultInterface      = "kube-ipvs0"
 	DefaultGracefulPeriod = 15 * time.Minute
-)
-
-// Backoff of a failed service's retries.
-const (
-	retryInitial = time.Second
-	retryMax     = 2 * time.Minute
 )
 
 // Config configures a Writer.
@@ -47,8 +42,8 @@ type Config struct {
 	Now func() time.Time
 	// RepairReader, when set, is a second handle on the same IPVS: a
 	// Repair's services dump runs on it in the background, so that
-	// Applies go on during the dump (at 5,000 services it takes up to
-	// seconds under TCG). NewLinux opens one. Nil: StartRepair dumps on
+	// Applies go on during the dump (on a large node it takes
+	// seconds). NewLinux opens one. Nil: StartRepair dumps on
 	// the Writer's handle.
 	RepairReader Kernel
 }
@@ -62,25 +57,27 @@ type Writer struct {
 	kernel  Kernel
 	links   Links
 	ct      Conntrack
-	sysctls Sysctls
+	sysctls sysctl.Files // /proc/sys, for the keys of sysctlList
 
-	started   bool // the kernel has been read
-	tuned     bool // sysctls and timeouts applied
-	tuneTried bool
-	full      bool // a failure asks for a Resync
+	started     bool // the kernel has been read
+	tuned       bool // sysctls and timeouts applied
+	tuneTried   bool
+	needsResync bool // a failure asks for a Resync
 
 	mirror     map[Key]*actual
 	bound      map[netip.Addr]netip.Prefix // addresses on the dummy interface
 	linkExists bool
 	linkIndex  int // the dummy interface's index, when linkExists
 
-	// desired holds the planned virtual servers of the services that
-	// could not have all of them (untranslatable, or claimed by another
-	// service), to translate them again at their retry; other services
-	// are retried from want.
-	desired map[policy.ServiceKey][]policy.VirtualServer
-	owned   map[policy.ServiceKey][]Key
-	want    map[Key]*wanted
+	// desired is the desired state: each planned virtual server in
+	// kernel form (desired.go). claimed lists the virtual servers each
+	// service claims. retryPlans holds the planned virtual servers of the
+	// services that could not have all of them (untranslatable, or
+	// claimed by another service), to translate them again at their
+	// retry; other services are retried from desired.
+	desired    map[Key]*desiredVS
+	claimed    map[policy.ServiceKey][]Key
+	retryPlans map[policy.ServiceKey][]policy.VirtualServer
 	// driftCheckedAt is when Check last dumped the virtual servers.
 	driftCheckedAt time.Time
 	// destCursor is where Check's turn of destination reads is.
@@ -99,7 +96,7 @@ type Writer struct {
 type actual struct {
 	vs    VirtualServer
 	dests destList
-	// shared: dests is the wanted virtual server's list (equal to it at
+	// shared: dests is the desired virtual server's list (equal to it at
 	// the end of a batch; Writer.share), which put and remove copy before
 	// they change it.
 	shared bool
@@ -109,13 +106,15 @@ type actual struct {
 	managed bool
 }
 
+// retry is a failed service's backoff: its consecutive failures and
+// when it is retried.
 type retry struct {
-	delay time.Duration
-	at    time.Time
+	failures int
+	at       time.Time
 }
 
 // New returns a Writer over the given kernel handles (fakes in tests).
-func New(cfg Config, k Kernel, l Links, ct Conntrack, sys Sysctls) *Writer {
+func New(cfg Config, k Kernel, l Links, ct Conntrack, sys sysctl.Files) *Writer {
 	if cfg.Interface == "" {
 		cfg.Interface = DefaultInterface
 	}
@@ -135,9 +134,9 @@ func New(cfg Config, k Kernel, l Links, ct Conntrack, sys Sysctls) *Writer {
 }
 
 func (w *Writer) resetDesired() {
-	w.desired = map[policy.ServiceKey][]policy.VirtualServer{}
-	w.owned = map[policy.ServiceKey][]Key{}
-	w.want = map[Key]*wanted{}
+	w.retryPlans = map[policy.ServiceKey][]policy.VirtualServer{}
+	w.claimed = map[policy.ServiceKey][]Key{}
+	w.desired = map[Key]*desiredVS{}
 	w.addrRefs = map[netip.Addr]int{}
 }
 
@@ -166,7 +165,7 @@ func (w *Writer) Apply(changes []policy.ServicePlan) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if err := w.linkChanged(); err != nil {
-		w.full = true
+		w.needsResync = true
 		return err
 	}
 	now := w.cfg.Now()
@@ -219,7 +218,7 @@ func (w *Writer) Resync(plan policy.Plan) error {
 	defer w.mu.Unlock()
 	w.repair = nil
 	var errs []error
-	w.started, w.full = false, false
+	w.started, w.needsResync = false, false
 	if err := w.start(true); err != nil {
 		if !w.started {
 			return err
@@ -240,7 +239,7 @@ func (w *Writer) Resync(plan policy.Plan) error {
 	}
 	b.plan()
 	keys := slices.Collect(maps.Keys(w.mirror))
-	for k := range w.want {
+	for k := range w.desired {
 		if w.mirror[k] == nil {
 			keys = append(keys, k)
 		}
@@ -274,7 +273,7 @@ func (w *Writer) AdoptRecorded(keys []Key) {
 
 // forget drops all state but the op counts: the next call starts afresh.
 func (w *Writer) forget() {
-	w.started, w.tuned, w.tuneTried, w.full = false, false, false, false
+	w.started, w.tuned, w.tuneTried, w.needsResync = false, false, false, false
 	w.resetDesired()
 	w.resetMirror()
 	w.draining = map[Key]map[netip.AddrPort]time.Time{}
@@ -312,13 +311,13 @@ func (w *Writer) Draining() int {
 func (w *Writer) NeedsResync() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.full
+	return w.needsResync
 }
 
 // driftCheckInterval spaces Check's dumps of the virtual servers and
 // addresses: at most one a second, whatever the loop's probe interval, so
-// that an idle node with 10,000 services does not dump them twice a
-// second, and a deletion is still noticed within a second.
+// that an idle node with thousands of services does not dump them twice
+// a second, and a deletion is still noticed within a second.
 const driftCheckInterval = time.Second
 
 // Check verifies, without changing anything, that the dummy interface
@@ -336,7 +335,7 @@ const driftCheckInterval = time.Second
 func (w *Writer) Check() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.full || !w.started {
+	if w.needsResync || !w.started {
 		return nil // a Resync is due and re-reads everything anyway
 	}
 	err := w.linkChanged()
@@ -348,7 +347,7 @@ func (w *Writer) Check() error {
 		}
 	}
 	if err != nil {
-		w.full = true
+		w.needsResync = true
 	}
 	return err
 }
@@ -404,7 +403,7 @@ func (w *Writer) owns(k Key) bool {
 	if _, ok := w.bound[k.Address]; ok {
 		return true
 	}
-	if x := w.want[k]; x != nil {
+	if x := w.desired[k]; x != nil {
 		return true // planned by this exact key
 	}
 	a := w.mirror[k]

@@ -8,7 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/golden"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testsupport/golden"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 )
 

@@ -91,6 +91,12 @@ func (r Result) Empty() bool {
 // error in one family or one ipset does not stop the others; the errors
 // are joined.
 func Remove(t Tables, s IPSets, legacy []string) (Result, error) {
+	return remove(t, s, legacy, time.Sleep)
+}
+
+// remove is Remove, with sleep waiting between the tries of an ipset
+// still in use.
+func remove(t Tables, s IPSets, legacy []string, sleep func(time.Duration)) (Result, error) {
 	var res Result
 	var errs []error
 	for _, fam := range []struct {
@@ -101,7 +107,7 @@ func Remove(t Tables, s IPSets, legacy []string) (Result, error) {
 			errs = append(errs, fmt.Errorf("%s tables: %w", fam.name, err))
 		}
 	}
-	if err := removeIPSets(s, &res); err != nil {
+	if err := removeIPSets(s, &res, sleep); err != nil {
 		errs = append(errs, err)
 	}
 	if len(res.Stuck) > 0 {
@@ -184,7 +190,7 @@ func jumpTarget(r *nftables.Rule) string {
 // kube-proxy's own cleanup does (listing every set would decode whatever
 // else the node holds). One still referenced by a rule is Stuck, not an
 // error: the rules that hold it are not ours to see.
-func removeIPSets(s IPSets, res *Result) error {
+func removeIPSets(s IPSets, res *Result, sleep func(time.Duration)) error {
 	if !s.Loaded() {
 		return nil
 	}
@@ -207,14 +213,11 @@ func removeIPSets(s IPSets, res *Result) error {
 }
 
 // How long removeIPSets waits for deleted rules to release the ipsets
-// they referenced, and how often it tries again; sleep is time.Sleep but
-// in tests.
+// they referenced, and how often it tries again.
 const (
 	refReleaseWait  = 2 * time.Second
 	refReleaseEvery = 50 * time.Millisecond
 )
-
-var sleep = time.Sleep
 
 // destroyIPSets destroys the named ipsets, recording each destroyed one in
 // res, and returns those still in use.

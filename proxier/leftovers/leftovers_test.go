@@ -302,14 +302,13 @@ func TestRemoveWaitsForDeletedRulesToReleaseTheirIPSets(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			slept := time.Duration(0)
-			defer func(orig func(time.Duration)) { sleep = orig }(sleep)
-			sleep = func(d time.Duration) { slept += d }
+			sleep := func(d time.Duration) { slept += d }
 			f := newFake()
 			tc.build(f)
 			s := &fakeIPSets{loaded: true, sets: tc.sets, heldFor: map[string]int{"KUBE-CLUSTER-IP": tc.heldFor}}
-			res, err := Remove(f, s, nil)
+			res, err := remove(f, s, nil, sleep)
 			if err != nil {
-				t.Fatalf("Remove: %v", err)
+				t.Fatalf("remove: %v", err)
 			}
 			if !slices.Equal(res.Stuck, tc.wantStuck) {
 				t.Errorf("stuck %v; want %v", res.Stuck, tc.wantStuck)

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/golden"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testsupport/golden"
 )
 
 // exampleClusterCIDR is the pod network of examples/.

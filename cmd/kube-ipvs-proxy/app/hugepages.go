@@ -11,10 +11,9 @@ import (
 //
 // Where THP is "always" (Debian's kernels), the Go heap that the runtime
 // hands back after a sync stays resident: khugepaged folds each 2 MiB
-// region that still holds one live page back into a whole huge page. At
-// 10k services in the VM lab that kept RssAnon at 109–139 MiB for 56–59
-// MiB of heap in use; with THP off for the process it was 69–71 MiB, and
-// the cold start's CPU stayed within the noise (BENCHMARKS.md,
+// region that still holds one live page back into a whole huge page, so
+// the resident set stays far above the heap in use. With THP off for the
+// process it follows the heap, at no measurable CPU cost (BENCHMARKS.md,
 // "Transparent huge pages").
 func hugePagesOff() error {
 	if err := unix.Prctl(unix.PR_SET_THP_DISABLE, 1, 0, 0, 0); err != nil {

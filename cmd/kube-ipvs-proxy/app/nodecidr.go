@@ -12,15 +12,16 @@ import (
 
 // podCIDRPoll is how often useNodeCIDRs reads the Node while it has no
 // podCIDRs.
-var podCIDRPoll = time.Second
+const podCIDRPoll = time.Second
 
 // useNodeCIDRs is detectLocalMode NodeCIDR, as kube-proxy: it waits until
 // this node's Node has podCIDRs (kube-proxy waits for them too) and makes
 // them what clusterCIDR otherwise is, so that traffic from this node's
 // pods is local: in-cluster for masquerade, NOTRACK and eTP=Local. It
 // returns the RunConfig with them. kube-proxy restarts when the podCIDRs
-// change later; this proxy keeps the ones it started with.
-func (o *Options) useNodeCIDRs(ctx context.Context, cs kubernetes.Interface) (RunConfig, error) {
+// change later; this proxy keeps the ones it started with. It reads the
+// Node every poll (podCIDRPoll) while it has none.
+func (o *Options) useNodeCIDRs(ctx context.Context, cs kubernetes.Interface, poll time.Duration) (RunConfig, error) {
 	logger := klog.FromContext(ctx)
 	waiting := false
 	for {
@@ -41,7 +42,7 @@ func (o *Options) useNodeCIDRs(ctx context.Context, cs kubernetes.Interface) (Ru
 		select {
 		case <-ctx.Done():
 			return RunConfig{}, fmt.Errorf("detectLocalMode NodeCIDR: waiting for node %s's podCIDRs: %w", o.NodeName, context.Cause(ctx))
-		case <-time.After(podCIDRPoll):
+		case <-time.After(poll):
 		}
 	}
 }

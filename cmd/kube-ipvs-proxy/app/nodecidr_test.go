@@ -17,8 +17,6 @@ import (
 // the proxy waits for its Node's podCIDRs, as kube-proxy, and they take
 // clusterCIDR's place for the engine and the data plane.
 func TestNodeCIDRModeTakesTheNodesPodCIDRs(t *testing.T) {
-	defer func(d time.Duration) { podCIDRPoll = d }(podCIDRPoll)
-	podCIDRPoll = 10 * time.Millisecond
 	for _, tc := range []struct {
 		name      string
 		podCIDRs  []string // on the Node from the start; nil: set after 50 ms
@@ -45,7 +43,7 @@ func TestNodeCIDRModeTakesTheNodesPodCIDRs(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 			defer cancel()
-			rc, err := o.useNodeCIDRs(ctx, cs)
+			rc, err := o.useNodeCIDRs(ctx, cs, 10*time.Millisecond)
 			if tc.wantError != "" {
 				if err == nil || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), tc.wantError) {
 					t.Fatalf("error %v, want %q", err, tc.wantError)

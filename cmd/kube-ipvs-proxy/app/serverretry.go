@@ -1,6 +1,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"time"
@@ -19,13 +20,16 @@ const (
 
 // serverRetryEvery is how soon a failed health or metrics server is
 // started again when bindAddressHardFail is false, kube-proxy's period.
-var serverRetryEvery = 5 * time.Second
+const serverRetryEvery = 5 * time.Second
 
 // server is the --healthz-bind-address or --metrics-bind-address server.
 type server struct {
 	what, addr, reason string
 	// run serves on addr until ctx ends (nil), or fails.
 	run func(ctx context.Context, addr string) error
+	// retryEvery is how soon it is started again after a failure; zero
+	// means serverRetryEvery.
+	retryEvery time.Duration
 }
 
 // keepServing runs s until ctx ends. Each failure (a port still held by a
@@ -35,6 +39,7 @@ type server struct {
 // serverRetryEvery, as kube-proxy does.
 func keepServing(ctx context.Context, s server, hardFail bool, recorder record.EventRecorder, node *corev1.ObjectReference, stop context.CancelCauseFunc) {
 	logger := klog.FromContext(ctx).WithValues("server", s.what, "address", s.addr)
+	retryEvery := cmp.Or(s.retryEvery, serverRetryEvery)
 	for {
 		err := s.run(ctx, s.addr)
 		if ctx.Err() != nil {
@@ -48,11 +53,11 @@ func keepServing(ctx context.Context, s server, hardFail bool, recorder record.E
 			stop(err)
 			return
 		}
-		logger.Error(err, "Server failed; starting it again", "retryIn", serverRetryEvery)
+		logger.Error(err, "Server failed; starting it again", "retryIn", retryEvery)
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(serverRetryEvery):
+		case <-time.After(retryEvery):
 		}
 	}
 }

@@ -16,8 +16,6 @@ import (
 // proxy stops with the error, without it the server is started again
 // every serverRetryEvery until it serves, as kube-proxy.
 func TestAFailedServerIsRetriedUnlessHardFail(t *testing.T) {
-	defer func(d time.Duration) { serverRetryEvery = d }(serverRetryEvery)
-	serverRetryEvery = 10 * time.Millisecond
 	busy := errors.New("listen tcp 0.0.0.0:10256: bind: address already in use")
 	for _, tc := range []struct {
 		name      string
@@ -36,7 +34,7 @@ func TestAFailedServerIsRetriedUnlessHardFail(t *testing.T) {
 			defer cancelCtx(nil)
 			var runs atomic.Int32
 			serving := make(chan struct{})
-			s := server{what: "healthz", addr: "0.0.0.0:10256", reason: reasonHealthzFailed, run: func(ctx context.Context, _ string) error {
+			s := server{what: "healthz", addr: "0.0.0.0:10256", reason: reasonHealthzFailed, retryEvery: 10 * time.Millisecond, run: func(ctx context.Context, _ string) error {
 				if runs.Add(1) <= tc.failFirst {
 					return busy
 				}

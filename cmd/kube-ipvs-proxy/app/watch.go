@@ -21,6 +21,7 @@ import (
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/conntrack"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/health"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/sysctl"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/metrics"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxier"
@@ -62,7 +63,7 @@ func Watch(ctx context.Context, o *Options, open DataPlaneOpener, stdout io.Writ
 	}
 	o.logDetectLocal(logger)
 	if o.Config.DetectLocalMode == localModeNodeCIDR {
-		if rc, err = o.useNodeCIDRs(ctx, cs); err != nil {
+		if rc, err = o.useNodeCIDRs(ctx, cs, podCIDRPoll); err != nil {
 			if ctx.Err() != nil && errors.Is(err, context.Canceled) {
 				return nil // stopped while waiting
 			}
@@ -216,10 +217,10 @@ func printPlans(logger klog.Logger, w io.Writer, o *Options) func(policy.Plan) {
 	}
 }
 
-// nopDataPlane programs nothing: --dry-run.
-type nopDataPlane struct{}
-
-func openNop() (proxier.DataPlaneWriter, func(), error) { return nopDataPlane{}, func() {}, nil }
+// openNop opens a data plane that programs nothing: --dry-run.
+func openNop() (proxier.DataPlaneWriter, func(), error) {
+	return proxier.NopDataPlane{}, func() {}, nil
+}
 
 // openKernel opens the IPVS and nftables writers.
 func openKernel(cfg proxier.DataPlaneConfig) DataPlaneOpener {
@@ -236,10 +237,6 @@ func openKernel(cfg proxier.DataPlaneConfig) DataPlaneOpener {
 	}
 }
 
-func (nopDataPlane) Apply([]policy.ServicePlan) error { return nil }
-func (nopDataPlane) Resync(policy.Plan) error         { return nil }
-func (nopDataPlane) NeedsResync() bool                { return false }
-
 // How often, and for how long, setConntrack tries again while
 // nf_conntrack is not loaded.
 const (
@@ -253,7 +250,7 @@ const (
 // sync: until then setConntrack retries in the background (in wg).
 func setConntrack(ctx context.Context, s conntrack.Settings, wg *sync.WaitGroup) error {
 	logger := klog.FromContext(ctx)
-	err := conntrack.Apply(logger, conntrack.Host{}, s)
+	err := conntrack.Apply(logger, sysctl.Host{}, s)
 	if !errors.Is(err, conntrack.ErrNotLoaded) {
 		if err != nil {
 			return fmt.Errorf("set the conntrack sysctls from the configuration: %w", err)
@@ -271,7 +268,7 @@ func setConntrack(ctx context.Context, s conntrack.Settings, wg *sync.WaitGroup)
 				return
 			case <-t.C:
 			}
-			err := conntrack.Apply(logger, conntrack.Host{}, s)
+			err := conntrack.Apply(logger, sysctl.Host{}, s)
 			if err == nil {
 				return
 			}

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/packettrace"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testsupport/packettrace"
 )
 
 // TestNoTrackIsBothDirectionsOrNeither proves nft/README.md's invariant

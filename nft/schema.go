@@ -5,6 +5,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// The table schema: its name, its chains with their hooks and
+// priorities, and its sets and maps with their key and value types, in
+// both families. The renderer, the writer and the drift repair all read
+// it from here.
+
 // TableName is our only table, in family inet. Nothing else is ever
 // created, changed or deleted.
 const TableName = "kube-ipvs-proxy"

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/packettrace"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testsupport/packettrace"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/nft"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxier/ipvs"

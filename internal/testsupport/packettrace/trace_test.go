@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/packettrace"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testsupport/packettrace"
 )
 
 // traceCase is one packet and the verdict nft/README.md's rules give it.

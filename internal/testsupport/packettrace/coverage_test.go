@@ -8,7 +8,7 @@ import (
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
 
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/packettrace"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testsupport/packettrace"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/nft"
 )
 
