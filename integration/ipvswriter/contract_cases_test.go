@@ -152,6 +152,18 @@ func contractCases() []contractCase {
 			listDests(vip6),
 			addDest(vip6, pod61),
 		}},
+		{"every virtual server's destinations are counted in one read, 0 for none, IPv6 too", []step{
+			countDests(),
+			addVS(virt(vip4, "rr", 0, 0)),
+			addVS(virt(vip6, "rr", 0, 0)),
+			countDests(),
+			addDest(vip4, pod1),
+			addDest(vip4, pod2),
+			addDest(vip6, pod61),
+			countDests(),
+			deleteDest(vip4, pod1),
+			countDests(),
+		}},
 		{"deleting a virtual server deletes its destinations", []step{
 			addVS(virt(vip4, "rr", 0, 0)),
 			addDest(vip4, pod1),

@@ -277,6 +277,18 @@ func listDests(spec string) step {
 	}}
 }
 
+func countDests() step {
+	return step{name: "DestinationCounts", do: func(s seams) (string, error) {
+		counts, err := s.k.DestinationCounts()
+		var out []string
+		for k, n := range counts {
+			out = append(out, fmt.Sprintf("%s=%d", k, n))
+		}
+		slices.Sort(out)
+		return strings.Join(out, " "), err
+	}}
+}
+
 func setTimeouts(to ipvs.Timeouts) step {
 	return change(fmt.Sprintf("SetTimeouts %+v", to), func(s seams) error { return s.k.SetTimeouts(to) })
 }

@@ -9,11 +9,12 @@ import (
 // back. The kernel announces no IPVS change, and a virtual server's
 // destinations are one request each, so Check reads them in turn, as
 // many virtual servers as fit in the budget, from where the last Check
-// stopped: on a node with a few dozen services every one is read at each
-// Check that dumps (once a driftCheckInterval), so a deleted destination
-// is back within about a second; on a large node a pass takes longer
-// and the periodic repair stays the bound, at a bounded cost per Check
-// either way.
+// stopped. A destination deleted or added by hand changes a count, which
+// the count check (destcount.go) sees on any node within about a
+// second; these reads find what a count cannot, a destination replaced
+// by another or changed in place: on a node with a few dozen services
+// within a second, on a large node within a pass or the periodic repair,
+// at a bounded cost per Check either way.
 const destCheckBudget = 20 * time.Millisecond
 
 // destCursor is where the turn of destination reads is: the virtual

@@ -96,6 +96,20 @@ func (f *FakeKernel) VirtualServer(k Key) (VirtualServer, error) {
 	return v.vs, nil
 }
 
+// DestinationCounts implements Kernel.
+func (f *FakeKernel) DestinationCounts() (map[Key]int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.fault("count-destinations", ""); err != nil {
+		return nil, err
+	}
+	out := make(map[Key]int, len(f.vss))
+	for k, v := range f.vss {
+		out[k] = len(v.dests)
+	}
+	return out, nil
+}
+
 // Destinations implements Kernel.
 func (f *FakeKernel) Destinations(k Key) ([]Destination, error) {
 	f.mu.Lock()

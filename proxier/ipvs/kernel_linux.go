@@ -19,9 +19,10 @@ import (
 // Writer changes IPVS through Write only, and they are the
 // one-request-per-op path Write is measured against.
 type mobyKernel struct {
-	h     *mobyipvs.Handle
-	dests *destReader
-	ops   *opWriter
+	h      *mobyipvs.Handle
+	dests  *destReader
+	ops    *opWriter
+	counts *procTable
 }
 
 var _ Kernel = (*mobyKernel)(nil)
@@ -161,7 +162,11 @@ func (m *mobyKernel) Close() {
 	m.h.Close()
 	m.dests.Close()
 	m.ops.Close()
+	m.counts.Close()
 }
+
+// DestinationCounts implements Kernel: one read of /proc/net/ip_vs.
+func (m *mobyKernel) DestinationCounts() (map[Key]int, error) { return m.counts.counts() }
 
 func mobyipvsNew() (*mobyKernel, error) {
 	h, err := mobyipvs.New("")
@@ -186,5 +191,12 @@ func mobyipvsNew() (*mobyKernel, error) {
 		dests.Close()
 		return nil, fmt.Errorf("ipvs write socket: %w", err)
 	}
-	return &mobyKernel{h: h, dests: dests, ops: ops}, nil
+	counts, err := openProcTable()
+	if err != nil {
+		h.Close()
+		dests.Close()
+		ops.Close()
+		return nil, err
+	}
+	return &mobyKernel{h: h, dests: dests, ops: ops, counts: counts}, nil
 }

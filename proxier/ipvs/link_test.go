@@ -6,6 +6,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // TestInterfaceMustBeDummy: Config.Interface naming a link that is not a
@@ -204,7 +205,8 @@ func TestCheckNoticesDrift(t *testing.T) {
 
 // TestCheckReadsDestinationsInTurnWithinItsBudget: a Check reads the
 // destinations of as many virtual servers as its budget allows, from
-// where the last one stopped, so a deleted destination on any of them is
+// where the last one stopped, so a destination replaced by hand (the
+// count unchanged, which the count check cannot see) on any of them is
 // found within one pass of Checks, each at most one read over budget.
 func TestCheckReadsDestinationsInTurnWithinItsBudget(t *testing.T) {
 	e := newEnv(t, Config{})
@@ -220,6 +222,7 @@ func TestCheckReadsDestinationsInTurnWithinItsBudget(t *testing.T) {
 	}
 	vss := len(e.w.desired)
 	must(t, e.k.DeleteDestination(key("10.96.0.53:53/UDP"), Destination{Addr: netip.MustParseAddr("10.244.1.7"), Port: 53}))
+	must(t, e.k.AddDestination(key("10.96.0.53:53/UDP"), Destination{Addr: netip.MustParseAddr("10.244.1.9"), Port: 53, Weight: 1}))
 	checks := 0
 	for ; checks <= vss; checks++ {
 		e.now = e.now.Add(driftCheckInterval)
@@ -239,4 +242,70 @@ func TestCheckReadsDestinationsInTurnWithinItsBudget(t *testing.T) {
 		t.Fatalf("the deleted destination not found in %d Checks, one pass over %d virtual servers", checks, vss)
 	}
 	t.Logf("found at Check %d of at most %d", checks+1, vss)
+}
+
+// TestCheckCountsEveryVirtualServersDestinationsInOneRead: a destination
+// deleted or added by hand on any virtual server is found by the first
+// Check, in one read of every count and no per-virtual-server read; and
+// the count is read again no sooner than countCheckCostShare times its
+// last duration.
+func TestCheckCountsEveryVirtualServersDestinationsInOneRead(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit func(k *FakeKernel) error
+	}{
+		{"a destination deleted", func(k *FakeKernel) error {
+			return k.DeleteDestination(key("10.96.0.53:53/UDP"), Destination{Addr: netip.MustParseAddr("10.244.1.7"), Port: 53})
+		}},
+		{"a destination added", func(k *FakeKernel) error {
+			return k.AddDestination(key("10.96.0.10:80/TCP"), Destination{Addr: netip.MustParseAddr("10.244.9.9"), Port: 8080, Weight: 1})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, Config{})
+			p := plan(web("10.244.1.5:8080"), dns("10.244.1.7:53"))
+			e.mustResync(p)
+			reads, counts := 0, 0
+			e.k.Fault = func(op, target string) error {
+				switch op {
+				case "list-destinations":
+					reads++
+				case "count-destinations":
+					counts++
+				}
+				return e.rec(op, target)
+			}
+			must(t, tc.edit(e.k))
+			e.now = e.now.Add(driftCheckInterval)
+			if err := e.w.Check(); !errors.Is(err, ErrDrift) || !e.w.NeedsResync() {
+				t.Fatalf("Check: %v, NeedsResync %v; want drift", err, e.w.NeedsResync())
+			}
+			if counts != 1 || reads != 0 {
+				t.Errorf("%d count reads and %d destination reads, want 1 and 0", counts, reads)
+			}
+		})
+	}
+	t.Run("a costly count is read less often", func(t *testing.T) {
+		e := newEnv(t, Config{})
+		e.mustResync(plan(web("10.244.1.5:8080")))
+		counts := 0
+		const cost = 100 * time.Millisecond
+		e.k.Fault = func(op, target string) error {
+			if op == "count-destinations" {
+				counts++
+				e.now = e.now.Add(cost)
+			}
+			return e.rec(op, target)
+		}
+		start := e.now
+		for e.now.Sub(start) < 3*countCheckCostShare*cost {
+			e.now = e.now.Add(driftCheckInterval)
+			if err := e.w.Check(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if want := 3; counts < want-1 || counts > want+1 {
+			t.Errorf("%d count reads in %v at %v each, want about %d", counts, e.now.Sub(start), cost, want)
+		}
+	})
 }

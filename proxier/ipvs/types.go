@@ -74,6 +74,9 @@ type Kernel interface {
 	// Destinations lists a virtual server's destinations with their
 	// connection counts; empty (no error) when the virtual server is missing.
 	Destinations(k Key) ([]Destination, error)
+	// DestinationCounts counts the destinations of every address-based
+	// virtual server in one read; a virtual server without any counts 0.
+	DestinationCounts() (map[Key]int, error)
 	AddVirtualServer(vs VirtualServer) error
 	UpdateVirtualServer(vs VirtualServer) error
 	DeleteVirtualServer(k Key) error

@@ -82,7 +82,11 @@ type Writer struct {
 	driftCheckedAt time.Time
 	// destCursor is where Check's turn of destination reads is.
 	destCursor destCursor
-	addrRefs   map[netip.Addr]int // planned VSs binding each address
+	// countCheckDue is when Check next counts every virtual server's
+	// destinations.
+	countCheckDue time.Time
+
+	addrRefs map[netip.Addr]int // planned VSs binding each address
 
 	draining map[Key]map[netip.AddrPort]time.Time
 	recorded map[Key]bool // to adopt at the next kernel read (AdoptRecorded)
@@ -326,8 +330,10 @@ const driftCheckInterval = time.Second
 // in the kernel (one dump of the virtual servers, not of their
 // destinations) and every address we bound still on the interface (one
 // dump of its addresses; these two at most once per driftCheckInterval),
-// and then reads back, in turn, the destinations of as many of our
-// virtual servers as destCheckBudget allows. If the link was deleted or
+// that every one of them has as many destinations as we programmed (one
+// read of /proc/net/ip_vs, less often when that read is costly), and
+// then reads back, in turn, the destinations of as many of our virtual
+// servers as destCheckBudget allows. If the link was deleted or
 // replaced it returns an error wrapping ErrLinkChanged, if a virtual
 // server, an address or a destination is gone (or a destination changed)
 // one wrapping ErrDrift, and NeedsResync becomes true. Before the first sync, and
@@ -342,6 +348,9 @@ func (w *Writer) Check() error {
 	if now := w.cfg.Now(); err == nil && now.Sub(w.driftCheckedAt) >= driftCheckInterval {
 		w.driftCheckedAt = now
 		err = w.drifted()
+		if err == nil {
+			err = w.countsDrifted()
+		}
 		if err == nil {
 			err = w.destsDrifted()
 		}

@@ -1,0 +1,55 @@
+package ipvs
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"sync"
+)
+
+// procTable is /proc/net/ip_vs of the network namespace the kernel
+// handle was made in. /proc/net follows the reading thread's namespace
+// at open, so the file is opened once, beside the netlink sockets, and
+// read again from its start each time.
+type procTable struct {
+	mu  sync.Mutex
+	f   *os.File
+	buf []byte
+}
+
+func openProcTable() (*procTable, error) {
+	f, err := os.Open("/proc/thread-self/net/ip_vs")
+	if err != nil {
+		return nil, fmt.Errorf("open the IPVS table in /proc: %w", err)
+	}
+	return &procTable{f: f}, nil
+}
+
+func (p *procTable) counts() (map[Key]int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, err := p.f.Seek(0, io.SeekStart); err != nil {
+		return nil, fmt.Errorf("rewind %s: %w", p.f.Name(), err)
+	}
+	p.buf = p.buf[:0]
+	for {
+		if len(p.buf) == cap(p.buf) {
+			p.buf = append(p.buf, 0)[:len(p.buf)]
+		}
+		n, err := p.f.Read(p.buf[len(p.buf):cap(p.buf)])
+		p.buf = p.buf[:len(p.buf)+n]
+		if err == io.EOF || err == nil && n == 0 {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", p.f.Name(), err)
+		}
+	}
+	counts, err := parseDestinationCounts(p.buf)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", p.f.Name(), err)
+	}
+	return counts, nil
+}
+
+func (p *procTable) Close() { p.f.Close() }
