@@ -36,8 +36,12 @@
 //     --cleanup, which must leave nothing; then the floors: the table the
 //     cold start programmed, programmed again into a fresh network
 //     namespace by moby/ipvs and netlink alone, one request each, and by
-//     the tree's IPVS writer alone (the cold start's ratio to them is
-//     the cold-start target of BENCHMARKS.md). A fresh namespace, because IPVS keeps deleted
+//     the tree's IPVS writer alone, and by a minimal batched writer
+//     (batchfloor_test.go: its own encoders on mdlayher/netlink, many
+//     requests per sendmsg, only each batch's last acknowledged), the
+//     kernel's floor once the one request and one wait per operation are
+//     gone (the cold start's ratio to them is the cold-start target of
+//     BENCHMARKS.md). A fresh namespace, because IPVS keeps deleted
 //     destinations in a trash list for two to four minutes and every
 //     destination added searches it; for the same reason a run after the
 //     first in a boot waits for the trash to empty before its cold start.
