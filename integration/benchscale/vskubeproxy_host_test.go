@@ -20,8 +20,8 @@ import (
 
 // defaultVsChanges is how many endpoint changes each proxy is timed on
 // unless KIP_BENCH_SCALE_CHANGES says: kube-proxy takes seconds for
-// each at 5,000 services under TCG.
-const defaultVsChanges = 10
+// each at 1,000 services under TCG on a shared host.
+const defaultVsChanges = 5
 
 // TestVsKubeProxy is make bench-vs-kube-proxy: for each scale, an
 // apiserver on the host loaded with the workload and one VM boot in
