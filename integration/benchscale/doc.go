@@ -49,6 +49,22 @@
 //     CPU-profiled in 2 s windows, and its log's milestones are printed
 //     (process start → "Starting the proxy" → informer caches synced).
 //
+// make bench-vs-kube-proxy (vskubeproxy_test.go, vskubeproxy_host_test.go)
+// is a second comparison on the same workload and host half: upstream
+// kube-proxy v1.36.3 (.cache/k8s/bin, hack/k8s/build.sh) in IPVS mode and
+// ours, one after the other in one boot (kube-proxy first in odd rounds,
+// ours in even), each from process start on a clean kernel with an empty
+// IPVS trash, both given deploy/base's config file with the NodePort
+// addresses named. Both are observed alike from outside: when
+// /proc/net/ip_vs lists every virtual server and destination of the
+// workload ("IPVS table complete") and the process's CPU time then; its
+// own first sync (kube-proxy's sync-duration histogram count, our
+// /livez); RSS 15 s after that sync; and Changes endpoint changes, each
+// timed from the API write until IPVS holds it. iptables-nft and ipset
+// are staged into the VM (IPv4 only: kube-proxy then runs one proxier);
+// between runs kube-proxy's --cleanup and ours remove what each made.
+// Beside our run, the two floors are measured on the table it programmed.
+//
 // The workload: N Services (default 1,000 and 10,000) in 10 namespaces,
 // each with port 80/TCP and 10 ready endpoints in one EndpointSlice; one
 // in ten also 53/UDP, one in ten a NodePort, one in a hundred with an
