@@ -136,7 +136,8 @@ func kubeProxyBinary(t *testing.T, repo string) (path, version string) {
 func measureVersus(t *testing.T, repo, consoleLog string, w Workload, phases Phases, kubeProxy, ours string) []Run {
 	runs := 2 * phases.Rounds
 	// kube-proxy's first sync took about 10 minutes at 5,000 services.
-	perRun := 10*time.Minute + time.Duration(w.Services)*400*time.Millisecond + trashWait
+	perRun := 10*time.Minute + time.Duration(w.Services)*400*time.Millisecond + trashWait +
+		time.Duration(phases.Changes)*5*time.Minute
 	inVM := 5*time.Minute + time.Duration(runs)*perRun
 	if os.Getenv("VMLAB_TIMEOUT") == "" {
 		t.Setenv("VMLAB_TIMEOUT", strconv.Itoa(int(inVM/time.Second)))
