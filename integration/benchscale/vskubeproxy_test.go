@@ -328,17 +328,24 @@ func (b *bench) changesToKernel() {
 // no virtual server, no kube-ipvs0, none of kube-proxy's iptables rules
 // and ipsets, none of our nftables table. kube-proxy cleans up after
 // itself with its --cleanup, ours with its own; IPVS is then checked
-// empty.
+// empty, and what is left of iptables and ipsets is logged.
 func (b *bench) clean(ours, config string) {
 	t := b.t
-	var cmd *exec.Cmd
 	if b.bin.label == labelKubeProxy {
-		cmd = exec.Command(b.bin.path, "--cleanup", "--config="+config)
-	} else {
-		cmd = exec.Command(ours, "--cleanup")
-	}
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("%s --cleanup: %v\n%s", b.bin.label, err, tailString(string(out), 20))
+		// kube-proxy v1.36's --cleanup removes IPVS and kube-ipvs0 first,
+		// then fails on its own chains that still jump to each other
+		// ("CHAIN_DEL failed (Device or resource busy)"); a second pass
+		// finds fewer. What stays in iptables does not touch IPVS, and
+		// ours removes kube-proxy's leftovers after its first sync.
+		for pass := 1; pass <= 2; pass++ {
+			out, err := exec.Command(b.bin.path, "--cleanup", "--config="+config).CombinedOutput()
+			if err == nil {
+				break
+			}
+			t.Logf("kube-proxy --cleanup (pass %d): %v\n%s", pass, err, tailString(string(out), 6))
+		}
+	} else if out, err := exec.Command(ours, "--cleanup").CombinedOutput(); err != nil {
+		t.Fatalf("ours --cleanup: %v\n%s", err, tailString(string(out), 20))
 	}
 	h, err := mobyipvs.New("")
 	if err != nil {
