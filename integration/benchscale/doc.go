@@ -58,8 +58,8 @@
 // addresses named. Both are observed alike from outside: when
 // /proc/net/ip_vs lists every virtual server and destination of the
 // workload ("IPVS table complete") and the process's CPU time then; its
-// own first sync (kube-proxy's sync-duration histogram count, our
-// /livez); RSS 15 s after that sync; and Changes endpoint changes, each
+// own first sync (the end of the first sync both count in kube-proxy's
+// kubeproxy_sync_proxy_rules_* metrics, read once the table is complete); RSS 15 s after that sync; and Changes endpoint changes, each
 // timed from the API write until IPVS holds it. iptables-nft and ipset
 // are staged into the VM (IPv4 only: kube-proxy then runs one proxier);
 // between runs kube-proxy's --cleanup and ours remove what each made.
