@@ -93,7 +93,7 @@ func TestVsKubeProxyInVM(t *testing.T) {
 
 // installIptables links the staged xtables-nft-multi (make
 // bench-vs-kube-proxy puts it in the VM with ipset) under the names
-// kube-proxy runs. IPv4 only: without ip6tables kube-proxy runs one
+// kube-proxy runs, and gives ipset the /etc/protocols it reads. IPv4 only: without ip6tables kube-proxy runs one
 // proxier, not two, which spares it work.
 func installIptables(t *testing.T) {
 	t.Helper()
@@ -111,6 +111,19 @@ func installIptables(t *testing.T) {
 	}
 	if err := os.MkdirAll("/run", 0o755); err != nil { // iptables' lock file
 		t.Fatal(err)
+	}
+	// ipset names protocols ("10.96.0.1,tcp:80") through /etc/protocols,
+	// which the lab's initramfs lacks: without it every entry kube-proxy
+	// adds fails, and each of its syncs retries them all, one ipset
+	// process each.
+	if _, err := os.Stat("/etc/protocols"); err != nil {
+		protocols := "ip\t0\tIP\nicmp\t1\tICMP\ntcp\t6\tTCP\nudp\t17\tUDP\nsctp\t132\tSCTP\n"
+		if err := os.MkdirAll("/etc", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile("/etc/protocols", []byte(protocols), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
