@@ -86,7 +86,7 @@ func TestVsKubeProxy(t *testing.T) {
 			runtime.NumCPU(), cpuModel(), memTotal(), envOr("VMLAB_SMP", "2"), envOr("VMLAB_MEM", "1024")),
 		"kube-proxy: " + kp + " (" + kpVersion + "), IPv4 only (no ip6tables in the VM), iptables-nft.",
 		"ours: the working tree at " + at + ".",
-		"Both: deploy/base's config.conf (mode: ipvs) with nodePortAddresses [" + GuestAddr + "/32], --hostname-override; one after the other in one boot, a clean kernel and an empty IPVS trash before each.",
+		"Both: deploy/base's config.conf (mode: ipvs) with nodePortAddresses [" + GuestAddr + "/32], --hostname-override (kube-proxy with the admin's kubeconfig, for its ServiceCIDR watch); one after the other in one boot, a clean kernel and an empty IPVS trash before each.",
 		fmt.Sprintf("%d round(s); %d sequential endpoint changes each.", phases.Rounds, phases.Changes),
 	}}
 	for _, n := range scales {
