@@ -4,7 +4,7 @@ export PATH := $(PATH):/usr/local/go/bin
 BIN := bin/kube-ipvs-proxy
 PKGS := ./...
 
-.PHONY: all build plan test unit lint apiserver e2e vm-e2e demo integration bench bench-vm bench-scale fuzz clean
+.PHONY: all build plan test unit lint apiserver e2e vm-e2e demo integration bench bench-vm bench-scale bench-vs-kube-proxy fuzz clean
 
 all: build
 
@@ -92,6 +92,23 @@ bench-scale: apiserver
 	KIP_APISERVER_BUILD=1 KIP_BENCH_SCALE=1 KIP_BENCH_SCALE_SERVICES='$(SERVICES)' \
 		KIP_BENCH_SCALE_BASE='$(BASE)' KIP_BENCH_SCALE_ROUNDS='$(ROUNDS)' \
 		$(GO) test -count=1 -v -timeout 0 -run '^TestScale$$' ./integration/benchscale/
+
+# Upstream kube-proxy v1.36.3 (--proxy-mode=ipvs; hack/k8s/build.sh
+# kube-proxy builds it if .cache/k8s/bin lacks it) and the working tree's
+# proxy, one after the other in one VM boot against an apiserver holding
+# SERVICES services × 10 endpoints (default 1000 5000 10000), ROUNDS times
+# each (default 3; kube-proxy first in odd rounds, ours in even): IPVS table
+# complete and CPU until then, own first sync, endpoint change → kernel,
+# RSS. iptables and ipset are staged into the VM for kube-proxy. Results:
+# .cache/bench-scale/vs-kube-proxy-*. Not part of make test.
+VS_SERVICES := $(if $(filter file,$(origin SERVICES)),1000 5000 10000,$(SERVICES))
+VS_ROUNDS := $(if $(filter file,$(origin ROUNDS)),3,$(ROUNDS))
+bench-vs-kube-proxy: apiserver
+	hack/vmlab/stage-tools.sh $(LAB_TOOLS) iptables ipset -- /usr/sbin/xtables-nft-multi \
+		/usr/sbin/xtables-legacy-multi /usr/sbin/ipset /usr/lib/x86_64-linux-gnu/xtables >/dev/null
+	VMLAB_EXTRA_TREE=$(LAB_TOOLS) KIP_APISERVER_BUILD=1 KIP_BENCH_VS_KUBE_PROXY=1 \
+		KIP_BENCH_SCALE_SERVICES='$(VS_SERVICES)' KIP_BENCH_SCALE_ROUNDS='$(VS_ROUNDS)' \
+		$(GO) test -count=1 -v -timeout 0 -run '^TestVsKubeProxy$$' ./integration/benchscale/
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzLoad -fuzztime 30s ./manifest/

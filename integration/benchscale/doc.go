@@ -36,14 +36,34 @@
 //     --cleanup, which must leave nothing; then the floors: the table the
 //     cold start programmed, programmed again into a fresh network
 //     namespace by moby/ipvs and netlink alone, one request each, and by
-//     the tree's IPVS writer alone (the cold start's ratio to them is
-//     the cold-start target of BENCHMARKS.md). A fresh namespace, because IPVS keeps deleted
+//     the tree's IPVS writer alone, and by a minimal batched writer
+//     (batchfloor_test.go: its own encoders on mdlayher/netlink, many
+//     requests per sendmsg, only each batch's last acknowledged), the
+//     kernel's floor once the one request and one wait per operation are
+//     gone (the cold start's ratio to them is the cold-start target of
+//     BENCHMARKS.md). A fresh namespace, because IPVS keeps deleted
 //     destinations in a trash list for two to four minutes and every
 //     destination added searches it; for the same reason a run after the
 //     first in a boot waits for the trash to empty before its cold start.
 //     With KIP_BENCH_SCALE_PROFILE=1 each start (cold, restart) is also
 //     CPU-profiled in 2 s windows, and its log's milestones are printed
 //     (process start → "Starting the proxy" → informer caches synced).
+//
+// make bench-vs-kube-proxy (vskubeproxy_test.go, vskubeproxy_host_test.go)
+// is a second comparison on the same workload and host half: upstream
+// kube-proxy v1.36.3 (.cache/k8s/bin, hack/k8s/build.sh) in IPVS mode and
+// ours, one after the other in one boot (kube-proxy first in odd rounds,
+// ours in even), each from process start on a clean kernel with an empty
+// IPVS trash, both given deploy/base's config file with the NodePort
+// addresses named. Both are observed alike from outside: when
+// /proc/net/ip_vs lists every virtual server and destination of the
+// workload ("IPVS table complete") and the process's CPU time then; its
+// own first sync (the end of the first sync both count in kube-proxy's
+// kubeproxy_sync_proxy_rules_* metrics, read once the table is complete); RSS 15 s after that sync; and Changes endpoint changes, each
+// timed from the API write until IPVS holds it. iptables-nft and ipset
+// are staged into the VM (IPv4 only: kube-proxy then runs one proxier);
+// between runs kube-proxy's --cleanup and ours remove what each made.
+// Beside our run, the two floors are measured on the table it programmed.
 //
 // The workload: N Services (default 1,000 and 10,000) in 10 namespaces,
 // each with port 80/TCP and 10 ready endpoints in one EndpointSlice; one

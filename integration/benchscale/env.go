@@ -22,6 +22,9 @@ const (
 	envVMServices = "KIP_BENCH_SCALE_VM_SERVICES"
 	// envVMProxies lists the binaries in the VM: label=/path,label=/path.
 	envVMProxies = "KIP_BENCH_SCALE_VM_PROXIES"
+	// envVMVsKubeProxy (1) makes the VM half make bench-vs-kube-proxy's
+	// comparison, not make bench-scale's phases.
+	envVMVsKubeProxy = "KIP_BENCH_VS_KUBE_PROXY_VM"
 )
 
 // Phases sizes the measurement; the zero value of a field takes its
@@ -98,3 +101,13 @@ func (p Phases) Env() []string {
 	}
 	return append(out, fmt.Sprintf("%s=%d", envIdle, int(p.Idle/time.Second)))
 }
+
+// make bench-vs-kube-proxy's two proxies, and the names of the two
+// measurements its targets are about.
+const (
+	labelKubeProxy = "kube-proxy"
+	labelOurs      = "ours"
+
+	mTableComplete = "IPVS table complete, from process start"
+	mTableCPU      = "CPU until the table is complete"
+)

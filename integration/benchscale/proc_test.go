@@ -42,17 +42,23 @@ type proxyProc struct {
 // users get is what is measured.
 func startProxy(t *testing.T, bin, logPath string, profiling bool) *proxyProc {
 	t.Helper()
-	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
 	config := ConfigPath
 	if profiling {
 		// With --config, kube-proxy's flags (--profiling among them) are
 		// ignored: the config file must say enableProfiling.
 		config = profilingConfig(t)
 	}
-	cmd := exec.Command(bin, "--config="+config, "--hostname-override="+NodeName)
+	return startWith(t, logPath, bin, "--config="+config, "--hostname-override="+NodeName)
+}
+
+// startWith runs a proxy binary with args, its output to logPath.
+func startWith(t *testing.T, logPath, bin string, args ...string) *proxyProc {
+	t.Helper()
+	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = f, f
 	if err := cmd.Start(); err != nil {
 		f.Close()

@@ -135,6 +135,7 @@ func (b *bench) measure(t *testing.T, bin proxyBin, round int) Run {
 	b.restart()
 	b.cleanup()
 	b.floor(table, cold)
+	b.batchedFloor(table, cold)
 	b.writerFloor(table, cold)
 	return run
 }

@@ -1,0 +1,391 @@
+//go:build integration
+
+package benchscale
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	mobyipvs "github.com/moby/ipvs"
+	"github.com/vishvananda/netlink"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/integration/vme2e"
+)
+
+// TestVsKubeProxyInVM is make bench-vs-kube-proxy's VM half: upstream
+// kube-proxy (--proxy-mode=ipvs through its config file) and ours, one
+// after the other in this boot against the workload the host loaded,
+// Rounds times (kube-proxy first in odd rounds, ours first in even ones,
+// so that a drift of the host's load hits both alike). Each starts on a
+// clean kernel and is observed alike, from the kernel: when IPVS holds
+// every virtual server and destination of the workload, and how long an
+// endpoint change takes to get there; and from /proc: its CPU time and
+// memory. Its own first sync is its own account of it: both export
+// kube-proxy's kubeproxy_sync_proxy_rules_* metrics.
+func TestVsKubeProxyInVM(t *testing.T) {
+	adminKC := os.Getenv(vme2e.EnvAdminKubeconfig)
+	if adminKC == "" || os.Getenv(envVMVsKubeProxy) == "" {
+		t.Skip("run by the host half: make bench-vs-kube-proxy")
+	}
+	n, err := strconv.Atoi(os.Getenv(envVMServices))
+	if err != nil {
+		t.Fatalf("%s: %v", envVMServices, err)
+	}
+	w := Workload{Services: n}
+	phases, err := PhasesFromEnv()
+	if err == nil {
+		err = w.Validate()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	bins := map[string]string{}
+	for _, spec := range strings.Split(os.Getenv(envVMProxies), ",") {
+		label, path, ok := strings.Cut(spec, "=")
+		if !ok {
+			t.Fatalf("%s: %q is not label=path", envVMProxies, spec)
+		}
+		bins[label] = path
+	}
+	if bins[labelKubeProxy] == "" || bins[labelOurs] == "" {
+		t.Fatalf("%s: want %s= and %s=", envVMProxies, labelKubeProxy, labelOurs)
+	}
+	installIptables(t)
+	if err := vme2e.BringUpNetwork(); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", adminKC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.QPS, cfg.Burst = 1000, 1000
+	admin := kubernetes.NewForConfigOrDie(cfg)
+	last := w.Service(n - 1)
+	if _, err := admin.CoreV1().Services(last.Namespace).Get(context.Background(), last.Name, metav1.GetOptions{}); err != nil {
+		t.Fatalf("the host did not load the workload (%s/%s): %v", last.Namespace, last.Name, err)
+	}
+	config := vsConfig(t, "")
+	// kube-proxy also watches ServiceCIDRs, which our ServiceAccount may
+	// not list: it gets the admin's credentials, so that it does not
+	// retry a forbidden watch throughout.
+	kpConfig := vsConfig(t, adminKC)
+	b := &bench{admin: admin, w: w, want: w.Expected(), phases: phases, gens: map[int]int{}}
+	t.Logf("%d services, %d endpoints; IPVS must hold %d virtual servers and %d destinations",
+		n, n*PerService, b.want.VirtualServers, b.want.Destinations)
+	for round := range phases.Rounds {
+		order := []string{labelKubeProxy, labelOurs}
+		if round%2 == 1 {
+			order[0], order[1] = order[1], order[0]
+		}
+		for _, label := range order {
+			t.Run(fmt.Sprintf("%s#%d", label, round+1), func(t *testing.T) {
+				c := config
+				if label == labelKubeProxy {
+					c = kpConfig
+				}
+				run := b.versus(t, proxyBin{label, bins[label]}, bins[labelOurs], c, round)
+				fmt.Println(run.Line())
+			})
+		}
+	}
+}
+
+// installIptables links the staged xtables-nft-multi (make
+// bench-vs-kube-proxy puts it in the VM with ipset) under the names
+// kube-proxy runs, and gives ipset the /etc/protocols it reads. IPv4 only: without ip6tables kube-proxy runs one
+// proxier, not two, which spares it work.
+func installIptables(t *testing.T) {
+	t.Helper()
+	multi, err := exec.LookPath("xtables-nft-multi")
+	if err != nil {
+		t.Fatalf("iptables is not staged into the VM (make bench-vs-kube-proxy stages it): %v", err)
+	}
+	if _, err := exec.LookPath("ipset"); err != nil {
+		t.Fatalf("ipset is not staged into the VM: %v", err)
+	}
+	for _, name := range []string{"iptables", "iptables-save", "iptables-restore"} {
+		if err := os.Symlink(multi, "/bin/"+name); err != nil && !os.IsExist(err) {
+			t.Fatal(err)
+		}
+	}
+	if err := os.MkdirAll("/run", 0o755); err != nil { // iptables' lock file
+		t.Fatal(err)
+	}
+	// ipset names protocols ("10.96.0.1,tcp:80") through /etc/protocols,
+	// which the lab's initramfs lacks: without it every entry kube-proxy
+	// adds fails, and each of its syncs retries them all, one ipset
+	// process each.
+	if _, err := os.Stat("/etc/protocols"); err != nil {
+		protocols := "ip\t0\tIP\nicmp\t1\tICMP\ntcp\t6\tTCP\nudp\t17\tUDP\nsctp\t132\tSCTP\n"
+		if err := os.MkdirAll("/etc", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile("/etc/protocols", []byte(protocols), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// vsConfig is deploy/base's config file with the NodePort addresses
+// named: kube-proxy's default also puts NodePorts on the guest's other
+// addresses, ours on its node IP only, and both must program the same
+// table. A kubeconfig, if given, replaces the ServiceAccount's.
+func vsConfig(t *testing.T, kubeconfig string) string {
+	t.Helper()
+	b, err := os.ReadFile(ConfigPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), "nodePortAddresses:") {
+		t.Fatalf("%s already sets nodePortAddresses", ConfigPath)
+	}
+	path := "/tmp/vs-ours.conf"
+	if kubeconfig != "" {
+		b = []byte(strings.ReplaceAll(string(b), KubeconfigPath, kubeconfig))
+		path = "/tmp/vs-kube-proxy.conf"
+	}
+	if err := os.WriteFile(path, append(b, "\nnodePortAddresses: ["+GuestAddr+"/32]\n"...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// versus measures one proxy from a cold start and leaves the kernel clean.
+func (b *bench) versus(t *testing.T, bin proxyBin, ours, config string, round int) Run {
+	run := Run{Proxy: bin.label, Round: round, Services: b.w.Services, Endpoints: b.w.Services * PerService}
+	b.t, b.k, b.bin, b.run = t, newKernel(t), bin, &run
+	if got, err := b.k.count(); err != nil || got != (Expected{}) {
+		t.Fatalf("the kernel is not clean before the run: %+v (err %v)", got, err)
+	}
+	if b.measured > 0 {
+		t.Logf("waiting %v for IPVS's destination trash to empty", trashEmpty)
+		time.Sleep(trashEmpty)
+	}
+	b.measured++
+	logPath := fmt.Sprintf("/tmp/%s-%d.log", bin.label, time.Now().UnixNano())
+	start := time.Now()
+	b.p = startWith(t, logPath, bin.path, "--config="+config, "--hostname-override="+NodeName)
+	limit := 5*time.Minute + time.Duration(b.w.Services)*100*time.Millisecond
+	complete, reads := b.waitTable(start, limit)
+	cpu := b.p.cpu(t)
+	t.Logf("%s: IPVS table complete %v after start (%d reads of /proc/net/ip_vs), %v CPU", bin.label,
+		complete.Round(time.Millisecond), reads, cpu)
+	run.Add(mTableComplete, complete.Seconds(), "s")
+	run.Add(mTableCPU, cpu.Seconds(), "s")
+
+	syncLimit := 10*time.Minute + time.Duration(b.w.Services)*400*time.Millisecond
+	first, exact := b.firstSync(start, syncLimit)
+	if !exact {
+		t.Logf("%s: more than one sync by the first reading of /metrics after the table was complete: the first sync's time is an upper bound", bin.label)
+	}
+	cpu = b.p.cpu(t)
+	t.Logf("%s: own first sync done %v after start, %v CPU", bin.label, first.Round(time.Millisecond), cpu)
+	run.Add("own first sync done, from process start", first.Seconds(), "s")
+	run.Add("CPU by the first sync (read within 1 s after it)", cpu.Seconds(), "s")
+	if got, err := b.k.count(); err != nil || got.VirtualServers != b.want.VirtualServers || got.Destinations != b.want.Destinations {
+		b.p.fatal(t, "after its first sync the kernel holds %+v (err %v), want %+v", got, err, b.want)
+	} else {
+		t.Logf("%s: the kernel holds %+v", bin.label, got)
+	}
+	b.settleRSS()
+	b.changesToKernel()
+	if m, err := scrape(); err == nil && m.sum(mSyncCount) > 0 {
+		// Its own account of its syncs, which the changes waited for.
+		n := m.sum(mSyncCount)
+		t.Logf("%s: %.0f syncs so far, %.1f s in all", bin.label, n, m.sum(mSyncSum))
+		run.Add("own syncs so far", n, "")
+		run.Add("own mean sync duration", m.sum(mSyncSum)/n, "s")
+	}
+	t.Logf("%s: its log's last lines:\n%s", bin.label, tail(b.p.logPath, 8))
+	b.p.kill()
+	<-b.p.done
+	if bin.label == labelOurs {
+		// The floors, beside this boot's cold start: the table it
+		// programmed, programmed again into a fresh namespace one request
+		// at a time and batched.
+		tb := b.k.snapshot(t)
+		b.floor(tb, complete)
+		b.batchedFloor(tb, complete)
+	}
+	b.clean(ours, config)
+	return run
+}
+
+// firstSync waits until the proxy's /metrics count a sync (both proxies
+// export kube-proxy's kubeproxy_sync_proxy_rules_* metrics) and returns
+// when the first ended, from start: the last sync's timestamp, exact
+// while only one sync is counted. /metrics is read only once the table
+// is complete, once a second, so that its scrapes cost neither proxy
+// anything before then.
+func (b *bench) firstSync(start time.Time, limit time.Duration) (took time.Duration, exact bool) {
+	for {
+		if b.p.exited() {
+			b.p.fatal(b.t, "the proxy exited before its first sync")
+		}
+		m, err := scrape()
+		if n := m.sum(mSyncCount); err == nil && n >= 1 {
+			if n == 1 && m.has(mLastSync) {
+				at := m.sum(mLastSync)
+				return time.Unix(0, int64(at*1e9)).Sub(start), true
+			}
+			return time.Since(start), false
+		}
+		if time.Since(start) > limit {
+			b.p.fatal(b.t, "no first sync within %v (scrape error %v)", limit, err)
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// waitTable reads /proc/net/ip_vs until it lists the workload's virtual
+// servers and destinations, and returns when it first did. The same
+// reading for either proxy: one read of the whole table, spaced by
+// twice what the last read took (at least 100 ms) so as to leave the
+// vCPUs to the proxy.
+func (b *bench) waitTable(start time.Time, limit time.Duration) (time.Duration, int) {
+	reads := 0
+	for {
+		if b.p.exited() {
+			b.p.fatal(b.t, "the proxy exited before the table was complete")
+		}
+		t0 := time.Now()
+		vs, dests, err := procIPVS()
+		reads++
+		took := time.Since(t0)
+		if err == nil && vs == b.want.VirtualServers && dests == b.want.Destinations {
+			return time.Since(start), reads
+		}
+		if time.Since(start) > limit {
+			b.p.fatal(b.t, "the table is not complete after %v: %d virtual servers, %d destinations (err %v), want %+v",
+				limit, vs, dests, err, b.want)
+		}
+		time.Sleep(max(100*time.Millisecond, 2*took))
+	}
+}
+
+// procIPVS counts the virtual servers and destinations /proc/net/ip_vs
+// lists: one line each, the destinations' starting with "  ->".
+func procIPVS() (vs, dests int, err error) {
+	data, err := os.ReadFile("/proc/net/ip_vs")
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, l := range strings.Split(string(data), "\n") {
+		switch {
+		case strings.HasPrefix(l, "  -> RemoteAddress"):
+		case strings.HasPrefix(l, "  ->"):
+			dests++
+		case strings.HasPrefix(l, "TCP "), strings.HasPrefix(l, "UDP "), strings.HasPrefix(l, "SCTP "), strings.HasPrefix(l, "FWM "):
+			vs++
+		}
+	}
+	return vs, dests, nil
+}
+
+// settleRSS reads RSS once a second for 15 s after the first sync; the
+// last reading is the memory when quiet.
+func (b *bench) settleRSS() {
+	var series []string
+	var rss, hwm float64
+	for range 15 {
+		time.Sleep(time.Second)
+		rss, hwm = b.p.memory(b.t)
+		series = append(series, fmt.Sprintf("%.0f", rss))
+	}
+	b.t.Logf("%s: RSS once a second after the first sync (MiB): %s", b.bin.label, strings.Join(series, " "))
+	b.run.Add("memory after the first sync, settled: RSS", rss, "MiB")
+	b.run.Add("memory: peak RSS (VmHWM) by then", hwm, "MiB")
+}
+
+// vsChangeLimit bounds the wait for one endpoint change: kube-proxy took
+// minutes for one at 1,000 services under TCG on a busy host.
+const vsChangeLimit = 30 * time.Minute
+
+// changesToKernel: Changes EndpointSlice updates, one at a time, each
+// waited for in IPVS: the latency from the write to the kernel.
+func (b *bench) changesToKernel() {
+	n := min(b.phases.Changes, b.w.Services)
+	if n == 0 {
+		return
+	}
+	ctx := context.Background()
+	cpu0 := b.p.cpu(b.t)
+	var lat []float64
+	for k := range n {
+		i := b.w.Pick(k, 0)
+		old, next := b.advance(i)
+		t0 := time.Now()
+		s := b.w.Slice(i, b.gens[i]-1)
+		if _, err := b.admin.DiscoveryV1().EndpointSlices(s.Namespace).Update(ctx, s, metav1.UpdateOptions{}); err != nil {
+			b.t.Fatalf("update %s/%s: %v", s.Namespace, s.Name, err)
+		}
+		at := b.k.waitFor(b.t, httpVS(ClusterIP(i)), vsChangeLimit, "endpoint change", replaced(old, next))
+		lat = append(lat, ms(at.Sub(t0)))
+		b.t.Logf("%s: endpoint change %d (service %d): in IPVS after %v", b.bin.label, k+1, i, at.Sub(t0).Round(time.Millisecond))
+	}
+	cpu := b.p.cpu(b.t) - cpu0
+	b.t.Logf("%s: %d endpoint changes: p50 %.1f ms, max %.1f ms, %v CPU", b.bin.label, n, Percentile(lat, 50), Percentile(lat, 100), cpu)
+	b.run.Add("endpoint change → kernel: p50", Percentile(lat, 50), "ms")
+	b.run.Add("endpoint change → kernel: max", Percentile(lat, 100), "ms")
+	b.run.Add("endpoint change: CPU per change", ms(cpu)/float64(n), "ms")
+}
+
+// clean leaves the kernel, once the proxy has stopped, as the next run needs it:
+// no virtual server, no kube-ipvs0, none of kube-proxy's iptables rules
+// and ipsets, none of our nftables table. kube-proxy cleans up after
+// itself with its --cleanup, ours with its own; IPVS is then checked
+// empty, and what is left of iptables and ipsets is logged.
+func (b *bench) clean(ours, config string) {
+	t := b.t
+	if b.bin.label == labelKubeProxy {
+		// kube-proxy v1.36's --cleanup removes IPVS and kube-ipvs0 first,
+		// then fails on its own chains that still jump to each other
+		// ("CHAIN_DEL failed (Device or resource busy)"); a second pass
+		// finds fewer. What stays in iptables does not touch IPVS, and
+		// ours removes kube-proxy's leftovers after its first sync.
+		for pass := 1; pass <= 2; pass++ {
+			out, err := exec.Command(b.bin.path, "--cleanup", "--config="+config).CombinedOutput()
+			if err == nil {
+				break
+			}
+			t.Logf("kube-proxy --cleanup (pass %d): %v\n%s", pass, err, tailString(string(out), 6))
+		}
+	} else if out, err := exec.Command(ours, "--cleanup").CombinedOutput(); err != nil {
+		t.Fatalf("ours --cleanup: %v\n%s", err, tailString(string(out), 20))
+	}
+	h, err := mobyipvs.New("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	if got, err := b.k.count(); err != nil || got != (Expected{}) {
+		t.Logf("after %s --cleanup the kernel holds %+v (err %v); flushing IPVS", b.bin.label, got, err)
+		if err := h.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		if link, err := netlink.LinkByName("kube-ipvs0"); err == nil {
+			_ = netlink.LinkDel(link)
+		}
+	}
+	if got, err := b.k.count(); err != nil || got != (Expected{}) {
+		t.Fatalf("the kernel holds %+v (err %v) after the cleanup", got, err)
+	}
+	sets, _ := exec.Command("ipset", "list", "-n").CombinedOutput()
+	rules, _ := exec.Command("iptables-save").CombinedOutput()
+	t.Logf("after %s's cleanup: ipsets %q; iptables-save: %d lines with KUBE-", b.bin.label,
+		strings.Fields(string(sets)), strings.Count(string(rules), "KUBE-"))
+}
+
+func tailString(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
