@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"strconv"
+	"time"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 )
@@ -25,6 +26,9 @@ import (
 // while the read is cheap, and never more than a small share of a CPU.
 const countCheckCostShare = 50
 
+// countCheckRetry is when an unreadable table is tried again.
+const countCheckRetry = time.Minute
+
 // countsDrifted compares every virtual server's destination count with
 // ours, when due, and reports (ErrDrift) the first that differs.
 func (w *Writer) countsDrifted() error {
@@ -36,7 +40,11 @@ func (w *Writer) countsDrifted() error {
 	took := w.cfg.Now().Sub(now)
 	w.countCheckDue = now.Add(max(driftCheckInterval, countCheckCostShare*took))
 	if err != nil {
-		return fmt.Errorf("count destinations: %w", err)
+		// The table unreadable (/proc/net/ip_vs missing or masked) says
+		// nothing of drift; the reads in turn and the periodic repair
+		// still run, and the count is tried again later.
+		w.countCheckDue = now.Add(countCheckRetry)
+		return nil
 	}
 	for k, a := range w.mirror {
 		if a == nil || w.desired[k] == nil {

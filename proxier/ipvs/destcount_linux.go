@@ -12,20 +12,24 @@ import (
 // at open, so the file is opened once, beside the netlink sockets, and
 // read again from its start each time.
 type procTable struct {
-	mu  sync.Mutex
-	f   *os.File
-	buf []byte
+	mu      sync.Mutex
+	f       *os.File
+	openErr error
+	buf     []byte
 }
 
-func openProcTable() (*procTable, error) {
+// openProcTable opens the table. A node whose /proc hides it still runs
+// the proxy, as it runs kube-proxy, which never reads it: counts then
+// reports the open's error, and Check goes without the count.
+func openProcTable() *procTable {
 	f, err := os.Open("/proc/thread-self/net/ip_vs")
-	if err != nil {
-		return nil, fmt.Errorf("open the IPVS table in /proc: %w", err)
-	}
-	return &procTable{f: f}, nil
+	return &procTable{f: f, openErr: err}
 }
 
 func (p *procTable) counts() (map[Key]int, error) {
+	if p.openErr != nil {
+		return nil, fmt.Errorf("open the IPVS table in /proc: %w", p.openErr)
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if _, err := p.f.Seek(0, io.SeekStart); err != nil {
@@ -52,4 +56,8 @@ func (p *procTable) counts() (map[Key]int, error) {
 	return counts, nil
 }
 
-func (p *procTable) Close() { p.f.Close() }
+func (p *procTable) Close() {
+	if p.f != nil {
+		p.f.Close()
+	}
+}

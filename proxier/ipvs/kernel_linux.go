@@ -191,12 +191,5 @@ func mobyipvsNew() (*mobyKernel, error) {
 		dests.Close()
 		return nil, fmt.Errorf("ipvs write socket: %w", err)
 	}
-	counts, err := openProcTable()
-	if err != nil {
-		h.Close()
-		dests.Close()
-		ops.Close()
-		return nil, err
-	}
-	return &mobyKernel{h: h, dests: dests, ops: ops, counts: counts}, nil
+	return &mobyKernel{h: h, dests: dests, ops: ops, counts: openProcTable()}, nil
 }

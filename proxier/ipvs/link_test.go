@@ -3,6 +3,7 @@ package ipvs
 import (
 	"errors"
 	"net/netip"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -285,6 +286,32 @@ func TestCheckCountsEveryVirtualServersDestinationsInOneRead(t *testing.T) {
 			}
 		})
 	}
+	t.Run("an unreadable table is no drift, and is tried again later", func(t *testing.T) {
+		e := newEnv(t, Config{})
+		e.mustResync(plan(web("10.244.1.5:8080")))
+		counts := 0
+		e.k.Fault = func(op, target string) error {
+			if op == "count-destinations" {
+				counts++
+				return os.ErrPermission
+			}
+			return e.rec(op, target)
+		}
+		for range 5 {
+			e.now = e.now.Add(driftCheckInterval)
+			if err := e.w.Check(); err != nil || e.w.NeedsResync() {
+				t.Fatalf("Check: %v, NeedsResync %v; want neither", err, e.w.NeedsResync())
+			}
+		}
+		if counts != 1 {
+			t.Errorf("%d count reads in 5 s, want 1", counts)
+		}
+		e.now = e.now.Add(countCheckRetry)
+		_ = e.w.Check()
+		if counts != 2 {
+			t.Errorf("%d count reads after countCheckRetry, want 2", counts)
+		}
+	})
 	t.Run("a costly count is read less often", func(t *testing.T) {
 		e := newEnv(t, Config{})
 		e.mustResync(plan(web("10.244.1.5:8080")))
