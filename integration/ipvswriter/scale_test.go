@@ -3,7 +3,6 @@
 package ipvswriter
 
 import (
-	"errors"
 	"fmt"
 	"maps"
 	"net"
@@ -17,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/integration/labnet"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testsupport/wholerepair"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxier/ipvs"
 )
@@ -90,7 +90,7 @@ func TestResyncNoChangeCost(t *testing.T) {
 		}
 	}
 	repair := func() {
-		if err := repairAll(w); err != nil {
+		if err := wholerepair.Run(w); err != nil {
 			t.Fatalf("Repair: %v", err)
 		}
 	}
@@ -179,20 +179,4 @@ func repairInSlices(t *testing.T, w *ipvs.Writer, budget time.Duration) (int, ti
 	t.Logf("repair in slices: StartRepair (services dump) %v, last slice (addresses) %v, longest %v, %d slices",
 		first.Round(time.Millisecond), last.Round(time.Millisecond), longest.Round(time.Millisecond), n)
 	return n, longest, time.Since(start)
-}
-
-// repairAll makes a whole Repair at once, as the loop's periodic resync
-// does with no slice cut short: StartRepair, then RepairStep until done.
-func repairAll(w *ipvs.Writer) error {
-	errs := []error{w.StartRepair()}
-	if errs[0] != nil && w.NeedsResync() {
-		return errs[0]
-	}
-	for {
-		done, err := w.RepairStep(time.Hour, nil)
-		errs = append(errs, err)
-		if done {
-			return errors.Join(errs...)
-		}
-	}
 }
