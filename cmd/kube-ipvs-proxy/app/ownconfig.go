@@ -16,8 +16,7 @@ import (
 // The --config file's optional second document: kube-ipvs-proxy's own
 // settings, the ones kube-proxy has no field for. kube-proxy reads only a
 // file's first YAML document, so a ConfigMap holding KubeProxyConfiguration
-// first and this second serves both proxies: the swap and the rollback
-// need no ConfigMap edit.
+// first and this second can serve both proxies.
 const (
 	OwnConfigAPIVersion = "kube-ipvs-proxy.io/v1alpha1"
 	OwnConfigKind       = "KubeIPVSProxyConfiguration"
