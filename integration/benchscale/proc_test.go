@@ -341,7 +341,7 @@ func profilingConfig(t *testing.T) string {
 		t.Fatalf("%s already sets enableProfiling; KIP_BENCH_SCALE_PROFILE would set it twice", ConfigPath)
 	}
 	path := filepath.Join(t.TempDir(), "config-profiling.conf")
-	if err := os.WriteFile(path, append(b, "\nenableProfiling: true\n"...), 0o644); err != nil {
+	if err := os.WriteFile(path, intoFirstDocument(b, "enableProfiling: true"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return path

@@ -153,7 +153,7 @@ func vsConfig(t *testing.T, kubeconfig string) string {
 		b = []byte(strings.ReplaceAll(string(b), KubeconfigPath, kubeconfig))
 		path = "/tmp/vs-kube-proxy.conf"
 	}
-	if err := os.WriteFile(path, append(b, "\nnodePortAddresses: ["+GuestAddr+"/32]\n"...), 0o644); err != nil {
+	if err := os.WriteFile(path, intoFirstDocument(b, "nodePortAddresses: ["+GuestAddr+"/32]"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return path

@@ -1,6 +1,7 @@
 package benchscale
 
 import (
+	"bytes"
 	"fmt"
 	"net/netip"
 
@@ -193,3 +194,18 @@ func (w Workload) Expected() Expected {
 // through the services, so that consecutive changes hit different ones
 // and every proxy measured sees the same sequence.
 func (w Workload) Pick(k, offset int) int { return (k*7919 + offset) % w.Services }
+
+// intoFirstDocument adds a line of kube-proxy's configuration to a config
+// file: to its first document, before our own KubeIPVSProxyConfiguration
+// if one follows (kube-proxy reads only the first, and we refuse its
+// fields in ours).
+func intoFirstDocument(b []byte, line string) []byte {
+	first, rest, two := bytes.Cut(b, []byte("\n---\n"))
+	out := make([]byte, 0, len(b)+len(line)+8)
+	out = append(append(append(out, bytes.TrimRight(first, "\n")...), '\n'), line...)
+	out = append(out, '\n')
+	if two {
+		out = append(append(out, "---\n"...), rest...)
+	}
+	return out
+}

@@ -110,3 +110,24 @@ func TestHistogramQuantile(t *testing.T) {
 		t.Errorf("no observations: %v, want 0", got)
 	}
 }
+
+// A line of kube-proxy's configuration goes into the first document:
+// kube-proxy reads only that one, and we refuse its fields in our own.
+func TestIntoFirstDocumentKeepsOurDocumentLast(t *testing.T) {
+	for _, tc := range []struct{ name, in, want string }{
+		{"one document", "mode: ipvs", "mode: ipvs\nx: 1\n"},
+		{"one document with a newline", "mode: ipvs\n", "mode: ipvs\nx: 1\n"},
+		{"two documents", "mode: ipvs\n---\nkind: K\nmaxVirtualServersPerNode: 0",
+			"mode: ipvs\nx: 1\n---\nkind: K\nmaxVirtualServersPerNode: 0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := []byte(tc.in)
+			if got := string(intoFirstDocument(in, "x: 1")); got != tc.want {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+			if string(in) != tc.in {
+				t.Errorf("the input was changed to %q", in)
+			}
+		})
+	}
+}
