@@ -4,7 +4,7 @@ export PATH := $(PATH):/usr/local/go/bin
 BIN := bin/kube-ipvs-proxy
 PKGS := ./...
 
-.PHONY: all build plan test unit lint apiserver e2e vm-e2e demo integration bench bench-vm bench-scale bench-vs-kube-proxy fuzz clean
+.PHONY: all build plan test unit lint apiserver e2e vm-e2e demo integration bench bench-vm bench-scale bench-vs-kube-proxy bench-plot fuzz clean
 
 all: build
 
@@ -25,11 +25,16 @@ unit:
 	$(GO) test -count=1 $(PKGS)
 
 # gofmt, go vet, and shellcheck over every shell script (hack/shellcheck.sh
-# installs Debian's shellcheck with apt when it is missing).
+# installs Debian's shellcheck with apt when it is missing); and
+# hack/benchplot, a module of its own that ./... does not reach: its vet
+# and its tests, which fail when BENCHMARKS.md's generated table or
+# benchmarks/vs-kube-proxy.svg is not what the committed results render
+# (a second or two warm; a fresh machine first fetches gonum.org/v1/plot).
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
+	cd hack/benchplot && $(GO) vet ./... && $(GO) test -count=1 ./...
 	hack/shellcheck.sh
 
 # A real kube-apiserver and etcd (hack/k8s, the module that builds every
@@ -100,7 +105,9 @@ bench-scale: apiserver
 # each (default 3; kube-proxy first in odd rounds, ours in even): IPVS table
 # complete and CPU until then, own first sync, endpoint change → kernel,
 # RSS. iptables and ipset are staged into the VM for kube-proxy. Results:
-# .cache/bench-scale/vs-kube-proxy-*. Not part of make test.
+# .cache/bench-scale/vs-kube-proxy-*, and the JSON also in
+# benchmarks/vs-kube-proxy/ to commit, then make bench-plot. Not part of
+# make test.
 VS_SERVICES := $(if $(filter file,$(origin SERVICES)),1000 5000 10000,$(SERVICES))
 VS_ROUNDS := $(if $(filter file,$(origin ROUNDS)),3,$(ROUNDS))
 bench-vs-kube-proxy: apiserver
@@ -109,6 +116,16 @@ bench-vs-kube-proxy: apiserver
 	VMLAB_EXTRA_TREE=$(LAB_TOOLS) KIP_APISERVER_BUILD=1 KIP_BENCH_VS_KUBE_PROXY=1 \
 		KIP_BENCH_SCALE_SERVICES='$(VS_SERVICES)' KIP_BENCH_SCALE_ROUNDS='$(VS_ROUNDS)' \
 		$(GO) test -count=1 -v -timeout 0 -run '^TestVsKubeProxy$$' ./integration/benchscale/
+
+# BENCHMARKS.md's table of kube-proxy against ours (between its
+# "make bench-plot" markers) and benchmarks/vs-kube-proxy.svg, rendered
+# from the committed benchmarks/vs-kube-proxy/*.json by hack/benchplot
+# (its own module, for gonum.org/v1/plot; hack/benchplot/doc.go). Runs no
+# benchmark. make lint fails while BENCHMARKS.md or the plot is not what
+# it would write.
+bench-plot:
+	cd hack/benchplot && $(GO) run . -results ../../benchmarks/vs-kube-proxy \
+		-benchmarks ../../BENCHMARKS.md -svg ../../benchmarks/vs-kube-proxy.svg
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzLoad -fuzztime 30s ./manifest/

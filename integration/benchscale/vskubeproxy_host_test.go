@@ -29,7 +29,9 @@ const defaultVsChanges = 5
 // (.cache/k8s/bin/kube-proxy, built by hack/k8s/build.sh) and the
 // working tree's proxy, Rounds times each. It prints one table per
 // scale and writes them, with the raw runs as JSON, to
-// .cache/bench-scale/vs-kube-proxy-<time>.{md,json}. The VM needs
+// .cache/bench-scale/vs-kube-proxy-<time>.{md,json}, and the JSON
+// also to benchmarks/vs-kube-proxy/<time>.json, where make bench-plot
+// renders BENCHMARKS.md's table from the committed files. The VM needs
 // iptables and ipset: VMLAB_EXTRA_TREE must hold them (the Makefile
 // stages them).
 func TestVsKubeProxy(t *testing.T) {
@@ -72,7 +74,8 @@ func TestVsKubeProxy(t *testing.T) {
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	stamp := "vs-kube-proxy-" + time.Now().UTC().Format("20060102-150405")
+	when := time.Now().UTC().Format("20060102-150405") // hack/benchplot reads it back from the committed copy's name
+	stamp := "vs-kube-proxy-" + when
 	kp, kpVersion := kubeProxyBinary(t, repo)
 	ours := filepath.Join(t.TempDir(), "kip-proxy-ours")
 	goBuild(t, repo, ours)
@@ -109,7 +112,16 @@ func TestVsKubeProxy(t *testing.T) {
 	if err := os.WriteFile(base+".json", js, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("results: %s.md and %s.json", base, base)
+	// .cache is not committed; this copy is, so that BENCHMARKS.md's
+	// table (make bench-plot) is rendered from files anyone can check.
+	kept := filepath.Join(repo, "benchmarks", "vs-kube-proxy", when+".json")
+	if err := os.MkdirAll(filepath.Dir(kept), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(kept, js, 0o644); err != nil {
+		t.Fatalf("copy the result for make bench-plot: %v", err)
+	}
+	t.Logf("results: %s.md and %s.json; to commit: %s (then make bench-plot)", base, base, kept)
 }
 
 // kubeProxyBinary is .cache/k8s/bin/kube-proxy, built by hack/k8s/build.sh

@@ -1,0 +1,182 @@
+package results
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"testing/fstest"
+)
+
+// report renders a minimal result file: for each scale, one kube-proxy
+// and one ours run in round 0 with the table-complete time given.
+func report(scales ...[3]float64) string {
+	var ss []string
+	for _, s := range scales {
+		ss = append(ss, fmt.Sprintf(`{"services": %[1]d, "loadAfter": "1 1 1", "runs": [
+			{"proxy": "kube-proxy", "round": 0, "services": %[1]d, "endpoints": 0, "measurements": [{"name": %[2]q, "value": %[3]v, "unit": "s"}]},
+			{"proxy": "ours", "round": 0, "services": %[1]d, "endpoints": 0, "measurements": [{"name": %[2]q, "value": %[4]v, "unit": "s"}]}]}`,
+			int(s[0]), TableComplete, s[1], s[2]))
+	}
+	return `{"header": ["h"], "scales": [` + strings.Join(ss, ",") + `]}`
+}
+
+func TestMedianIsTheMiddleValueOrTheMeanOfTheTwoMiddleOnes(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		vs   []float64
+		want float64
+	}{
+		{"none is 0", nil, 0},
+		{"one is itself", []float64{7}, 7},
+		{"odd count, unsorted: the middle one", []float64{9, 1, 5}, 5},
+		{"even count: the mean of the two middle ones", []float64{4, 1, 10, 2}, 3},
+		{"even count of two", []float64{2, 3}, 2.5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := append([]float64(nil), tc.vs...)
+			if got := Median(tc.vs); got != tc.want {
+				t.Errorf("Median(%v) = %v, want %v", tc.vs, got, tc.want)
+			}
+			for i := range in {
+				if in[i] != tc.vs[i] {
+					t.Fatalf("Median reordered its argument: %v, was %v", tc.vs, in)
+				}
+			}
+		})
+	}
+}
+
+func TestNewestFilePerScaleWins(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		files map[string]string
+		want  map[int]string // services → the file it came from and ours' value
+	}{
+		{
+			name: "a newer file replaces an older one's scale, and only that scale",
+			files: map[string]string{
+				"20261127-204418.json": report([3]float64{1000, 13, 4.4}, [3]float64{5000, 130, 16.7}),
+				"20261127-212405.json": report([3]float64{5000, 72, 22.2}),
+			},
+			want: map[int]string{1000: "20261127-204418.json 4.4", 5000: "20261127-212405.json 22.2"},
+		},
+		{
+			name: "newest by the time in the name, not by listing order",
+			files: map[string]string{
+				"20261201-000000.json": report([3]float64{1000, 10, 3}),
+				"20261130-235959.json": report([3]float64{1000, 20, 6}),
+			},
+			want: map[int]string{1000: "20261201-000000.json 3"},
+		},
+		{
+			name: "a scale only an old file holds stays",
+			files: map[string]string{
+				"20261101-000000.json": report([3]float64{10000, 400, 60}),
+				"20261201-000000.json": report([3]float64{1000, 10, 3}),
+			},
+			want: map[int]string{1000: "20261201-000000.json 3", 10000: "20261101-000000.json 60"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fsys := fstest.MapFS{"README.md": {Data: []byte("not a result")}}
+			for name, data := range tc.files {
+				fsys[name] = &fstest.MapFile{Data: []byte(data)}
+			}
+			files, err := Load(fsys)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[int]string{}
+			var order []int
+			for _, s := range Newest(files) {
+				got[s.Services] = fmt.Sprintf("%s %v", s.From.Name, s.Stat(Ours, TableComplete).Median)
+				order = append(order, s.Services)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Errorf("Newest = %v, want %v", got, tc.want)
+			}
+			for i := 1; i < len(order); i++ {
+				if order[i-1] >= order[i] {
+					t.Errorf("scales not in ascending order: %v", order)
+				}
+			}
+		})
+	}
+}
+
+func TestStatSummarisesOneProxysRoundsOnly(t *testing.T) {
+	s := Scale{Services: 1000, Runs: []Run{
+		{Proxy: KubeProxy, Round: 0, Measurements: []Measurement{{Name: TableComplete, Value: 15, Unit: "s"}}},
+		{Proxy: Ours, Round: 0, Measurements: []Measurement{{Name: TableComplete, Value: 4, Unit: "s"}, {Name: ColdOverBatched, Value: 5.9}}},
+		{Proxy: KubeProxy, Round: 1, Measurements: []Measurement{{Name: TableComplete, Value: 13, Unit: "s"}}},
+		{Proxy: Ours, Round: 1, Measurements: []Measurement{{Name: TableComplete, Value: 3, Unit: "s"}}},
+		{Proxy: KubeProxy, Round: 2, Measurements: []Measurement{{Name: TableComplete, Value: 20, Unit: "s"}}},
+		{Proxy: Ours, Round: 2, Measurements: []Measurement{{Name: TableComplete, Value: 8, Unit: "s"}}},
+	}}
+	for _, tc := range []struct {
+		name, proxy, measurement string
+		want                     Stat
+	}{
+		{"kube-proxy's three rounds", KubeProxy, TableComplete, Stat{N: 3, Median: 15, Min: 13, Max: 20, Unit: "s"}},
+		{"ours' three rounds", Ours, TableComplete, Stat{N: 3, Median: 4, Min: 3, Max: 8, Unit: "s"}},
+		{"a measurement one round has", Ours, ColdOverBatched, Stat{N: 1, Median: 5.9, Min: 5.9, Max: 5.9}},
+		{"a measurement the proxy lacks is N 0", KubeProxy, ColdOverBatched, Stat{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := s.Stat(tc.proxy, tc.measurement); got != tc.want {
+				t.Errorf("Stat(%s, %s) = %+v, want %+v", tc.proxy, tc.measurement, got, tc.want)
+			}
+		})
+	}
+	if got := s.Rounds(); got != 3 {
+		t.Errorf("Rounds() = %d, want 3", got)
+	}
+}
+
+func TestLoadRefusesWhatWouldShowAsDashes(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		files   map[string]string
+		want    string
+		wantErr error
+	}{
+		{"a .json not named by its time", map[string]string{"vs-kube-proxy-20261127-204418.json": report()}, "", ErrName},
+		{"a field the schema does not have", map[string]string{"20261127-204418.json": `{"header": [], "scale": []}`}, `unknown field "scale"`, nil},
+		{"a scale twice in one file", map[string]string{"20261127-204418.json": report([3]float64{1000, 1, 1}, [3]float64{1000, 2, 2})}, "1000 services twice", nil},
+		{"a scale without runs", map[string]string{"20261127-204418.json": `{"header": [], "scales": [{"services": 1000, "loadAfter": "", "runs": []}]}`}, "without runs", nil},
+		{"no result file at all", map[string]string{"README.md": "x"}, "no result files", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fsys := fstest.MapFS{}
+			for name, data := range tc.files {
+				fsys[name] = &fstest.MapFile{Data: []byte(data)}
+			}
+			_, err := Load(fsys)
+			switch {
+			case err == nil:
+				t.Fatal("Load succeeded")
+			case tc.wantErr != nil && !errors.Is(err, tc.wantErr):
+				t.Errorf("Load: %v, want %v", err, tc.wantErr)
+			case !strings.Contains(err.Error(), tc.want):
+				t.Errorf("Load: %v, want it to say %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestFormatReadsLikeBenchscalesTables(t *testing.T) {
+	for _, tc := range []struct {
+		v    float64
+		want string
+	}{
+		{14, "14"}, {5836.83061, "5837"}, {130.301891198, "130"}, {15.33513738, "15.3"},
+		{3.98457059, "3.98"}, {0.67084814, "0.671"}, {56.96765, "57.0"},
+	} {
+		t.Run(tc.want, func(t *testing.T) {
+			if got := Format(tc.v); got != tc.want {
+				t.Errorf("Format(%v) = %s, want %s", tc.v, got, tc.want)
+			}
+		})
+	}
+}
