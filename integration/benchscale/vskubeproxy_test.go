@@ -162,15 +162,7 @@ func vsConfig(t *testing.T, kubeconfig string) string {
 // versus measures one proxy from a cold start and leaves the kernel clean.
 func (b *bench) versus(t *testing.T, bin proxyBin, ours, config string, round int) Run {
 	run := Run{Proxy: bin.label, Round: round, Services: b.w.Services, Endpoints: b.w.Services * PerService}
-	b.t, b.k, b.bin, b.run = t, newKernel(t), bin, &run
-	if got, err := b.k.count(); err != nil || got != (Expected{}) {
-		t.Fatalf("the kernel is not clean before the run: %+v (err %v)", got, err)
-	}
-	if b.measured > 0 {
-		t.Logf("waiting %v for IPVS's destination trash to empty", trashEmpty)
-		time.Sleep(trashEmpty)
-	}
-	b.measured++
+	b.startClean(t, bin, &run)
 	logPath := fmt.Sprintf("/tmp/%s-%d.log", bin.label, time.Now().UnixNano())
 	start := time.Now()
 	b.p = startWith(t, logPath, bin.path, "--config="+config, "--hostname-override="+NodeName)
