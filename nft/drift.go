@@ -139,15 +139,6 @@ func (w *Writer) sameClusterCIDRs(id setID, got []nftables.SetElement) error {
 	return nil
 }
 
-// ruleCounts is the number of rules of each chain.
-func (w *Writer) ruleCounts() map[string]int {
-	n := map[string]int{}
-	for _, r := range ruleSpecs(w.cfg) {
-		n[r.chain]++
-	}
-	return n
-}
-
 // checkChains checks the table's chains and their rule counts.
 func (w *Writer) checkChains() error {
 	chains, err := w.conn.ListChainsOfTableFamily(w.table.Family)
@@ -158,7 +149,7 @@ func (w *Writer) checkChains() error {
 	for _, d := range chainDefs {
 		defs[d.name] = d
 	}
-	counts := w.ruleCounts()
+	counts := w.rules
 	seen := 0
 	for _, ch := range chains {
 		if ch.Table == nil || ch.Table.Name != TableName {

@@ -115,17 +115,26 @@ type Writer struct {
 	last        ResyncStats
 	cursor      *repairCursor // a Repair in slices in progress
 	edits       *ForeignEdits // nil: hand edits wait for a Repair
+	// rules counts each chain's rules, which depend on cfg alone: Check
+	// reads it on every call, and rendering the rules takes as long as
+	// the netlink read.
+	rules map[string]int
 }
 
 // New returns a writer over c. Nothing is sent until Resync.
 func New(cfg Config, c Conn) *Writer {
-	return &Writer{
+	w := &Writer{
 		cfg:         cfg.withDefaults(),
 		conn:        c,
 		table:       &nftables.Table{Family: nftables.TableFamilyINet, Name: TableName},
 		mirror:      newMirror(),
 		needsResync: true,
 	}
+	w.rules = map[string]int{}
+	for _, r := range ruleSpecs(w.cfg) {
+		w.rules[r.chain]++
+	}
+	return w
 }
 
 // NeedsResync reports whether the next call must be Resync: before the
@@ -289,7 +298,7 @@ func (w *Writer) checkProbeChain() error {
 	if err != nil && !errors.Is(err, syscall.ENOENT) {
 		return fmt.Errorf("table inet %s: read rules of chain %s: %w", TableName, probeChain, err)
 	}
-	if want := w.ruleCounts()[probeChain]; err != nil || len(rules) != want {
+	if want := w.rules[probeChain]; err != nil || len(rules) != want {
 		w.needsResync = true
 		w.mirror = newMirror()
 		return fmt.Errorf("table inet %s: chain %s has %d rules, want %d: %w", TableName, probeChain, len(rules), want, ErrNeedsResync)

@@ -34,6 +34,9 @@ type step struct {
 	key   Key                 // the virtual server; zero for address steps
 	svcs  []policy.ServiceKey // blamed (retried with backoff) on failure
 	run   func() (*change, error)
+	// addr is an address step's address, bound or unbound with the
+	// others of its phase in one Links call (runAddresses); run is nil.
+	addr netip.Prefix
 }
 
 // batch collects the steps of one Apply or Resync and runs them.
@@ -280,22 +283,54 @@ func (b *batch) address(a netip.Addr, by ...policy.ServiceKey) {
 	p, has := w.bound[a]
 	switch {
 	case need && !has:
-		p = hostPrefix(a)
-		b.add(step{phase: phaseAddAddress, svcs: by, run: func() (*change, error) {
-			if err := w.call("add-address", func() error { return w.links.AddAddr(w.cfg.Interface, p) }); err != nil {
-				return nil, fmt.Errorf("add address %s to %s: %w", p, w.cfg.Interface, err)
-			}
-			w.bound[a] = p
-			return nil, nil
-		}})
+		b.add(step{phase: phaseAddAddress, svcs: by, addr: hostPrefix(a)})
 	case !need && has:
-		b.add(step{phase: phasePruneAddress, svcs: by, run: func() (*change, error) {
-			if err := w.call("delete-address", func() error { return gone(w.links.DelAddr(w.cfg.Interface, p), syscall.EADDRNOTAVAIL) }); err != nil {
-				return nil, fmt.Errorf("delete address %s from %s: %w", p, w.cfg.Interface, err)
-			}
-			delete(w.bound, a)
-			return nil, nil
-		}})
+		b.add(step{phase: phasePruneAddress, svcs: by, addr: p})
+	}
+}
+
+// runAddresses binds (phaseAddAddress) or unbinds the addresses of a
+// phase's steps in one Links call, which the Linux adapter makes in as
+// few system calls as its socket allows; each address's answer is its
+// step's alone.
+func (b *batch) runAddresses(ph phase, steps []step, failed map[Key]bool) {
+	if len(steps) == 0 {
+		return
+	}
+	w, add := b.w, ph == phaseAddAddress
+	ps := make([]netip.Prefix, len(steps))
+	for i, s := range steps {
+		ps[i] = s.addr
+	}
+	kind, verb, prep := "add-address", "add", "to"
+	var errs []error
+	if add {
+		errs = w.links.AddAddrs(w.cfg.Interface, ps)
+	} else {
+		kind, verb, prep = "delete-address", "delete", "from"
+		errs = w.links.DelAddrs(w.cfg.Interface, ps)
+	}
+	for i, s := range steps {
+		w.ops[kind]++
+		var err error
+		if i < len(errs) {
+			err = errs[i]
+		} else {
+			err = fmt.Errorf("%w: %d answers for %d addresses", ErrUnanswered, len(errs), len(ps))
+		}
+		if !add {
+			err = gone(err, syscall.EADDRNOTAVAIL)
+		}
+		if err != nil {
+			w.ops["error"]++
+			b.fail(s, fmt.Errorf("%s address %s %s %s: %w", verb, s.addr, prep, w.cfg.Interface, err), failed)
+			continue
+		}
+		if add {
+			w.bound[s.addr.Addr().Unmap()] = s.addr
+		} else {
+			delete(w.bound, s.addr.Addr().Unmap())
+		}
 	}
 }
 
@@ -352,7 +387,11 @@ type sent struct {
 func (b *batch) run() {
 	failed := map[Key]bool{}
 	for ph := range b.steps {
-		b.runPhase(b.steps[ph], failed)
+		if ph := phase(ph); ph == phaseAddAddress || ph == phasePruneAddress {
+			b.runAddresses(ph, b.steps[ph], failed)
+		} else {
+			b.runPhase(b.steps[ph], failed)
+		}
 		b.steps[ph] = nil // their closures hold what they program
 	}
 	for k := range b.vsDone {

@@ -37,10 +37,10 @@ func TestBatchAnswersOnTheHostKernel(t *testing.T) {
 			if err != nil {
 				t.Skipf("no generic netlink socket here: %v", err)
 			}
-			w := &opWriter{s: s, family: unix.GENL_ID_CTRL, maxOps: tc.maxOps, maxBytes: 1 << 16}
+			w := &batchSender{s: s, maxOps: tc.maxOps, maxBytes: 1 << 16}
 			defer w.Close()
 			names := strings.Fields(tc.names)
-			bodies := make([][]byte, len(names))
+			reqs := make([]request, len(names))
 			index := make([]int, len(names))
 			for i, n := range names {
 				if n == "x" {
@@ -52,10 +52,11 @@ func TestBatchAnswersOnTheHostKernel(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				bodies[i], index[i] = append([]byte{unix.CTRL_CMD_GETFAMILY, 1, 0, 0}, attrs...), i
+				reqs[i] = request{typ: unix.GENL_ID_CTRL, body: append([]byte{unix.CTRL_CMD_GETFAMILY, 1, 0, 0}, attrs...)}
+				index[i] = i
 			}
 			errs := make([]error, len(names))
-			w.sendAll(bodies, index, errs)
+			w.sendAll(reqs, index, errs)
 			var got []string
 			for _, err := range errs {
 				var errno syscall.Errno

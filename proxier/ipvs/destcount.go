@@ -39,10 +39,12 @@ func (w *Writer) countsDrifted() error {
 	counts, err := w.kernel.DestinationCounts()
 	took := w.cfg.Now().Sub(now)
 	w.countCheckDue = now.Add(max(driftCheckInterval, countCheckCostShare*took))
+	w.countsRead = err == nil
 	if err != nil {
 		// The table unreadable (/proc/net/ip_vs missing or masked) says
-		// nothing of drift; the reads in turn and the periodic repair
-		// still run, and the count is tried again later.
+		// nothing of drift; the dump of virtual servers (drifted), the
+		// reads in turn and the periodic repair still run, and the count
+		// is tried again later.
 		w.countCheckDue = now.Add(countCheckRetry)
 		return nil
 	}
@@ -50,7 +52,11 @@ func (w *Writer) countsDrifted() error {
 		if a == nil || w.desired[k] == nil {
 			continue
 		}
-		if n := counts[k]; n != len(a.dests) {
+		n, ok := counts[k]
+		if !ok {
+			return fmt.Errorf("virtual server %s gone from the kernel: %w", k, ErrDrift)
+		}
+		if n != len(a.dests) {
 			return fmt.Errorf("virtual server %s: %d destinations in the kernel, %d programmed: %w", k, n, len(a.dests), ErrDrift)
 		}
 	}

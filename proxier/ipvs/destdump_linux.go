@@ -16,7 +16,7 @@ import (
 // netlink socket (destdump.go says why not through moby/ipvs). Like a
 // moby handle, it is used by one goroutine at a time.
 type destReader struct {
-	s      *genlSocket
+	s      *nlSocket
 	family uint16
 }
 
@@ -32,7 +32,7 @@ func newDestReader() (*destReader, error) {
 // openIPVSSocket opens a generic netlink socket and looks up the IPVS
 // family's id on it, which needs the ip_vs module loaded (moby/ipvs
 // loads it when it opens its first handle).
-func openIPVSSocket() (*genlSocket, uint16, error) {
+func openIPVSSocket() (*nlSocket, uint16, error) {
 	s, err := openGenlSocket()
 	if err != nil {
 		return nil, 0, err
@@ -46,7 +46,7 @@ func openIPVSSocket() (*genlSocket, uint16, error) {
 }
 
 // genlFamily asks the generic netlink controller for a family's id.
-func genlFamily(s *genlSocket, name string) (uint16, error) {
+func genlFamily(s *nlSocket, name string) (uint16, error) {
 	ae := netlink.NewAttributeEncoder()
 	ae.String(unix.CTRL_ATTR_FAMILY_NAME, name)
 	attrs, err := ae.Encode()
@@ -109,9 +109,10 @@ func (r *destReader) destinations(k Key) ([]Destination, error) {
 
 func (r *destReader) Close() { r.s.Close() }
 
-// genlSocket is a blocking generic netlink socket that makes one request
-// at a time and reads the answer into a buffer it keeps.
-type genlSocket struct {
+// nlSocket is a blocking netlink socket (generic netlink for IPVS, route
+// netlink for the dummy interface's addresses) that makes one request or
+// one batch at a time and reads the answer into a buffer it keeps.
+type nlSocket struct {
 	fd  int
 	seq uint32
 	buf []byte
@@ -125,28 +126,32 @@ const genlReadBuffer = 32 << 10
 // error, not a writer stuck for good.
 const genlReadTimeout = 30 * time.Second
 
-func openGenlSocket() (*genlSocket, error) {
-	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_GENERIC)
+func openGenlSocket() (*nlSocket, error) { return openNetlinkSocket(unix.NETLINK_GENERIC, "ipvs") }
+
+// openNetlinkSocket opens a socket of netlink protocol proto for what
+// (named in its errors).
+func openNetlinkSocket(proto int, what string) (*nlSocket, error) {
+	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, proto)
 	if err != nil {
-		return nil, nlfamily.Error("ipvs destinations", unix.NETLINK_GENERIC, err)
+		return nil, nlfamily.Error(what, proto, err)
 	}
 	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
 		unix.Close(fd)
-		return nil, fmt.Errorf("bind a generic netlink socket: %w", err)
+		return nil, fmt.Errorf("bind a %s netlink socket for %s: %w", nlfamily.Name(proto), what, err)
 	}
 	tv := unix.NsecToTimeval(genlReadTimeout.Nanoseconds())
 	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
 		unix.Close(fd)
-		return nil, fmt.Errorf("set the generic netlink socket's read timeout: %w", err)
+		return nil, fmt.Errorf("set the read timeout of a %s netlink socket for %s: %w", nlfamily.Name(proto), what, err)
 	}
-	return &genlSocket{fd: fd, buf: make([]byte, genlReadBuffer)}, nil
+	return &nlSocket{fd: fd, buf: make([]byte, genlReadBuffer)}, nil
 }
 
 // execute sends one request (a netlink header of type typ with flags
 // besides NLM_F_REQUEST, then body) and hands each read's messages to
 // each until the answer is complete. The messages are valid only during
 // the call: the next read reuses the buffer.
-func (s *genlSocket) execute(typ, flags uint16, body []byte, each func([]netlink.Message) error) error {
+func (s *nlSocket) execute(typ, flags uint16, body []byte, each func([]netlink.Message) error) error {
 	s.seq++
 	req := make([]byte, unix.NLMSG_HDRLEN, unix.NLMSG_HDRLEN+len(body))
 	binary.NativeEndian.PutUint32(req[0:4], uint32(unix.NLMSG_HDRLEN+len(body)))
@@ -164,7 +169,7 @@ func (s *genlSocket) execute(typ, flags uint16, body []byte, each func([]netlink
 // messages to each. Whatever fails, it reads the answer to its end, or
 // as far as the socket holds one, so that the next request starts clean:
 // the kernel refuses a new dump (EBUSY) while an old one is unread.
-func (s *genlSocket) receive(each func([]netlink.Message) error) error {
+func (s *nlSocket) receive(each func([]netlink.Message) error) error {
 	var failed error
 	for {
 		n, _, err := unix.Recvfrom(s.fd, s.buf, unix.MSG_TRUNC)
@@ -196,7 +201,7 @@ func (s *genlSocket) receive(each func([]netlink.Message) error) error {
 }
 
 // discard reads and drops whatever the socket holds, without waiting.
-func (s *genlSocket) discard() {
+func (s *nlSocket) discard() {
 	for {
 		_, _, err := unix.Recvfrom(s.fd, s.buf, unix.MSG_DONTWAIT|unix.MSG_TRUNC)
 		if err != nil && !errors.Is(err, unix.EINTR) {
@@ -205,4 +210,4 @@ func (s *genlSocket) discard() {
 	}
 }
 
-func (s *genlSocket) Close() { unix.Close(s.fd) }
+func (s *nlSocket) Close() { unix.Close(s.fd) }

@@ -156,6 +156,24 @@ func (f *FakeLinks) DelAddr(name string, p netip.Prefix) error {
 	return nil
 }
 
+// AddAddrs implements Links, one AddAddr at a time.
+func (f *FakeLinks) AddAddrs(name string, ps []netip.Prefix) []error {
+	return eachAddr(ps, func(p netip.Prefix) error { return f.AddAddr(name, p) })
+}
+
+// DelAddrs implements Links, one DelAddr at a time.
+func (f *FakeLinks) DelAddrs(name string, ps []netip.Prefix) []error {
+	return eachAddr(ps, func(p netip.Prefix) error { return f.DelAddr(name, p) })
+}
+
+func eachAddr(ps []netip.Prefix, fn func(netip.Prefix) error) []error {
+	errs := make([]error, len(ps))
+	for i, p := range ps {
+		errs[i] = fn(p)
+	}
+	return errs
+}
+
 // Dump renders links and their addresses, sorted.
 func (f *FakeLinks) Dump() string {
 	f.mu.Lock()

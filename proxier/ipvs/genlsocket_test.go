@@ -60,7 +60,7 @@ func TestReceiveLeavesTheSocketReadyForTheNextRequest(t *testing.T) {
 			if tc.buffer > 0 {
 				size = tc.buffer
 			}
-			s := &genlSocket{fd: fds[0], seq: seq, buf: make([]byte, size)}
+			s := &nlSocket{fd: fds[0], seq: seq, buf: make([]byte, size)}
 			defer s.Close()
 			for _, r := range tc.reads {
 				if _, err := unix.Write(fds[1], r); err != nil {
@@ -109,14 +109,14 @@ func TestReceiveAfterAFailureLeavesTheKernelReadyForTheNextDump(t *testing.T) {
 		t.Fatal(err)
 	}
 	request := append([]byte{unix.CTRL_CMD_GETPOLICY, 1, 0, 0}, attrs...)
-	policies := func(s *genlSocket, each func([]netlink.Message) error) error {
+	policies := func(s *nlSocket, each func([]netlink.Message) error) error {
 		return s.execute(unix.GENL_ID_CTRL, unix.NLM_F_DUMP, request, each)
 	}
-	count := func(s *genlSocket) (n, reads int, err error) {
+	count := func(s *nlSocket) (n, reads int, err error) {
 		err = policies(s, func(msgs []netlink.Message) error { n += len(msgs); reads++; return nil })
 		return n, reads, err
 	}
-	open := func() *genlSocket {
+	open := func() *nlSocket {
 		s, err := openGenlSocket()
 		if err != nil {
 			t.Skipf("no generic netlink here: %v", err)

@@ -106,6 +106,14 @@ func netmask(k Key) uint32 {
 	return 128
 }
 
+// request is one netlink request of a batch: its message type, its
+// flags besides NLM_F_REQUEST (and NLM_F_ACK, which a batch sets on its
+// last request only), and its body.
+type request struct {
+	typ, flags uint16
+	body       []byte
+}
+
 // appendRequest appends one netlink message (header of type typ, flags,
 // sequence number seq, then body) to buf.
 func appendRequest(buf []byte, typ, flags uint16, seq uint32, body []byte) []byte {

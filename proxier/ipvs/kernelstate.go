@@ -81,10 +81,39 @@ func (w *Writer) linkChanged() error {
 	return nil
 }
 
-// drifted reports (ErrDrift) a virtual server we programmed that is no
-// longer in the kernel, or an address we bound that is no longer on the
-// dummy interface. Others' virtual servers and addresses are not looked at.
+// drifted reports (ErrDrift) an address we bound that is no longer on
+// the dummy interface, or, when the count read (countsDrifted, which
+// lists every virtual server) failed last time, a virtual server we
+// programmed that is no longer in the kernel. Others' virtual servers
+// and addresses are not looked at.
 func (w *Writer) drifted() error {
+	if !w.countsRead {
+		if err := w.serversDrifted(); err != nil {
+			return err
+		}
+	}
+	if !w.linkExists || len(w.bound) == 0 {
+		return nil
+	}
+	prefixes, err := w.links.Addrs(w.cfg.Interface)
+	if err != nil {
+		return fmt.Errorf("list addresses of %s: %w", w.cfg.Interface, err)
+	}
+	missing := len(w.bound)
+	for _, p := range prefixes {
+		if _, ok := w.bound[p.Addr().Unmap()]; ok {
+			missing--
+		}
+	}
+	if missing > 0 {
+		return fmt.Errorf("%d addresses gone from %s: %w", missing, w.cfg.Interface, ErrDrift)
+	}
+	return nil
+}
+
+// serversDrifted reports (ErrDrift) a virtual server we programmed that
+// is no longer in the kernel, from one dump of the virtual servers.
+func (w *Writer) serversDrifted() error {
 	vss, err := w.kernel.VirtualServers()
 	if err != nil {
 		return fmt.Errorf("list virtual servers: %w", err)
@@ -102,22 +131,6 @@ func (w *Writer) drifted() error {
 	}
 	if ours > 0 {
 		return fmt.Errorf("%d of our virtual servers gone from the kernel: %w", ours, ErrDrift)
-	}
-	if !w.linkExists || len(w.bound) == 0 {
-		return nil
-	}
-	prefixes, err := w.links.Addrs(w.cfg.Interface)
-	if err != nil {
-		return fmt.Errorf("list addresses of %s: %w", w.cfg.Interface, err)
-	}
-	missing := len(w.bound)
-	for _, p := range prefixes {
-		if _, ok := w.bound[p.Addr().Unmap()]; ok {
-			missing--
-		}
-	}
-	if missing > 0 {
-		return fmt.Errorf("%d addresses gone from %s: %w", missing, w.cfg.Interface, ErrDrift)
 	}
 	return nil
 }

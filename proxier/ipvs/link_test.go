@@ -336,3 +336,44 @@ func TestCheckCountsEveryVirtualServersDestinationsInOneRead(t *testing.T) {
 		}
 	})
 }
+
+// TestDeletedVirtualServerFoundByTheCountRead: the count read lists
+// every virtual server, so one of ours deleted by hand (here one without
+// destinations, whose count cannot differ) is found without a dump of
+// the virtual servers; where the table cannot be read, the dump finds it.
+func TestDeletedVirtualServerFoundByTheCountRead(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		unreadable bool
+		wantDumps  int
+	}{
+		{"the count read finds it", false, 0},
+		{"the dump finds it where the table cannot be read", true, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, Config{})
+			e.mustResync(plan(web()))
+			dumps := 0
+			e.k.Fault = func(op, target string) error {
+				switch {
+				case op == "count-destinations" && tc.unreadable:
+					return os.ErrPermission
+				case op == "list-services":
+					dumps++
+				}
+				return e.rec(op, target)
+			}
+			e.now = e.now.Add(driftCheckInterval)
+			must(t, e.w.Check()) // the first count read, or its failure
+			dumps = 0
+			must(t, e.k.DeleteVirtualServer(key("10.96.0.10:80/TCP")))
+			e.now = e.now.Add(countCheckRetry)
+			if err := e.w.Check(); !errors.Is(err, ErrDrift) || !e.w.NeedsResync() {
+				t.Fatalf("Check: %v, NeedsResync %v; want drift", err, e.w.NeedsResync())
+			}
+			if dumps != tc.wantDumps {
+				t.Errorf("%d dumps of the virtual servers, want %d", dumps, tc.wantDumps)
+			}
+		})
+	}
+}

@@ -22,11 +22,18 @@ import (
 // interface up before each one doubled the requests. A cached link that
 // was deleted answers ENODEV (the kernel never hands its index to
 // another link: indexes only grow), and is then looked up again once.
+//
+// Many addresses at once (AddAddrs, DelAddrs) go in batches on a route
+// netlink socket of their own (batchSender), opened with the handle, in
+// the same network namespace.
 type netlinkLinks struct {
 	h *netlink.Handle
 
 	mu     sync.Mutex
 	cached netlink.Link // by its name; nil when none
+
+	batchMu sync.Mutex
+	batch   *batchSender
 }
 
 var _ Links = (*netlinkLinks)(nil)
@@ -39,11 +46,24 @@ func newNetlinkLinks() (*netlinkLinks, error) {
 	if err != nil {
 		return nil, nlfamily.Error("dummy interface handle", unix.NETLINK_ROUTE, err)
 	}
-	return &netlinkLinks{h: h}, nil
+	s, err := openNetlinkSocket(unix.NETLINK_ROUTE, "dummy interface addresses")
+	if err != nil {
+		h.Close()
+		return nil, err
+	}
+	b, err := newBatchSender(s, "dummy interface addresses")
+	if err != nil {
+		h.Close()
+		return nil, err
+	}
+	return &netlinkLinks{h: h, batch: b}, nil
 }
 
-// Close releases the handle's sockets.
-func (l *netlinkLinks) Close() { l.h.Close() }
+// Close releases the handle's sockets and the batches' one.
+func (l *netlinkLinks) Close() {
+	l.h.Close()
+	l.batch.Close()
+}
 
 func (l *netlinkLinks) linkByName(name string) (netlink.Link, error) {
 	lk, err := l.h.LinkByName(name)
@@ -147,4 +167,56 @@ func (l *netlinkLinks) AddAddr(name string, p netip.Prefix) error {
 
 func (l *netlinkLinks) DelAddr(name string, p netip.Prefix) error {
 	return l.onLink(name, func(lk netlink.Link) error { return l.h.AddrDel(lk, &netlink.Addr{IPNet: ipNet(p)}) })
+}
+
+func (l *netlinkLinks) AddAddrs(name string, ps []netip.Prefix) []error {
+	return l.changeAddrs(name, true, ps)
+}
+
+func (l *netlinkLinks) DelAddrs(name string, ps []netip.Prefix) []error {
+	return l.changeAddrs(name, false, ps)
+}
+
+// changeAddrs adds (add) or deletes ps on the link named name in
+// batches. A cached link that was deleted fails every request with
+// ENODEV: onLink then looks it up again and the batch is sent once more.
+func (l *netlinkLinks) changeAddrs(name string, add bool, ps []netip.Prefix) []error {
+	errs := make([]error, len(ps))
+	if len(ps) == 0 {
+		return errs
+	}
+	l.batchMu.Lock()
+	defer l.batchMu.Unlock()
+	err := l.onLink(name, func(lk netlink.Link) error {
+		clear(errs)
+		reqs := make([]request, 0, len(ps))
+		index := make([]int, 0, len(ps))
+		for i, p := range ps {
+			r, err := addrRequest(add, lk.Attrs().Index, p)
+			if err != nil {
+				errs[i] = err
+				continue
+			}
+			reqs, index = append(reqs, r), append(index, i)
+		}
+		l.batch.sendAll(reqs, index, errs)
+		for _, err := range errs {
+			if !errors.Is(err, syscall.ENODEV) {
+				return nil
+			}
+		}
+		return syscall.ENODEV
+	})
+	if err != nil {
+		return fill(errs, err)
+	}
+	return errs
+}
+
+// fill sets every element of errs to err.
+func fill(errs []error, err error) []error {
+	for i := range errs {
+		errs[i] = err
+	}
+	return errs
 }

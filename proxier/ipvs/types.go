@@ -156,6 +156,12 @@ type Links interface {
 	Addrs(name string) ([]netip.Prefix, error)
 	AddAddr(name string, p netip.Prefix) error
 	DelAddr(name string, p netip.Prefix) error
+	// AddAddrs and DelAddrs make many such changes, in order, in as few
+	// system calls as they can: a cold start binds an address per
+	// service VIP. They return one error per address (nil for done),
+	// each as AddAddr or DelAddr would have returned it.
+	AddAddrs(name string, ps []netip.Prefix) []error
+	DelAddrs(name string, ps []netip.Prefix) []error
 }
 
 // LinkInfo is what Links.Link reports of a link.

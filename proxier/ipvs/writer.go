@@ -78,8 +78,12 @@ type Writer struct {
 	desired    map[Key]*desiredVS
 	claimed    map[policy.ServiceKey][]Key
 	retryPlans map[policy.ServiceKey][]policy.VirtualServer
-	// driftCheckedAt is when Check last dumped the virtual servers.
-	driftCheckedAt time.Time
+	// driftCheckDue is when Check next dumps the addresses (and the
+	// virtual servers, when the count read is not there to list them).
+	driftCheckDue time.Time
+	// countsRead says the last count read succeeded: it lists every
+	// virtual server, so the dump of virtual servers is not needed.
+	countsRead bool
 	// destCursor is where Check's turn of destination reads is.
 	destCursor destCursor
 	// countCheckDue is when Check next counts every virtual server's
@@ -318,20 +322,22 @@ func (w *Writer) NeedsResync() bool {
 	return w.needsResync
 }
 
-// driftCheckInterval spaces Check's dumps of the virtual servers and
-// addresses: at most one a second, whatever the loop's probe interval, so
-// that an idle node with thousands of services does not dump them twice
-// a second, and a deletion is still noticed within a second.
+// driftCheckInterval spaces Check's dumps of the addresses and reads of
+// the virtual servers: at most one a second, whatever the loop's probe
+// interval, so that an idle node with thousands of services does not
+// read them twice a second, and a deletion is still noticed within a
+// second while the reads are cheap. Costly reads are spaced more (see
+// countCheckCostShare).
 const driftCheckInterval = time.Second
 
 // Check verifies, without changing anything, that the dummy interface
 // known from the last sync still exists with the same index (one
 // rtnetlink request), that every virtual server we programmed is still
-// in the kernel (one dump of the virtual servers, not of their
-// destinations) and every address we bound still on the interface (one
-// dump of its addresses; these two at most once per driftCheckInterval),
-// that every one of them has as many destinations as we programmed (one
-// read of /proc/net/ip_vs, less often when that read is costly), and
+// in the kernel with as many destinations as we programmed (one read of
+// /proc/net/ip_vs; a dump of the virtual servers where that cannot be
+// read) and every address we bound still on the interface (one dump of
+// its addresses; each of these at most once per driftCheckInterval, less
+// often when it is costly), and
 // then reads back, in turn, the destinations of as many of our virtual
 // servers as destCheckBudget allows. If the link was deleted or
 // replaced it returns an error wrapping ErrLinkChanged, if a virtual
@@ -345,9 +351,9 @@ func (w *Writer) Check() error {
 		return nil // a Resync is due and re-reads everything anyway
 	}
 	err := w.linkChanged()
-	if now := w.cfg.Now(); err == nil && now.Sub(w.driftCheckedAt) >= driftCheckInterval {
-		w.driftCheckedAt = now
+	if now := w.cfg.Now(); err == nil && !now.Before(w.driftCheckDue) {
 		err = w.drifted()
+		w.driftCheckDue = now.Add(max(driftCheckInterval, countCheckCostShare*w.cfg.Now().Sub(now)))
 		if err == nil {
 			err = w.countsDrifted()
 		}
