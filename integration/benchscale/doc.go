@@ -44,7 +44,9 @@
 //     BENCHMARKS.md). A fresh namespace, because IPVS keeps deleted
 //     destinations in a trash list for two to four minutes and every
 //     destination added searches it; for the same reason a run after the
-//     first in a boot waits for the trash to empty before its cold start.
+//     first in a boot empties the trash before its cold start, by
+//     unloading and loading the IPVS modules again (waiting for it to
+//     empty where they cannot be unloaded).
 //     With KIP_BENCH_SCALE_PROFILE=1 each start (cold, restart) is also
 //     CPU-profiled in 2 s windows, and its log's milestones are printed
 //     (process start → "Starting the proxy" → informer caches synced).
@@ -79,8 +81,10 @@
 // KIP_BENCH_SCALE_CHURN_RATE (20), KIP_BENCH_SCALE_CHURN_SECONDS (60) and
 // KIP_BENCH_SCALE_PROFILE (1: enableProfiling, the proxy's heap profiles
 // after the cold start and at the end, and its CPU profile windows of
-// each start and of the churn, written next to the console log);
-// and
+// each start and of the churn, written next to the console log),
+// KIP_BENCH_SCALE_FIRST_SYNC_WAIT (make bench-vs-kube-proxy: seconds to
+// wait for a proxy's own first sync once its table is complete, 0 for no
+// bound; past it the wait is reported as a lower bound); and
 // hack/vmlab/run.sh's VMLAB_MEM (4096 here), VMLAB_SMP, VMLAB_TIMEOUT
 // and VMLAB_LOG (default .cache/bench-scale/<time>-<N>.console.log).
 //

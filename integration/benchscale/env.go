@@ -47,6 +47,13 @@ type Phases struct {
 	// log as <stamp>-<N>-<proxy>-<round>-<when>.heap.pprof, .cpu.pprof or
 	// .trace).
 	Profile int
+	// FirstSyncWait (seconds, 0 for as long as it takes) bounds how long
+	// make bench-vs-kube-proxy waits for a proxy's own first sync once its
+	// table is complete: kube-proxy's takes tens of minutes at 10,000
+	// services under TCG. A run that reaches it reports the wait as a
+	// lower bound and measures no endpoint change
+	// (KIP_BENCH_SCALE_FIRST_SYNC_WAIT).
+	FirstSyncWait int
 }
 
 // DefaultPhases are the sizes `make bench-scale` uses.
@@ -64,6 +71,7 @@ var phaseEnv = []struct {
 	{"KIP_BENCH_SCALE_CHURN_RATE", func(p *Phases) *int { return &p.ChurnRate }},
 	{"KIP_BENCH_SCALE_CHURN_SECONDS", func(p *Phases) *int { return &p.ChurnSeconds }},
 	{"KIP_BENCH_SCALE_PROFILE", func(p *Phases) *int { return &p.Profile }},
+	{"KIP_BENCH_SCALE_FIRST_SYNC_WAIT", func(p *Phases) *int { return &p.FirstSyncWait }},
 }
 
 const envIdle = "KIP_BENCH_SCALE_IDLE"
@@ -110,4 +118,7 @@ const (
 
 	mTableComplete = "IPVS table complete, from process start"
 	mTableCPU      = "CPU until the table is complete"
+
+	mPeakRSS             = "memory: peak RSS (VmHWM) by then"
+	mFirstSyncLowerBound = "own first sync not done yet, from process start (a lower bound)"
 )

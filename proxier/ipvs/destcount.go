@@ -1,9 +1,11 @@
 package ipvs
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"net/netip"
 	"strconv"
 	"time"
@@ -68,13 +70,18 @@ func (w *Writer) countsDrifted() error {
 // 0A600001:0050 rr", IPv6 addresses in brackets, firewall marks as
 // "FWM"), then one "  -> " line per destination. It counts the
 // destinations of every address-based virtual server.
-func parseDestinationCounts(data []byte) (map[Key]int, error) {
+// It reads line by line, so that a table of a hundred thousand
+// destinations is never held whole.
+func parseDestinationCounts(r io.Reader) (map[Key]int, error) {
 	counts := map[Key]int{}
 	var (
 		current Key
 		inVS    bool // current is an address-based virtual server
 	)
-	for i, line := range bytes.Split(data, []byte("\n")) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, procReadBuffer), procReadBuffer)
+	for i := 0; sc.Scan(); i++ {
+		line := sc.Bytes()
 		if i < 3 || len(line) == 0 {
 			continue // the header: version, and the two column lines
 		}
@@ -107,8 +114,15 @@ func parseDestinationCounts(data []byte) (map[Key]int, error) {
 		current, inVS = Key{Address: addr, Protocol: proto, Port: port}, true
 		counts[current] += 0
 	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
 	return counts, nil
 }
+
+// procReadBuffer is the table's read buffer, and the longest line read:
+// a line is under a hundred bytes.
+const procReadBuffer = 64 << 10
 
 // parseProcAddrPort reads "0A600001:0050" (IPv4 as eight hex digits) or
 // "[fd00:0096:0000:0000:0000:0000:0000:0001]:0050", the port in hex.

@@ -15,7 +15,6 @@ type procTable struct {
 	mu      sync.Mutex
 	f       *os.File
 	openErr error
-	buf     []byte
 }
 
 // openProcTable opens the table. A node whose /proc hides it still runs
@@ -35,21 +34,7 @@ func (p *procTable) counts() (map[Key]int, error) {
 	if _, err := p.f.Seek(0, io.SeekStart); err != nil {
 		return nil, fmt.Errorf("rewind %s: %w", p.f.Name(), err)
 	}
-	p.buf = p.buf[:0]
-	for {
-		if len(p.buf) == cap(p.buf) {
-			p.buf = append(p.buf, 0)[:len(p.buf)]
-		}
-		n, err := p.f.Read(p.buf[len(p.buf):cap(p.buf)])
-		p.buf = p.buf[:len(p.buf)+n]
-		if err == io.EOF || err == nil && n == 0 {
-			break
-		}
-		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", p.f.Name(), err)
-		}
-	}
-	counts, err := parseDestinationCounts(p.buf)
+	counts, err := parseDestinationCounts(p.f)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", p.f.Name(), err)
 	}

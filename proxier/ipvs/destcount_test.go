@@ -1,6 +1,7 @@
 package ipvs
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 )
@@ -26,7 +27,7 @@ FWM  00000001 rr
 // services and their destinations are not; a malformed line is an error
 // naming its line.
 func TestParseDestinationCounts(t *testing.T) {
-	got, err := parseDestinationCounts([]byte(procSample))
+	got, err := parseDestinationCounts(strings.NewReader(procSample))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +49,7 @@ func TestParseDestinationCounts(t *testing.T) {
 		{"garbage", `line 4: "garbage" is neither a virtual server nor a destination`},
 	} {
 		head := strings.Join(strings.SplitN(procSample, "\n", 4)[:3], "\n") + "\n"
-		if _, err := parseDestinationCounts([]byte(head + bad.line + "\n")); err == nil || !strings.Contains(err.Error(), bad.err) {
+		if _, err := parseDestinationCounts(strings.NewReader(head + bad.line + "\n")); err == nil || !strings.Contains(err.Error(), bad.err) {
 			t.Errorf("%q: error %v, want %q", bad.line, err, bad.err)
 		}
 	}
@@ -60,7 +61,7 @@ func FuzzParseDestinationCounts(f *testing.F) {
 	f.Add([]byte(procSample))
 	f.Add([]byte("a\nb\nc\nTCP  [::1]:0 rr\n  -> x\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		counts, err := parseDestinationCounts(data)
+		counts, err := parseDestinationCounts(bytes.NewReader(data))
 		if err != nil {
 			return
 		}
