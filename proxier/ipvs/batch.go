@@ -57,6 +57,7 @@ type batch struct {
 	vsBy        map[Key]policy.ServiceKey
 	pendingAddr []netip.Addr
 	addrBy      map[netip.Addr][]policy.ServiceKey
+	svcLists    map[policy.ServiceKey][]policy.ServiceKey // see svcs
 }
 
 func (w *Writer) newBatch(now time.Time) *batch {
@@ -65,6 +66,7 @@ func (w *Writer) newBatch(now time.Time) *batch {
 		services: map[policy.ServiceKey]bool{}, blamed: map[policy.ServiceKey]bool{},
 		vsDone: map[Key]bool{}, addrDone: map[netip.Addr]bool{}, fresh: map[Key]bool{},
 		vsBy: map[Key]policy.ServiceKey{}, addrBy: map[netip.Addr][]policy.ServiceKey{},
+		svcLists: map[policy.ServiceKey][]policy.ServiceKey{},
 	}
 }
 
@@ -172,7 +174,7 @@ func (b *batch) virtualServer(k Key, svc policy.ServiceKey, mayDelete bool) {
 			delete(w.draining, k) // no longer ours to drain
 			return
 		}
-		b.add(step{phase: phasePrune, key: k, svcs: svcs(svc), run: func() (*change, error) {
+		b.add(step{phase: phasePrune, key: k, svcs: b.svcs(svc), run: func() (*change, error) {
 			return &change{op: Op{Kind: OpDeleteService, VS: VirtualServer{Key: k}}, done: func(err error) error {
 				if err := gone(err, syscall.ESRCH); err != nil {
 					if svc != (policy.ServiceKey{}) {
@@ -188,7 +190,7 @@ func (b *batch) virtualServer(k Key, svc policy.ServiceKey, mayDelete bool) {
 		}})
 	case have == nil:
 		vs, n := want.vs, len(want.dests)
-		b.add(step{phase: phaseAdd, key: k, svcs: svcs(want.svc), run: func() (*change, error) {
+		b.add(step{phase: phaseAdd, key: k, svcs: b.svcs(want.svc), run: func() (*change, error) {
 			return &change{op: Op{Kind: OpAddService, VS: vs}, done: func(err error) error {
 				if err != nil {
 					return fmt.Errorf("add virtual server %s: %w", k, err)
@@ -206,7 +208,7 @@ func (b *batch) virtualServer(k Key, svc policy.ServiceKey, mayDelete bool) {
 		have.managed = true
 		if have.vs != want.vs {
 			vs := want.vs
-			b.add(step{phase: phaseUpdate, key: k, svcs: svcs(want.svc), run: func() (*change, error) {
+			b.add(step{phase: phaseUpdate, key: k, svcs: b.svcs(want.svc), run: func() (*change, error) {
 				return &change{op: Op{Kind: OpUpdateService, VS: vs}, done: func(err error) error {
 					if err != nil {
 						return fmt.Errorf("update virtual server %s: %w", k, err)
@@ -254,7 +256,7 @@ func (b *batch) destination(ph phase, verb string, want *desiredVS, d Destinatio
 	if verb == "add" {
 		kind = OpAddDestination
 	}
-	b.add(step{phase: ph, key: k, svcs: svcs(want.svc), run: func() (*change, error) {
+	b.add(step{phase: ph, key: k, svcs: b.svcs(want.svc), run: func() (*change, error) {
 		// Its virtual server may be added in the same Write: it is
 		// looked up in the mirror once the kernel has answered.
 		return &change{op: Op{Kind: kind, VS: VirtualServer{Key: k}, Dest: d}, done: func(err error) error {
@@ -346,11 +348,18 @@ func (b *batch) finish() {
 	}
 }
 
-func svcs(svc policy.ServiceKey) []policy.ServiceKey {
+// svcs is the list of one service a step blames, shared by its steps: a
+// cold start has a step per destination.
+func (b *batch) svcs(svc policy.ServiceKey) []policy.ServiceKey {
 	if svc == (policy.ServiceKey{}) {
 		return nil
 	}
-	return []policy.ServiceKey{svc}
+	l, ok := b.svcLists[svc]
+	if !ok {
+		l = []policy.ServiceKey{svc}
+		b.svcLists[svc] = l
+	}
+	return l
 }
 
 // change is one IPVS change a step hands its batch. done is called with
@@ -400,31 +409,41 @@ func (b *batch) run() {
 	b.finish()
 }
 
-// runPhase runs one phase's steps and sends their changes in one Write.
+// writeChunk bounds the changes of one Write: a phase of a cold start
+// holds a change per destination, and only a chunk of them at a time
+// is materialised (an Op, its answer's callback), not the whole phase.
+// The Linux adapter sends a chunk in a few system calls anyway.
+const writeChunk = 4096
+
+// runPhase runs one phase's steps in order and sends their changes in
+// Writes of up to writeChunk changes.
 func (b *batch) runPhase(steps []step, failed map[Key]bool) {
-	var out []sent
-	for _, s := range steps {
-		if s.key.Address.IsValid() && failed[s.key] {
-			continue
+	out := make([]sent, 0, min(len(steps), writeChunk))
+	planeReported := false // one report of a plane-wide failure a phase
+	for i, s := range steps {
+		if !s.key.Address.IsValid() || !failed[s.key] {
+			if c, err := s.run(); err != nil {
+				b.fail(s, err, failed)
+			} else if c != nil {
+				out = append(out, sent{s, c})
+			}
 		}
-		c, err := s.run()
-		if err != nil {
-			b.fail(s, err, failed)
-			continue
-		}
-		if c != nil {
-			out = append(out, sent{s, c})
+		if len(out) == writeChunk || i == len(steps)-1 && len(out) > 0 {
+			b.write(out, failed, &planeReported)
+			clear(out) // their callbacks hold what they program
+			out = out[:0]
 		}
 	}
-	if len(out) == 0 {
-		return
-	}
+}
+
+// write sends one chunk of a phase's changes in one Write and hands each
+// its answer.
+func (b *batch) write(out []sent, failed map[Key]bool, planeReported *bool) {
 	ops := make([]Op, len(out))
 	for i, x := range out {
 		ops[i] = x.c.op
 	}
 	errs := b.w.kernel.Write(ops)
-	planeReported := false
 	for i, x := range out {
 		var kerr error
 		if i < len(errs) {
@@ -441,13 +460,13 @@ func (b *batch) runPhase(steps []step, failed map[Key]bool) {
 			b.w.ops["error"]++ // the kernel's; done counts its own calls' (conntrack)
 		}
 		plane := planeWide(err)
-		if (plane && planeReported) || (!plane && x.s.key.Address.IsValid() && failed[x.s.key]) {
+		if (plane && *planeReported) || (!plane && x.s.key.Address.IsValid() && failed[x.s.key]) {
 			// Already reported: the same lost answer, or its virtual
 			// server's first failure in this Write.
 			b.blameAll(x.s, failed)
 			continue
 		}
-		planeReported = planeReported || plane
+		*planeReported = *planeReported || plane
 		b.fail(x.s, err, failed)
 	}
 }

@@ -127,3 +127,58 @@ func TestFailureInTheMiddleOfAWrite(t *testing.T) {
 		})
 	}
 }
+
+// TestLargePhaseWrittenInChunks: a phase larger than writeChunk (a cold
+// start's adds) goes to the kernel in Writes of at most writeChunk
+// changes, in order; a virtual server refused in one chunk is its
+// service's failure alone, and its destinations in a later chunk are not
+// sent at all. The refused one is the virtual server whose destinations
+// straddle the first chunk's end.
+func TestLargePhaseWrittenInChunks(t *testing.T) {
+	plan := scalePlan(1000) // 1,000 virtual servers and 10,000 destinations: three chunks of adds
+	var order []string      // the adds, as a first Resync makes them
+	first := newEnv(t, Config{})
+	first.k.Fault = func(op, target string) error {
+		if op == "add-service" || op == "add-destination" {
+			order = append(order, op+" "+target)
+		}
+		return nil
+	}
+	first.mustResync(plan)
+	var bad string
+	inFirst := 0 // its destinations in the first chunk
+	for i := min(writeChunk, len(order)) - 1; i >= 0 && bad == ""; i-- {
+		if vs, ok := strings.CutPrefix(order[i], "add-service "); ok {
+			bad, inFirst = vs, writeChunk-1-i
+		}
+	}
+	if inFirst == 0 || inFirst >= 10 {
+		t.Fatalf("no virtual server straddles the first chunk's end (%q, %d)", bad, inFirst)
+	}
+
+	e := newEnv(t, Config{})
+	badDests := 0
+	e.k.Fault = func(op, target string) error {
+		switch {
+		case op == "add-service" && target == bad:
+			return syscall.EINVAL
+		case op == "add-destination" && strings.HasPrefix(target, bad+" "):
+			badDests++
+		}
+		return nil
+	}
+	err := e.w.Resync(plan)
+	var se *ServiceError
+	if !errors.As(err, &se) || e.w.NeedsResync() {
+		t.Fatalf("Resync: %v, NeedsResync %v; want one service's failure alone", err, e.w.NeedsResync())
+	}
+	if got, want := e.k.Writes(), 3; got != want {
+		t.Errorf("%d writes, want %d", got, want)
+	}
+	if got := strings.Count(e.k.Dump(), "\n  -> "); got != 9990 {
+		t.Errorf("%d destinations in the kernel, want 9,990", got)
+	}
+	if badDests != inFirst {
+		t.Errorf("%d destinations of the refused virtual server sent, want the %d in its chunk", badDests, inFirst)
+	}
+}

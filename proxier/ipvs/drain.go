@@ -20,7 +20,7 @@ import (
 
 // retire plans the removal of a destination that left the plan.
 func (b *batch) retire(k Key, svc policy.ServiceKey, d netip.AddrPort) {
-	b.add(step{phase: phasePrune, key: k, svcs: svcs(svc), run: func() (*change, error) { return b.retireNow(k, d) }})
+	b.add(step{phase: phasePrune, key: k, svcs: b.svcs(svc), run: func() (*change, error) { return b.retireNow(k, d) }})
 }
 
 // retireNow decides, from the destination's current connection counts
