@@ -224,6 +224,18 @@ func contractCases() []contractCase {
 			delAddr(dummy, "fd00:96::10/128"),
 			addrs(dummy),
 		}},
+		{"addresses in one call: each answer its own address's, as one at a time; a missing link ENODEV for each", []step{
+			addAddrs(dummy, "10.96.0.20/32"),
+			addDummy(dummy),
+			addAddrs(dummy, "10.96.0.20/32", "fd00:96::20/128", "10.96.0.21/32"),
+			addAddrs(dummy, "10.96.0.22/32", "10.96.0.20/32", "fd00:96::20/128", "10.96.0.23/32"),
+			addrs(dummy),
+			delAddrs(dummy, "10.96.0.20/32", "10.96.0.29/32", "fd00:96::20/128", "fd00:96::29/128"),
+			delAddrs(dummy),
+			addrs(dummy),
+			deleteLink(dummy),
+			delAddrs(dummy, "10.96.0.21/32", "10.96.0.22/32"),
+		}},
 		{"sysctls: a missing key is ENOENT to read and to write; a value reads back trimmed", []step{
 			getSysctl("net/ipv4/vs/nope"),
 			setSysctl("net/ipv4/vs/nope", "1"),

@@ -324,6 +324,30 @@ func delAddr(name, p string) step {
 	return change("DelAddr "+name+" "+p, func(s seams) error { return s.l.DelAddr(name, netip.MustParsePrefix(p)) })
 }
 
+// addAddrs and delAddrs are many address changes in one call (batched
+// on the kernel's side): their answers, one per address, are the result.
+func addAddrs(name string, ps ...string) step {
+	return addrsStep("AddAddrs", name, ps, ipvs.Links.AddAddrs)
+}
+
+func delAddrs(name string, ps ...string) step {
+	return addrsStep("DelAddrs", name, ps, ipvs.Links.DelAddrs)
+}
+
+func addrsStep(op, name string, ps []string, call func(ipvs.Links, string, []netip.Prefix) []error) step {
+	return step{name: op + " " + name + " " + strings.Join(ps, " "), do: func(s seams) (string, error) {
+		prefixes := make([]netip.Prefix, len(ps))
+		for i, p := range ps {
+			prefixes[i] = netip.MustParsePrefix(p)
+		}
+		var out []string
+		for _, err := range call(s.l, name, prefixes) {
+			out = append(out, errClass(err))
+		}
+		return strings.Join(out, " "), nil
+	}}
+}
+
 func getSysctl(k string) step {
 	return step{name: "Files.Read " + k, do: func(s seams) (string, error) { return s.sys.Read(sysctl.Path(k)) }}
 }

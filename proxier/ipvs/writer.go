@@ -78,9 +78,11 @@ type Writer struct {
 	desired    map[Key]*desiredVS
 	claimed    map[policy.ServiceKey][]Key
 	retryPlans map[policy.ServiceKey][]policy.VirtualServer
-	// driftCheckDue is when Check next dumps the addresses (and the
-	// virtual servers, when the count read is not there to list them).
-	driftCheckDue time.Time
+	// driftCheckedAt is when Check last looked for drift.
+	driftCheckedAt time.Time
+	// dumpDue is when Check next dumps the addresses (and the virtual
+	// servers, when the count read is not there to list them).
+	dumpDue time.Time
 	// countsRead says the last count read succeeded: it lists every
 	// virtual server, so the dump of virtual servers is not needed.
 	countsRead bool
@@ -351,11 +353,12 @@ func (w *Writer) Check() error {
 		return nil // a Resync is due and re-reads everything anyway
 	}
 	err := w.linkChanged()
-	if now := w.cfg.Now(); err == nil && !now.Before(w.driftCheckDue) {
-		err = w.drifted()
-		w.driftCheckDue = now.Add(max(driftCheckInterval, countCheckCostShare*w.cfg.Now().Sub(now)))
-		if err == nil {
-			err = w.countsDrifted()
+	if now := w.cfg.Now(); err == nil && now.Sub(w.driftCheckedAt) >= driftCheckInterval {
+		w.driftCheckedAt = now
+		err = w.countsDrifted()
+		if now := w.cfg.Now(); err == nil && !now.Before(w.dumpDue) {
+			err = w.drifted()
+			w.dumpDue = now.Add(max(driftCheckInterval, countCheckCostShare*w.cfg.Now().Sub(now)))
 		}
 		if err == nil {
 			err = w.destsDrifted()
