@@ -69,17 +69,29 @@ func label(name string, stats ...results.Stat) string {
 }
 
 func value(st results.Stat) string {
-	if st.N == 0 {
+	switch {
+	case st.N == 0:
 		return "—"
+	case st.LowerBound:
+		return "> " + results.Format(st.Median)
 	}
 	return results.Format(st.Median)
 }
 
 // Ratio is ours' median over kube-proxy's to two decimals, or a dash when
-// either is missing or kube-proxy's is 0.
+// either is missing or kube-proxy's is 0. A lower bound of kube-proxy's
+// makes it an upper bound ("< "), one of ours a lower bound ("> "), and
+// both a dash.
 func Ratio(kp, ours results.Stat) string {
-	if kp.N == 0 || ours.N == 0 || kp.Median == 0 {
+	if kp.N == 0 || ours.N == 0 || kp.Median == 0 || kp.LowerBound && ours.LowerBound {
 		return "—"
 	}
-	return fmt.Sprintf("%.2f", ours.Median/kp.Median)
+	r := fmt.Sprintf("%.2f", ours.Median/kp.Median)
+	switch {
+	case kp.LowerBound:
+		return "< " + r
+	case ours.LowerBound:
+		return "> " + r
+	}
+	return r
 }

@@ -21,6 +21,9 @@ func TestRatioIsOursOverKubeProxysMedianOrADash(t *testing.T) {
 		{"kube-proxy missing", results.Stat{}, st(5.9), "—"},
 		{"ours missing", st(5.9), results.Stat{}, "—"},
 		{"kube-proxy 0 divides by nothing", st(0), st(3), "—"},
+		{"kube-proxy's a lower bound: the ratio an upper one", results.Stat{N: 3, Median: 400, LowerBound: true}, st(20), "< 0.05"},
+		{"ours a lower bound: the ratio a lower one", st(20), results.Stat{N: 1, Median: 40, LowerBound: true}, "> 2.00"},
+		{"both lower bounds: no ratio", results.Stat{N: 1, Median: 4, LowerBound: true}, results.Stat{N: 1, Median: 4, LowerBound: true}, "—"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := Ratio(tc.kp, tc.ours); got != tc.want {

@@ -29,7 +29,16 @@ const (
 	PeakRSS         = "memory: peak RSS (VmHWM) by then"
 	ChangeP50       = "endpoint change → kernel: p50"
 	ColdOverBatched = "cold start / batched floor"
+
+	// OwnFirstSyncNotYet is reported in place of OwnFirstSync by a run
+	// that stopped waiting for the first sync
+	// (KIP_BENCH_SCALE_FIRST_SYNC_WAIT): the time waited, a lower bound.
+	OwnFirstSyncNotYet = "own first sync not done yet, from process start (a lower bound)"
 )
+
+// lowerBounds names, for a measurement, the one a run reports instead
+// when it has only a lower bound of it.
+var lowerBounds = map[string]string{OwnFirstSync: OwnFirstSyncNotYet}
 
 // StampLayout is the UTC time in a result file's name, as
 // make bench-vs-kube-proxy stamps it.
@@ -164,6 +173,10 @@ type Stat struct {
 	N                int // rounds that have it; 0: none, and the rest is zero
 	Median, Min, Max float64
 	Unit             string
+	// LowerBound says some rounds had only a lower bound of it (see
+	// lowerBounds), counted at that bound: the true median is at least
+	// Median.
+	LowerBound bool
 }
 
 // Stat is the summary of a measurement over proxy's runs of the scale.
@@ -175,9 +188,11 @@ func (s Scale) Stat(proxy, name string) Stat {
 			continue
 		}
 		for _, m := range r.Measurements {
-			if m.Name == name {
+			bound := m.Name == lowerBounds[name] && lowerBounds[name] != ""
+			if m.Name == name || bound {
 				vs = append(vs, m.Value)
 				st.Unit = m.Unit
+				st.LowerBound = st.LowerBound || bound
 			}
 		}
 	}

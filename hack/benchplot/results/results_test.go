@@ -114,6 +114,14 @@ func TestStatSummarisesOneProxysRoundsOnly(t *testing.T) {
 		{Proxy: KubeProxy, Round: 2, Measurements: []Measurement{{Name: TableComplete, Value: 20, Unit: "s"}}},
 		{Proxy: Ours, Round: 2, Measurements: []Measurement{{Name: TableComplete, Value: 8, Unit: "s"}}},
 	}}
+	// kube-proxy's first sync: done in round 0, not yet when the wait
+	// ended in rounds 1 and 2; ours' done in every round.
+	s.Runs[0].Measurements = append(s.Runs[0].Measurements, Measurement{Name: OwnFirstSync, Value: 700, Unit: "s"})
+	s.Runs[2].Measurements = append(s.Runs[2].Measurements, Measurement{Name: OwnFirstSyncNotYet, Value: 400, Unit: "s"})
+	s.Runs[4].Measurements = append(s.Runs[4].Measurements, Measurement{Name: OwnFirstSyncNotYet, Value: 380, Unit: "s"})
+	for _, i := range []int{1, 3, 5} {
+		s.Runs[i].Measurements = append(s.Runs[i].Measurements, Measurement{Name: OwnFirstSync, Value: 20, Unit: "s"})
+	}
 	for _, tc := range []struct {
 		name, proxy, measurement string
 		want                     Stat
@@ -122,6 +130,11 @@ func TestStatSummarisesOneProxysRoundsOnly(t *testing.T) {
 		{"ours' three rounds", Ours, TableComplete, Stat{N: 3, Median: 4, Min: 3, Max: 8, Unit: "s"}},
 		{"a measurement one round has", Ours, ColdOverBatched, Stat{N: 1, Median: 5.9, Min: 5.9, Max: 5.9}},
 		{"a measurement the proxy lacks is N 0", KubeProxy, ColdOverBatched, Stat{}},
+		{"rounds with only a lower bound count at it, and make the median one", KubeProxy, OwnFirstSync,
+			Stat{N: 3, Median: 400, Min: 380, Max: 700, Unit: "s", LowerBound: true}},
+		{"no lower bound: an exact median", Ours, OwnFirstSync, Stat{N: 3, Median: 20, Min: 20, Max: 20, Unit: "s"}},
+		{"the lower bound is no measurement of its own in the table", KubeProxy, OwnFirstSyncNotYet,
+			Stat{N: 2, Median: 390, Min: 380, Max: 400, Unit: "s"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := s.Stat(tc.proxy, tc.measurement); got != tc.want {
