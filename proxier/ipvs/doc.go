@@ -42,7 +42,9 @@
 // API (one request, one wait for its answer, per call), so these
 // requests are encoded here (ipvsmsg.go), with mdlayher/netlink's
 // attribute encoder, and sent on a blocking socket of our own
-// (batchwrite_linux.go); reads stay moby's. BENCHMARKS.md has the
+// (batchwrite_linux.go, nlbatch_linux.go); reads stay moby's. The dummy
+// interface's addresses are added and deleted in batches the same way,
+// on a route netlink socket (addrmsg.go). BENCHMARKS.md has the
 // measurement against one request per change.
 //
 // The package translates the plan; it makes no policy decisions and must
