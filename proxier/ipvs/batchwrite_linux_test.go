@@ -1,10 +1,8 @@
 package ipvs
 
 import (
-	"errors"
 	"fmt"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/mdlayher/netlink"
@@ -57,19 +55,7 @@ func TestBatchAnswersOnTheHostKernel(t *testing.T) {
 			}
 			errs := make([]error, len(names))
 			w.sendAll(reqs, index, errs)
-			var got []string
-			for _, err := range errs {
-				var errno syscall.Errno
-				switch {
-				case err == nil:
-					got = append(got, "ok")
-				case errors.As(err, &errno):
-					got = append(got, unix.ErrnoName(errno))
-				default:
-					got = append(got, err.Error())
-				}
-			}
-			if g := strings.Join(got, " "); g != tc.want {
+			if g := errnos(errs); g != tc.want {
 				t.Errorf("answers %q, want %q", g, tc.want)
 			}
 		})
