@@ -44,9 +44,7 @@
 //     BENCHMARKS.md). A fresh namespace, because IPVS keeps deleted
 //     destinations in a trash list for two to four minutes and every
 //     destination added searches it; for the same reason a run after the
-//     first in a boot empties the trash before its cold start, by
-//     unloading and loading the IPVS modules again (waiting for it to
-//     empty where they cannot be unloaded).
+//     first in a boot waits for the trash to empty before its cold start.
 //     With KIP_BENCH_SCALE_PROFILE=1 each start (cold, restart) is also
 //     CPU-profiled in 2 s windows, and its log's milestones are printed
 //     (process start → "Starting the proxy" → informer caches synced).

@@ -4,17 +4,12 @@ package benchscale
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -91,59 +86,25 @@ func TestScaleInVM(t *testing.T) {
 // and frees them IP_VS_DEST_TRASH_PERIOD (120 s) later.
 const trashEmpty = 250 * time.Second
 
-// ipvsModules are the lab's IPVS modules (hack/vmlab/run.sh loads them
-// at boot), the schedulers first: they hold ip_vs.
-var ipvsModules = []string{"ip_vs_rr", "ip_vs_wrr", "ip_vs_wlc", "ip_vs_sh", "ip_vs_mh", "ip_vs"}
-
 // startClean starts a run: the kernel must be clean, and after the
-// boot's first run IPVS's destination trash must be emptied, since the
+// boot's first run IPVS's destination trash must be empty, since the
 // last run's --cleanup left its destinations there and every
 // destination added searches it until it empties (see floor): the cold
-// start must find the kernel as a boot does.
+// start must find the kernel as a boot does. Reloading the IPVS modules
+// would empty it at once, but moby/ipvs looks the generic netlink family
+// up once per process, and a reload gives the family another id: this
+// process could no longer read IPVS.
 func (b *bench) startClean(t *testing.T, bin proxyBin, run *Run) {
 	k := newKernel(t)
 	if got, err := k.count(); err != nil || got != (Expected{}) {
 		t.Fatalf("the kernel is not clean before the run: %+v (err %v)", got, err)
 	}
 	if b.measured > 0 {
-		// A reload may give IPVS another generic netlink family id: the
-		// handle is opened again after it.
-		k.h.Close()
-		emptyTrash(t)
-		k = newKernel(t)
+		t.Logf("waiting %v for IPVS's destination trash to empty", trashEmpty)
+		time.Sleep(trashEmpty)
 	}
 	b.measured++
 	b.t, b.k, b.bin, b.run = t, k, bin, run
-}
-
-// emptyTrash empties IPVS's destination trash by unloading and loading
-// its modules again (the module's exit frees the trash); where a module
-// cannot be unloaded it waits trashEmpty instead.
-func emptyTrash(t *testing.T) {
-	t.Helper()
-	start := time.Now()
-	var unloaded []string
-	for _, m := range ipvsModules {
-		if err := unix.DeleteModule(m, unix.O_NONBLOCK); err != nil && !errors.Is(err, unix.ENOENT) {
-			t.Logf("IPVS's destination trash: cannot unload %s (%v); waiting %v for it to empty", m, err, trashEmpty)
-			loadModules(t, unloaded)
-			time.Sleep(trashEmpty)
-			return
-		}
-		unloaded = append(unloaded, m)
-	}
-	loadModules(t, unloaded)
-	t.Logf("IPVS's destination trash emptied: its modules unloaded and loaded again in %v", time.Since(start).Round(time.Millisecond))
-}
-
-// loadModules loads modules in the reverse order of their unloading.
-func loadModules(t *testing.T, mods []string) {
-	t.Helper()
-	for _, m := range slices.Backward(mods) {
-		if out, err := exec.Command("modprobe", m).CombinedOutput(); err != nil {
-			t.Fatalf("modprobe %s: %v: %s", m, err, out)
-		}
-	}
 }
 
 // bench is the VM half's state across runs: the apiserver client, the
