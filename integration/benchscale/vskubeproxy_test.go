@@ -377,6 +377,8 @@ func (b *bench) clean(ours, config string) {
 		}
 	} else if out, err := exec.Command(ours, "--cleanup").CombinedOutput(); err != nil {
 		t.Fatalf("ours --cleanup: %v\n%s", err, tailString(string(out), 20))
+	} else {
+		t.Logf("ours --cleanup:\n%s", tailString(string(out), 6))
 	}
 	h, err := mobyipvs.New("")
 	if err != nil {
@@ -384,7 +386,13 @@ func (b *bench) clean(ours, config string) {
 	}
 	defer h.Close()
 	if got, err := b.k.count(); err != nil || got != (Expected{}) {
-		t.Logf("after %s --cleanup the kernel holds %+v (err %v); flushing IPVS", b.bin.label, got, err)
+		var some []string
+		if vss, err := h.GetServices(); err == nil {
+			for _, vs := range vss[:min(len(vss), 8)] {
+				some = append(some, fmt.Sprintf("%s:%d/%d", vs.Address, vs.Port, vs.Protocol))
+			}
+		}
+		t.Logf("after %s --cleanup the kernel holds %+v (err %v), among them %s; flushing IPVS", b.bin.label, got, err, strings.Join(some, " "))
 		if err := h.Flush(); err != nil {
 			t.Fatal(err)
 		}

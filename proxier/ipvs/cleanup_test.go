@@ -2,9 +2,11 @@ package ipvs
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // TestCleanupFailureInTheMiddle: Cleanup deletes our virtual servers in
@@ -50,5 +52,50 @@ func TestCleanupFailureInTheMiddle(t *testing.T) {
 				t.Errorf("left in the kernel: %q, want %q and its destinations", left, wantLeft)
 			}
 		})
+	}
+}
+
+// missingOnce is a kernel whose first dump of the virtual servers misses
+// every other one, as a dump does when IPVS changes meanwhile.
+type missingOnce struct {
+	*FakeKernel
+	dumps int
+}
+
+func (m *missingOnce) VirtualServers() ([]VirtualServer, error) {
+	vss, err := m.FakeKernel.VirtualServers()
+	if m.dumps++; m.dumps == 1 {
+		var half []VirtualServer
+		for i, vs := range vss {
+			if i%2 == 0 {
+				half = append(half, vs)
+			}
+		}
+		return half, err
+	}
+	return vss, err
+}
+
+// TestCleanupReadsAgainUntilNoneOfOursIsLeft: a dump that missed some of
+// our virtual servers does not leave them behind: Clean reads the kernel
+// again and deletes those, until a read finds none of ours.
+func TestCleanupReadsAgainUntilNoneOfOursIsLeft(t *testing.T) {
+	k, l, ct, sys := NewFakeKernel(), NewFakeLinks(), NewFakeConntrack(), NewFakeSysctls()
+	if err := New(Config{Now: time.Now}, k, l, ct, sys).Resync(scalePlan(10)); err != nil {
+		t.Fatal(err)
+	}
+	m := &missingOnce{FakeKernel: k}
+	r, err := New(Config{Now: time.Now}, m, l, ct, sys).Clean(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.VirtualServers) != 10 || !slices.IsSortedFunc(r.VirtualServers, Key.Compare) {
+		t.Errorf("Removed %v, want the 10 virtual servers, sorted", r.VirtualServers)
+	}
+	if left := k.Dump(); left != "" {
+		t.Errorf("left in the kernel:\n%s", left)
+	}
+	if m.dumps != 3 {
+		t.Errorf("%d dumps, want 3: one missing half, one finding the rest, one finding none", m.dumps)
 	}
 }
