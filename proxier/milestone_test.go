@@ -113,6 +113,14 @@ func TestDefaultLevelSyncLog(t *testing.T) {
 			if tc.then != nil {
 				tc.then(t, tp)
 			}
+			// The sync is counted before its milestone is logged, so
+			// the wanted lines may come a moment after then returns.
+			deadline := time.Now().Add(10 * time.Second)
+			for _, w := range tc.want {
+				for !strings.Contains(buf.String(), w) && time.Now().Before(deadline) {
+					time.Sleep(5 * time.Millisecond)
+				}
+			}
 			out := buf.String()
 			for _, w := range tc.want {
 				if !strings.Contains(out, w) {
