@@ -29,12 +29,14 @@ const ReasonSyncFailed = "FailedToProgram"
 const DefaultProbeInterval = 500 * time.Millisecond
 
 // probe checks that our kernel objects still exist; true asks for a sync,
-// which is full since the check made the data plane need a Resync.
+// which is full since the check made the data plane need a Resync. When
+// they do, it may return the heap the last syncs freed (releaseIfQuiet).
 func (p *Proxier) probe() bool {
 	if err := p.dp.Check(); err != nil {
 		p.log.Info("Data plane changed behind our back; resyncing now", "err", err)
 		return true
 	}
+	p.releaseIfQuiet()
 	return false
 }
 

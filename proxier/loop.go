@@ -88,12 +88,14 @@ type Config struct {
 	// NodePort addresses, as kube-proxy's IPVS mode. Without it, the
 	// Node's status addresses are used (--dry-run).
 	HostAddresses HostAddresses
-	// ReleaseMemory, if set, returns the heap freed by a successful full
-	// sync or periodic repair to the OS (debug.FreeOSMemory, beside the
-	// loop). A full sync holds the whole plan and its kernel batch at
-	// once, and a repair reads the whole kernel table back: the cold
-	// start's peak would leave RSS well above the live heap
-	// (BENCHMARKS.md, settled RSS). Incremental syncs do not call it.
+	// ReleaseMemory, if set, returns freed heap to the OS
+	// (debug.FreeOSMemory, beside the loop): after a successful full
+	// sync or periodic repair, and once the loop has been quiet a while
+	// after the heap grew (memory.go). A full sync holds the whole plan
+	// and its kernel batch at once, a repair reads the whole kernel
+	// table back, and a burst of changes leaves the heap at its GC goal:
+	// otherwise RSS would stay well above the live heap (BENCHMARKS.md,
+	// settled RSS).
 	ReleaseMemory bool
 }
 
@@ -135,8 +137,12 @@ type Proxier struct {
 	changed atomic.Bool
 	// releasing: a ReleaseMemory collection is under way.
 	releasing atomic.Bool
-	// freeOSMemory is debug.FreeOSMemory; tests replace it.
+	// freeOSMemory is debug.FreeOSMemory and heapSizes readHeapSizes;
+	// tests replace them.
 	freeOSMemory func()
+	heapSizes    func() heapSizes
+	// releasedLive is the live heap after the last release.
+	releasedLive atomic.Uint64
 	// hostAddrMu orders host-address refreshes; hostAddrRetrying says
 	// one is scheduled after a failed List, hostAddrRetry after how long
 	// (hostAddressRetry; tests shorten it).

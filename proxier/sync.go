@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"runtime/debug"
 	"slices"
 	"time"
 
@@ -278,22 +277,6 @@ func (p *Proxier) logMilestone(w work, elapsed time.Duration) {
 		kv = append(kv, "virtualServers", len(w.plan.VirtualServers), "destinations", dests)
 	}
 	p.log.Info(msg, kv...)
-}
-
-// releaseMemory returns the heap a full sync freed to the OS, beside the
-// loop, when Config.ReleaseMemory is set; one at a time.
-func (p *Proxier) releaseMemory() {
-	if !p.cfg.ReleaseMemory || !p.releasing.CompareAndSwap(false, true) {
-		return
-	}
-	release := p.freeOSMemory
-	if release == nil {
-		release = debug.FreeOSMemory
-	}
-	go func() {
-		defer p.releasing.Store(false)
-		release()
-	}()
 }
 
 // after reports a sync to health, the observer and OnPlan.

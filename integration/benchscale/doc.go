@@ -31,8 +31,10 @@
 //     waited for in IPVS; a burst of changes written at once; services
 //     created and deleted one at a time; churn (20 endpoint changes a
 //     second for 60 s, each seen reaching IPVS, and the proxy's
-//     kubeproxy_network_programming_duration_seconds over it); memory; a
-//     restart (SIGTERM, a new process against the programmed kernel);
+//     kubeproxy_network_programming_duration_seconds over it); memory at
+//     once, then read as after the cold start ("after churn, settled":
+//     the proxy returns a burst's heap once its loop has been quiet a
+//     few seconds); a restart (SIGTERM, a new process against the programmed kernel);
 //     --cleanup, which must leave nothing; then the floors: the table the
 //     cold start programmed, programmed again into a fresh network
 //     namespace by moby/ipvs and netlink alone, one request each, and by

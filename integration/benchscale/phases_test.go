@@ -37,7 +37,8 @@ func (b *bench) coldStart() time.Duration {
 	b.run.Add("cold start: IPVS ops", m.sum(mNetlinkOps, opsAttempted), "")
 	b.run.Add("memory after cold start: RSS", rss, "MiB")
 	b.run.Add("memory after cold start: Go heap in use", m.sum(mHeapInuse)/mib, "MiB")
-	b.settledMemory()
+	b.settledMemory("cold start")
+	b.logSyncsAfterFirst()
 	return took
 }
 
@@ -66,13 +67,15 @@ func (b *bench) logSyncsAfterFirst() {
 	b.t.Logf("cold start: %d syncs or repairs logged after the first full sync (the first 10):\n%s", n, strings.Join(lines, "\n"))
 }
 
-// settledMemory reads RSS for settleFor after convergence, once a
-// second: the proxy returns what its first sync freed to the OS beside
-// the loop, after the sync, and that takes seconds at 10,000 services
-// under TCG. The last reading is target 3's "after convergence" (the
-// first periodic repair starts syncPeriod, 30 s, after the sync); the
-// series and the Go runtime's split of its memory are logged.
-func (b *bench) settledMemory() {
+// settledMemory reads RSS for settleFor after a phase (what is "cold
+// start" or "churn"), once a second: the proxy returns what its first
+// sync freed to the OS beside the loop, after the sync, and what a burst
+// of changes freed once the loop has been quiet for a few seconds; that
+// takes seconds at 10,000 services under TCG. The last reading is the
+// phase's settled RSS (the first periodic repair starts syncPeriod, 30 s,
+// after the first sync); the series and the Go runtime's split of its
+// memory are logged.
+func (b *bench) settledMemory(what string) {
 	const settleFor = 15 * time.Second
 	start := time.Now()
 	var series []string
@@ -82,16 +85,15 @@ func (b *bench) settledMemory() {
 		rss, _ = b.p.memory(b.t)
 		series = append(series, fmt.Sprintf("%.0f", rss))
 	}
-	b.run.Add("memory after cold start, settled: RSS", rss, "MiB")
-	b.t.Logf("cold start: RSS once a second after convergence (MiB): %s; now %s", strings.Join(series, " "), b.p.rssSplit(b.t))
-	b.logSyncsAfterFirst()
+	b.run.Add("memory after "+what+", settled: RSS", rss, "MiB")
+	b.t.Logf("%s: RSS once a second after it (MiB): %s; now %s", what, strings.Join(series, " "), b.p.rssSplit(b.t))
 	if m, err := scrape(); err == nil {
-		b.t.Logf("cold start: settled at %.0f MiB RSS; Go heap alloc %.0f, in use %.0f, idle %.0f, released %.0f, stacks %.0f, sys %.0f (MiB)",
-			rss, m.sum(mHeapAlloc)/mib, m.sum(mHeapInuse)/mib, m.sum(mHeapIdle)/mib,
+		b.t.Logf("%s: settled at %.0f MiB RSS; Go heap alloc %.0f, in use %.0f, idle %.0f, released %.0f, stacks %.0f, sys %.0f (MiB)",
+			what, rss, m.sum(mHeapAlloc)/mib, m.sum(mHeapInuse)/mib, m.sum(mHeapIdle)/mib,
 			m.sum(mHeapReleased)/mib, m.sum(mStackInuse)/mib, m.sum(mGoSys)/mib)
-		b.t.Logf("cold start: settled: runtime metadata: spans %.1f, GC %.1f, other %.1f, profiling buckets %.1f (MiB); next GC at %.0f MiB of heap",
-			m.sum(mSpanInuse)/mib, m.sum(mGCSys)/mib, m.sum(mOtherSys)/mib, m.sum(mBuckHashSys)/mib, m.sum(mNextGC)/mib)
-		b.run.Add("memory after cold start, settled: Go heap in use", m.sum(mHeapInuse)/mib, "MiB")
+		b.t.Logf("%s: settled: runtime metadata: spans %.1f, GC %.1f, other %.1f, profiling buckets %.1f (MiB); next GC at %.0f MiB of heap",
+			what, m.sum(mSpanInuse)/mib, m.sum(mGCSys)/mib, m.sum(mOtherSys)/mib, m.sum(mBuckHashSys)/mib, m.sum(mNextGC)/mib)
+		b.run.Add("memory after "+what+", settled: Go heap in use", m.sum(mHeapInuse)/mib, "MiB")
 	}
 }
 

@@ -141,6 +141,7 @@ func (b *bench) measure(t *testing.T, bin proxyBin, round int) Run {
 	rss, hwm := b.p.memory(t)
 	run.Add("memory at the end: RSS", rss, "MiB")
 	run.Add("memory at the end: peak RSS (VmHWM)", hwm, "MiB")
+	b.settledMemory("churn")
 	b.heapProfile("at-the-end")
 	b.restart()
 	b.cleanup()

@@ -73,14 +73,20 @@ func getDestinationsRequest(k Key) ([]byte, error) {
 	return append(genlHeader(ipvsCmdGetDest), attrs...), nil
 }
 
+// errDumpInterrupted: the kernel marked a dump's end as interrupted
+// (NLM_F_DUMP_INTR); what it listed may miss or repeat entries.
+var errDumpInterrupted = errors.New("netlink dump interrupted")
+
 // splitAnswer splits what one read of a netlink socket returned into
 // the messages answering request seq. It reports done when the answer
 // is complete: a dump's NLMSG_DONE, an acknowledgement, or a message
 // that is not part of a multi-part answer. An NLMSG_ERROR, or a DONE
-// that carries one, is returned as the errno it holds. Messages of
-// another sequence number are left over from an earlier request that
-// ended in an error, and are skipped. The messages' Data point into b.
-func splitAnswer(b []byte, seq uint32) (msgs []netlink.Message, done bool, err error) {
+// that carries one, is returned as the errno it holds, and a DONE marked
+// interrupted as errDumpInterrupted. Messages of another sequence number
+// are left over from an earlier request that ended in an error, and are
+// skipped. The messages, whose Data point into b, are appended to msgs,
+// which a reader reuses from read to read.
+func splitAnswer(msgs []netlink.Message, b []byte, seq uint32) (_ []netlink.Message, done bool, err error) {
 	for len(b) > 0 {
 		if len(b) < unix.NLMSG_HDRLEN {
 			return nil, false, fmt.Errorf("netlink answer: %d bytes left, shorter than a message header", len(b))
@@ -118,6 +124,9 @@ func splitAnswer(b []byte, seq uint32) (msgs []netlink.Message, done bool, err e
 			if code < 0 {
 				return nil, false, syscall.Errno(-code)
 			}
+			if m.Header.Flags&unix.NLM_F_DUMP_INTR != 0 {
+				return nil, false, errDumpInterrupted
+			}
 			return msgs, true, nil
 		}
 		msgs = append(msgs, m)
@@ -139,29 +148,23 @@ func parseDestinations(msgs []netlink.Message, vsFamily uint16) ([]Destination, 
 		if len(m.Data) < 4 {
 			return nil, fmt.Errorf("destination message %d: %d bytes, shorter than its generic netlink header", i, len(m.Data))
 		}
-		ad, err := netlink.NewAttributeDecoder(m.Data[4:])
-		if err != nil {
-			return nil, fmt.Errorf("destination message %d: %w", i, err)
-		}
 		found := false
-		for ad.Next() {
-			if ad.Type() != ipvsCmdAttrDest {
+		for aw := walkAttrs(m.Data[4:]); ; {
+			if !aw.next() {
+				if aw.err != nil {
+					return nil, fmt.Errorf("destination message %d: %w", i, aw.err)
+				}
+				break
+			}
+			if aw.typ != ipvsCmdAttrDest {
 				continue
 			}
-			var d Destination
-			var derr error
-			ad.Nested(func(nad *netlink.AttributeDecoder) error {
-				d, derr = decodeDestination(nad, vsFamily)
-				return derr
-			})
-			if derr != nil {
-				return nil, fmt.Errorf("destination message %d: %w", i, derr)
+			d, err := decodeDestination(walkAttrs(aw.data), vsFamily)
+			if err != nil {
+				return nil, fmt.Errorf("destination message %d: %w", i, err)
 			}
 			out = append(out, d)
 			found = true
-		}
-		if err := ad.Err(); err != nil {
-			return nil, fmt.Errorf("destination message %d: %w", i, err)
 		}
 		if !found {
 			return nil, fmt.Errorf("destination message %d: no destination attribute", i)
@@ -171,35 +174,34 @@ func parseDestinations(msgs []netlink.Message, vsFamily uint16) ([]Destination, 
 }
 
 // decodeDestination decodes one IPVS_CMD_ATTR_DEST's attributes.
-func decodeDestination(ad *netlink.AttributeDecoder, vsFamily uint16) (Destination, error) {
+func decodeDestination(aw attrWalk, vsFamily uint16) (Destination, error) {
 	var d Destination
 	var raw []byte
 	af := vsFamily
 	havePort := false
-	for ad.Next() {
-		switch ad.Type() {
+	for aw.next() {
+		switch aw.typ {
 		case ipvsDestAttrAddr:
-			raw = ad.Bytes()
+			raw = aw.data
 		case ipvsDestAttrPort:
-			b := ad.Bytes()
-			if len(b) != 2 {
-				return d, fmt.Errorf("destination port of %d bytes", len(b))
+			if len(aw.data) != 2 {
+				return d, fmt.Errorf("destination port of %d bytes", len(aw.data))
 			}
-			d.Port, havePort = binary.BigEndian.Uint16(b), true
+			d.Port, havePort = binary.BigEndian.Uint16(aw.data), true
 		case ipvsDestAttrFwdMethod:
-			d.Forward = uint16(ad.Uint32() & fwdMethodMask)
+			d.Forward = uint16(aw.uint32() & fwdMethodMask)
 		case ipvsDestAttrWeight:
-			d.Weight = int32(ad.Uint32())
+			d.Weight = int32(aw.uint32())
 		case ipvsDestAttrActiveConns:
-			d.ActiveConns = ad.Uint32()
+			d.ActiveConns = aw.uint32()
 		case ipvsDestAttrInactConns:
-			d.InactiveConns = ad.Uint32()
+			d.InactiveConns = aw.uint32()
 		case ipvsDestAttrAddrFamily:
-			af = ad.Uint16()
+			af = aw.uint16()
 		}
 	}
-	if err := ad.Err(); err != nil {
-		return d, err
+	if aw.err != nil {
+		return d, aw.err
 	}
 	switch {
 	case af == unix.AF_INET && len(raw) >= 4:

@@ -95,7 +95,11 @@ func (r *destReader) destinations(k Key) ([]Destination, error) {
 	var out []Destination
 	err = r.s.execute(r.family, unix.NLM_F_DUMP, body, func(msgs []netlink.Message) error {
 		ds, err := parseDestinations(msgs, family(k.Address))
-		out = append(out, ds...)
+		if out == nil {
+			out = ds // most virtual servers' answer is one read
+		} else {
+			out = append(out, ds...)
+		}
 		return err
 	})
 	if err != nil {
@@ -113,9 +117,10 @@ func (r *destReader) Close() { r.s.Close() }
 // netlink for the dummy interface's addresses) that makes one request or
 // one batch at a time and reads the answer into a buffer it keeps.
 type nlSocket struct {
-	fd  int
-	seq uint32
-	buf []byte
+	fd   int
+	seq  uint32
+	buf  []byte
+	msgs []netlink.Message // one read's messages, reused
 }
 
 // genlReadBuffer is the read buffer: the kernel sizes a dump's pieces to
@@ -182,7 +187,8 @@ func (s *nlSocket) receive(each func([]netlink.Message) error) error {
 		if n > len(s.buf) && failed == nil {
 			failed = fmt.Errorf("netlink receive: a message of %d bytes, more than the %d-byte buffer", n, len(s.buf))
 		}
-		msgs, done, err := splitAnswer(s.buf[:min(n, len(s.buf))], s.seq)
+		msgs, done, err := splitAnswer(s.msgs[:0], s.buf[:min(n, len(s.buf))], s.seq)
+		s.msgs = msgs
 		if err != nil {
 			// Where this read's answer ends is unknown: read what the
 			// socket holds without waiting. Each read of a dump makes

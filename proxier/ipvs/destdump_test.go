@@ -201,3 +201,29 @@ func FuzzParseDestinations(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkReadDestinations10: splitting one read holding a virtual
+// server's ten destinations and decoding them, as the check and the
+// repair do for each virtual server.
+func BenchmarkReadDestinations10(b *testing.B) {
+	const seq = 7
+	var read []byte
+	for i := range 10 {
+		m := destMessage(b, destAttrs{addr: v4In16("10.244.1.5"), port: port(uint16(8080 + i)), af: unix.AF_INET, weight: 1})
+		read = appendRequest(read, 36, unix.NLM_F_MULTI, seq, m.Data)
+	}
+	read = appendRequest(read, unix.NLMSG_DONE, unix.NLM_F_MULTI, seq, []byte{0, 0, 0, 0})
+	var msgs []netlink.Message
+	b.ReportAllocs()
+	for b.Loop() {
+		var done bool
+		var err error
+		msgs, done, err = splitAnswer(msgs[:0], read, seq)
+		if err != nil || !done {
+			b.Fatalf("splitAnswer: done %v, %v", done, err)
+		}
+		if ds, err := parseDestinations(msgs, unix.AF_INET); err != nil || len(ds) != 10 {
+			b.Fatalf("parseDestinations: %d, %v", len(ds), err)
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"syscall"
 
+	mdnetlink "github.com/mdlayher/netlink"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
@@ -137,26 +138,51 @@ func (l *netlinkLinks) DeleteLink(name string) error {
 	return l.h.LinkDel(lk)
 }
 
-// Addrs lists the addresses of the link named name; a dump the kernel
-// marks as interrupted (an address of the namespace changed while it
-// ran) is redone (netlinkdump.Redo) instead of failing the sync.
+// Addrs lists the addresses of the link named name, with one dump of
+// the namespace's addresses on the batch socket: the check reads them
+// every few seconds, and vishvananda/netlink's AddrList (which the
+// proxy used before) allocated a netlink.Addr and copies of every
+// attribute per address, most of what a large idle node allocated.
+// A dump the kernel marks as interrupted (an address of the namespace
+// changed while it ran) is redone (netlinkdump.Redo) instead of failing
+// the sync. IPv6 link-local addresses are left out.
 func (l *netlinkLinks) Addrs(name string) ([]netip.Prefix, error) {
-	var addrs []netlink.Addr
+	var out []netip.Prefix
 	err := l.onLink(name, func(lk netlink.Link) (err error) {
-		addrs, err = netlinkdump.Redo(func() ([]netlink.Addr, error) { return l.h.AddrList(lk, netlink.FAMILY_ALL) })
+		out, err = netlinkdump.Redo(func() ([]netip.Prefix, error) { return l.dumpAddrs(lk.Attrs().Index) })
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	out := make([]netip.Prefix, 0, len(addrs))
-	for _, a := range addrs {
-		ip, ok := netip.AddrFromSlice(a.IP)
-		if !ok || ip.Unmap().IsLinkLocalUnicast() {
-			continue
+	return out, nil
+}
+
+// dumpAddrs dumps the namespace's addresses and keeps those of the link
+// of index index.
+func (l *netlinkLinks) dumpAddrs(index int) ([]netip.Prefix, error) {
+	l.batchMu.Lock()
+	defer l.batchMu.Unlock()
+	var out []netip.Prefix
+	interrupted := false
+	err := l.batch.s.execute(unix.RTM_GETADDR, unix.NLM_F_DUMP, addrDumpRequest(), func(msgs []mdnetlink.Message) error {
+		for _, m := range msgs {
+			interrupted = interrupted || m.Header.Flags&unix.NLM_F_DUMP_INTR != 0
+			at, p, ok, err := parseAddrMessage(m)
+			if err != nil {
+				return err
+			}
+			if ok && at == index && !p.Addr().IsLinkLocalUnicast() {
+				out = append(out, p)
+			}
 		}
-		ones, _ := a.Mask.Size()
-		out = append(out, netip.PrefixFrom(ip.Unmap(), ones))
+		return nil
+	})
+	if errors.Is(err, errDumpInterrupted) || (err == nil && interrupted) {
+		return nil, fmt.Errorf("addresses of link %d: %w", index, netlink.ErrDumpInterrupted)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("dump addresses: %w", err)
 	}
 	return out, nil
 }

@@ -185,3 +185,75 @@ func errnos(errs []error) string {
 	}
 	return strings.Join(out, " ")
 }
+
+// TestAddrsListsWhatAddrListLists holds Addrs's own dump to the host's
+// kernel against vishvananda/netlink's AddrList: the same addresses of
+// the link, over several reads of the dump, with a point-to-point
+// address read as its local end, and none of another link's.
+func TestAddrsListsWhatAddrListLists(t *testing.T) {
+	inFreshNetns(t, func() {
+		l, err := newNetlinkLinks()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer l.Close()
+		for _, name := range []string{"mine", "other"} {
+			if err := l.AddDummy(name); errors.Is(err, unix.EOPNOTSUPP) {
+				err = l.h.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name}, PeerName: name + "-peer"})
+			} else if err != nil {
+				t.Error(err)
+				return
+			}
+		}
+		var ps []netip.Prefix
+		for i := range 2000 { // a dump of several reads
+			ps = append(ps, netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 96, byte(i >> 8), byte(i)}), 32))
+		}
+		ps = append(ps, netip.MustParsePrefix("fd00:96::1/128"), netip.MustParsePrefix("192.168.7.1/24"))
+		if errs := l.AddAddrs("mine", ps); slices.ContainsFunc(errs, func(e error) bool { return e != nil }) {
+			t.Errorf("AddAddrs: %v", errors.Join(errs...))
+		}
+		if err := l.AddAddr("other", netip.MustParsePrefix("10.97.0.1/32")); err != nil {
+			t.Error(err)
+		}
+		mine, err := l.h.LinkByName("mine")
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		peer := &netlink.Addr{IPNet: ipNet(netip.MustParsePrefix("10.98.0.1/32")), Peer: ipNet(netip.MustParsePrefix("10.98.0.2/32"))}
+		if err := l.h.AddrAdd(mine, peer); err != nil {
+			t.Error(err)
+		}
+		addrs, err := l.h.AddrList(mine, netlink.FAMILY_ALL)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		var want []string
+		for _, a := range addrs {
+			if !a.IP.IsLinkLocalUnicast() {
+				ones, _ := a.Mask.Size()
+				want = append(want, netip.PrefixFrom(netip.MustParseAddr(a.IP.String()), ones).String())
+			}
+		}
+		got, err := l.Addrs("mine")
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		var gotS []string
+		for _, p := range got {
+			gotS = append(gotS, p.String())
+		}
+		slices.Sort(want)
+		slices.Sort(gotS)
+		if len(want) != len(ps)+1 || !slices.Contains(want, "10.98.0.1/32") {
+			t.Errorf("AddrList lists %d addresses (with the point-to-point one's local end?), want %d", len(want), len(ps)+1)
+		}
+		if diff := cmp.Diff(want, gotS); diff != "" {
+			t.Errorf("Addrs differs from AddrList (-AddrList +Addrs):\n%s", diff)
+		}
+	})
+}

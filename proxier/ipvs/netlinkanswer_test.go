@@ -79,7 +79,7 @@ func TestSplitAnswerEndsWhereTheKernelSaysTheAnswerEnds(t *testing.T) {
 		{name: "an error message without an errno is an error", read: rawMessage(unix.NLMSG_ERROR, 0, seq, []byte{1}), errAny: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			msgs, done, err := splitAnswer(tc.read, seq)
+			msgs, done, err := splitAnswer(nil, tc.read, seq)
 			switch {
 			case tc.errAny:
 				if err == nil {
@@ -117,7 +117,7 @@ func FuzzSplitAnswer(f *testing.F) {
 	f.Add(rawMessage(unix.NLMSG_ERROR, 0, 1, errnoData(syscall.ENOENT)))
 	f.Add(rawMessage(0x20, 0, 2, nil))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		msgs, _, err := splitAnswer(b, 1)
+		msgs, _, err := splitAnswer(nil, b, 1)
 		if err != nil {
 			return
 		}
