@@ -92,20 +92,10 @@ func (b *bench) batchedFloor(tb table, cold time.Duration) {
 		}
 		batches += n
 		took = time.Since(t0)
-		h, err := mobyipvs.New("")
-		if err != nil {
-			return fmt.Errorf("ipvs handle: %w", err)
-		}
-		defer h.Close()
-		got, err = (&kernel{h: h}).count()
+		got, err = countHere()
 		return err
 	})
-	if err != nil {
-		t.Fatalf("batched floor: %v", err)
-	}
-	if got != b.want {
-		t.Fatalf("batched floor: the kernel holds %+v, want %+v", got, b.want)
-	}
+	b.floorHolds(t, "batched floor", got, err)
 	t.Logf("batched floor: the same table in %d sendmsg batches in %v (the addresses %v); the cold start took %.2f× that",
 		batches, took.Round(time.Millisecond), addrsTook.Round(time.Millisecond), cold.Seconds()/took.Seconds())
 	b.run.Add("floor: the same table batched, many requests per sendmsg", took.Seconds(), "s")

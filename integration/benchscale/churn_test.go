@@ -329,21 +329,37 @@ func (b *bench) floor(tb table, cold time.Duration) {
 			}
 		}
 		took = time.Since(t0)
-		k := &kernel{h: h}
-		got, err = k.count()
+		got, err = (&kernel{h: h}).count()
 		return err
 	})
-	if err != nil {
-		t.Fatalf("floor: %v", err)
-	}
-	if got != b.want {
-		t.Fatalf("floor: the kernel holds %+v, want %+v", got, b.want)
-	}
+	b.floorHolds(t, "floor", got, err)
 	t.Logf("floor: %d virtual servers, their destinations and %d addresses programmed in %v (the addresses %v; virtual servers done by then: %s); the cold start took %.2f× that",
 		len(tb.services), len(tb.addrs), took.Round(time.Millisecond), addrsTook.Round(time.Millisecond),
 		strings.Join(progress, " "), cold.Seconds()/took.Seconds())
 	b.run.Add("floor: the same table by moby/ipvs and netlink, one request each", took.Seconds(), "s")
 	b.run.Add("cold start / floor", cold.Seconds()/took.Seconds(), "")
+}
+
+// countHere counts what IPVS holds in this thread's network namespace.
+func countHere() (Expected, error) {
+	h, err := mobyipvs.New("")
+	if err != nil {
+		return Expected{}, fmt.Errorf("ipvs handle: %w", err)
+	}
+	defer h.Close()
+	return (&kernel{h: h}).count()
+}
+
+// floorHolds fails the test unless the floor named what programmed the
+// whole table: err is its error, got what the kernel held after it.
+func (b *bench) floorHolds(t *testing.T, what string, got Expected, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	if got != b.want {
+		t.Fatalf("%s: the kernel holds %+v, want %+v", what, got, b.want)
+	}
 }
 
 // inFreshNetns runs fn on a thread moved into a new network namespace,

@@ -42,24 +42,8 @@ func TestScale(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var scales []int
-	for _, f := range strings.Fields(envOr(EnvServices, defaultScales)) {
-		n, err := strconv.Atoi(f)
-		if err == nil {
-			err = Workload{Services: n}.Validate()
-		}
-		if err != nil {
-			t.Fatalf("%s: %q: %v", EnvServices, f, err)
-		}
-		scales = append(scales, n)
-	}
-	if os.Getenv("VMLAB_MEM") == "" {
-		t.Setenv("VMLAB_MEM", "4096")
-	}
-	out := filepath.Join(repo, ".cache", "bench-scale")
-	if err := os.MkdirAll(out, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	scales := scalesFromEnv(t, defaultScales)
+	out := outputDir(t, repo)
 	stamp := time.Now().UTC().Format("20060102-150405")
 	bins, about := buildProxies(t, repo)
 	rep := report{Header: header(repo, phases, about)}
@@ -69,20 +53,59 @@ func TestScale(t *testing.T) {
 			rep.Scales = append(rep.Scales, scaleRuns{Services: n, LoadAfter: loadAverage(), Runs: runs})
 		})
 	}
-	md := rep.markdown()
+	base := filepath.Join(out, stamp)
+	writeReport(t, base, rep.markdown(), rep)
+	t.Logf("results: %s.md and %s.json", base, base)
+}
+
+// scalesFromEnv is the numbers of services to measure: EnvServices, or
+// def.
+func scalesFromEnv(t *testing.T, def string) []int {
+	t.Helper()
+	var scales []int
+	for _, f := range strings.Fields(envOr(EnvServices, def)) {
+		n, err := strconv.Atoi(f)
+		if err == nil {
+			err = Workload{Services: n}.Validate()
+		}
+		if err != nil {
+			t.Fatalf("%s: %q: %v", EnvServices, f, err)
+		}
+		scales = append(scales, n)
+	}
+	return scales
+}
+
+// outputDir makes .cache/bench-scale, where the reports and console logs
+// go, and gives the VM 4 GiB unless VMLAB_MEM says otherwise.
+func outputDir(t *testing.T, repo string) string {
+	t.Helper()
+	if os.Getenv("VMLAB_MEM") == "" {
+		t.Setenv("VMLAB_MEM", "4096")
+	}
+	out := filepath.Join(repo, ".cache", "bench-scale")
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// writeReport prints md and writes it to base.md, and rep as JSON to
+// base.json.
+func writeReport(t *testing.T, base, md string, rep report) []byte {
+	t.Helper()
 	fmt.Println(md)
 	js, err := json.MarshalIndent(rep, "", "  ")
 	if err != nil {
 		t.Fatal(err)
 	}
-	base := filepath.Join(out, stamp)
 	if err := os.WriteFile(base+".md", []byte(md), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(base+".json", js, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("results: %s.md and %s.json", base, base)
+	return js
 }
 
 // measureScale starts an apiserver, loads the workload and measures
@@ -92,29 +115,14 @@ func measureScale(t *testing.T, repo, consoleLog string, w Workload, phases Phas
 	// A generous bound; a run at 10,000 services takes about 10 minutes.
 	perRun := 10*time.Minute + time.Duration(w.Services)*100*time.Millisecond + phases.Idle
 	inVM := 5*time.Minute + time.Duration(runs)*perRun
-	if os.Getenv("VMLAB_TIMEOUT") == "" {
-		t.Setenv("VMLAB_TIMEOUT", strconv.Itoa(int(inVM/time.Second)))
-	}
-	if os.Getenv("VMLAB_LOG") == "" {
-		t.Setenv("VMLAB_LOG", consoleLog)
-	}
-	h := vme2e.StartHost(t, repo, apiserver.Options{})
-	h.VMTimeout = inVM + 10*time.Minute // building the test binary, booting
-	load(t, h.Cluster, w)
-	files := []string{daemonSetConfig(t, repo) + ":" + ConfigPath, h.ProxyKubeconfig + ":" + KubeconfigPath}
-	var specs []string
+	var files, specs []string
 	for _, b := range bins {
 		dst := "/bin/kip-proxy-" + b.label
 		files = append(files, b.path+":"+dst)
 		specs = append(specs, b.label+"="+dst)
 	}
 	env := append(phases.Env(), envVMServices+"="+strconv.Itoa(w.Services), envVMProxies+"="+strings.Join(specs, ","))
-	console := h.RunVM(t, "./integration/benchscale/", files, env,
-		"-test.v", "-test.run", "^TestScaleInVM$", "-test.timeout", inVM.String())
-	got, err := ParseRuns(console)
-	if err != nil {
-		t.Fatal(err)
-	}
+	console, got := runInVM(t, repo, consoleLog, w, inVM, files, env, "TestScaleInVM")
 	profiles, err := ParseProfiles(console)
 	if err != nil {
 		t.Fatal(err)
@@ -138,6 +146,31 @@ func measureScale(t *testing.T, repo, consoleLog string, w Workload, phases Phas
 		t.Fatalf("the VM reported %d runs, want %d", len(got), runs)
 	}
 	return got
+}
+
+// runInVM starts an apiserver on the host, loads w into it, and runs the
+// VM half (the test named run) in one boot within inVM, with the
+// config file, the proxy's kubeconfig and files (host:guest) copied in
+// and env set; it returns the console and the runs the VM reported.
+func runInVM(t *testing.T, repo, consoleLog string, w Workload, inVM time.Duration, files, env []string, run string) (string, []Run) {
+	t.Helper()
+	if os.Getenv("VMLAB_TIMEOUT") == "" {
+		t.Setenv("VMLAB_TIMEOUT", strconv.Itoa(int(inVM/time.Second)))
+	}
+	if os.Getenv("VMLAB_LOG") == "" {
+		t.Setenv("VMLAB_LOG", consoleLog)
+	}
+	h := vme2e.StartHost(t, repo, apiserver.Options{})
+	h.VMTimeout = inVM + 10*time.Minute // building the test binary, booting
+	load(t, h.Cluster, w)
+	files = append([]string{daemonSetConfig(t, repo) + ":" + ConfigPath, h.ProxyKubeconfig + ":" + KubeconfigPath}, files...)
+	console := h.RunVM(t, "./integration/benchscale/", files, env,
+		"-test.v", "-test.run", "^"+run+"$", "-test.timeout", inVM.String())
+	got, err := ParseRuns(console)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return console, got
 }
 
 // load creates the workload through the API, as the controllers would:

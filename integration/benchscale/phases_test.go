@@ -123,20 +123,11 @@ func (b *bench) endpointChanges() {
 	if n == 0 {
 		return
 	}
-	ctx := context.Background()
 	before := b.p.counters(b.t)
 	var lat, rtt []float64
 	for k := range n {
-		i := b.w.Pick(k, 0)
-		old, next := b.advance(i)
-		t0 := time.Now()
-		s := b.w.Slice(i, b.gens[i]-1)
-		if _, err := b.admin.DiscoveryV1().EndpointSlices(s.Namespace).Update(ctx, s, metav1.UpdateOptions{}); err != nil {
-			b.t.Fatalf("update %s/%s: %v", s.Namespace, s.Name, err)
-		}
-		rtt = append(rtt, ms(time.Since(t0)))
-		at := b.k.waitFor(b.t, httpVS(ClusterIP(i)), changeLimit, "endpoint change", replaced(old, next))
-		lat = append(lat, ms(at.Sub(t0)))
+		_, l, w := b.changeEndpoint(k, changeLimit)
+		lat, rtt = append(lat, ms(l)), append(rtt, ms(w))
 	}
 	d := before.delta(b.p.counters(b.t))
 	b.t.Logf("%d endpoint changes: p50 %.1f ms, max %.1f ms", n, Percentile(lat, 50), Percentile(lat, 100))
@@ -147,6 +138,23 @@ func (b *bench) endpointChanges() {
 	b.run.Add("endpoint change: CPU per change", ms(d.cpu)/float64(n), "ms")
 	b.run.Add("endpoint change: syncs per change", d.syncs/float64(n), "")
 	b.run.Add("endpoint change: IPVS ops per change", d.ops/float64(n), "")
+}
+
+// changeEndpoint makes the k-th sequential endpoint change (service
+// Pick(k, 0)'s last endpoint replaced) and waits for it in IPVS for up
+// to limit: it returns the service, the time from the write to the
+// kernel, and the write's own round trip.
+func (b *bench) changeEndpoint(k int, limit time.Duration) (i int, latency, write time.Duration) {
+	i = b.w.Pick(k, 0)
+	old, next := b.advance(i)
+	t0 := time.Now()
+	s := b.w.Slice(i, b.gens[i]-1)
+	if _, err := b.admin.DiscoveryV1().EndpointSlices(s.Namespace).Update(context.Background(), s, metav1.UpdateOptions{}); err != nil {
+		b.t.Fatalf("update %s/%s: %v", s.Namespace, s.Name, err)
+	}
+	write = time.Since(t0)
+	at := b.k.waitFor(b.t, httpVS(ClusterIP(i)), limit, "endpoint change", replaced(old, next))
+	return i, at.Sub(t0), write
 }
 
 // burst: Burst EndpointSlice updates to distinct services written at

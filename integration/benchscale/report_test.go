@@ -100,14 +100,18 @@ type scaleRuns struct {
 	Runs      []Run  `json:"runs"`
 }
 
-// header describes the run: when, on what, which binaries, which sizes.
-func header(repo string, p Phases, about []string) []string {
-	h := []string{
+// machineLines say when the run started and on what.
+func machineLines() []string {
+	return []string{
 		"Measured " + time.Now().UTC().Format("2006-01-02 15:04 MST") + "; host load average at the start " + loadAverage() + ".",
 		fmt.Sprintf("Host: %d CPUs (%s), %s; VM: qemu TCG, %s vCPUs, %s MiB, Debian's cloud kernel.",
 			runtime.NumCPU(), cpuModel(), memTotal(), envOr("VMLAB_SMP", "2"), envOr("VMLAB_MEM", "1024")),
 	}
-	h = append(h, about...)
+}
+
+// header describes the run: when, on what, which binaries, which sizes.
+func header(repo string, p Phases, about []string) []string {
+	h := append(machineLines(), about...)
 	h = append(h, "Each proxy runs with the DaemonSet's command line and deploy/base's config.conf (as in the tree measured from).")
 	return append(h, fmt.Sprintf("Phases: %d round(s); idle %v; %d sequential endpoint changes; a burst of %d; %d services created and deleted.",
 		p.Rounds, p.Idle, p.Changes, p.Burst, p.NewServices))

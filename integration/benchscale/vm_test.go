@@ -21,18 +21,10 @@ import (
 
 func TestMain(m *testing.M) { labmain.Run(m) }
 
-// proxyBin is one binary under measurement.
-type proxyBin struct{ label, path string }
-
-// TestScaleInVM measures every proxy binary it is given against the
-// workload the host loaded, Rounds times, interleaved (A B A B …, so
-// that a drift of the host's load hits both alike), and prints one
-// ResultPrefix line per run.
-func TestScaleInVM(t *testing.T) {
-	adminKC := os.Getenv(vme2e.EnvAdminKubeconfig)
-	if adminKC == "" {
-		t.Skip("run by the host half: make bench-scale")
-	}
+// vmHalf reads what the host half passed: the workload's size, the
+// phases, and the binaries under measurement (label=path, in order).
+func vmHalf(t *testing.T) (Workload, Phases, []proxyBin) {
+	t.Helper()
 	n, err := strconv.Atoi(os.Getenv(envVMServices))
 	if err != nil {
 		t.Fatalf("%s: %v", envVMServices, err)
@@ -53,20 +45,44 @@ func TestScaleInVM(t *testing.T) {
 		}
 		bins = append(bins, proxyBin{label, path})
 	}
-	if err := vme2e.BringUpNetwork(); err != nil {
-		t.Fatal(err)
-	}
+	return w, phases, bins
+}
+
+// loadedAdmin is a client of the host's apiserver with the admin's
+// kubeconfig, once the workload the host loaded is there.
+func loadedAdmin(t *testing.T, adminKC string, w Workload) kubernetes.Interface {
+	t.Helper()
 	cfg, err := clientcmd.BuildConfigFromFlags("", adminKC)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg.QPS, cfg.Burst = 1000, 1000
 	admin := kubernetes.NewForConfigOrDie(cfg)
-	last := w.Service(n - 1)
+	last := w.Service(w.Services - 1)
 	if _, err := admin.CoreV1().Services(last.Namespace).Get(context.Background(), last.Name, metav1.GetOptions{}); err != nil {
 		t.Fatalf("the host did not load the workload (%s/%s): %v", last.Namespace, last.Name, err)
 	}
-	b := &bench{admin: admin, w: w, want: w.Expected(), phases: phases, gens: map[int]int{}}
+	return admin
+}
+
+// proxyBin is one binary under measurement.
+type proxyBin struct{ label, path string }
+
+// TestScaleInVM measures every proxy binary it is given against the
+// workload the host loaded, Rounds times, interleaved (A B A B …, so
+// that a drift of the host's load hits both alike), and prints one
+// ResultPrefix line per run.
+func TestScaleInVM(t *testing.T) {
+	adminKC := os.Getenv(vme2e.EnvAdminKubeconfig)
+	if adminKC == "" {
+		t.Skip("run by the host half: make bench-scale")
+	}
+	w, phases, bins := vmHalf(t)
+	if err := vme2e.BringUpNetwork(); err != nil {
+		t.Fatal(err)
+	}
+	b := &bench{admin: loadedAdmin(t, adminKC, w), w: w, want: w.Expected(), phases: phases, gens: map[int]int{}}
+	n := w.Services
 	t.Logf("%d services, %d endpoints; the kernel must hold %+v", n, n*PerService, b.want)
 	if thp, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled"); err == nil {
 		t.Logf("transparent huge pages: %s", strings.TrimSpace(string(thp)))

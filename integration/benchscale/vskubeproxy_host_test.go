@@ -3,19 +3,14 @@
 package benchscale
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/integration/apiserver"
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/integration/vme2e"
 )
 
 // defaultVsChanges is how many endpoint changes each proxy is timed on
@@ -56,24 +51,8 @@ func TestVsKubeProxy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var scales []int
-	for _, f := range strings.Fields(envOr(EnvServices, "1000 5000 10000")) {
-		n, err := strconv.Atoi(f)
-		if err == nil {
-			err = Workload{Services: n}.Validate()
-		}
-		if err != nil {
-			t.Fatalf("%s: %q: %v", EnvServices, f, err)
-		}
-		scales = append(scales, n)
-	}
-	if os.Getenv("VMLAB_MEM") == "" {
-		t.Setenv("VMLAB_MEM", "4096")
-	}
-	out := filepath.Join(repo, ".cache", "bench-scale")
-	if err := os.MkdirAll(out, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	scales := scalesFromEnv(t, "1000 5000 10000")
+	out := outputDir(t, repo)
 	when := time.Now().UTC().Format("20060102-150405") // hack/benchplot reads it back from the committed copy's name
 	stamp := "vs-kube-proxy-" + when
 	kp, kpVersion := kubeProxyBinary(t, repo)
@@ -83,15 +62,12 @@ func TestVsKubeProxy(t *testing.T) {
 	if d, err := exec.Command("git", "-C", repo, "describe", "--always", "--dirty").Output(); err == nil {
 		at = strings.TrimSpace(string(d))
 	}
-	rep := report{Header: []string{
-		"Measured " + time.Now().UTC().Format("2006-01-02 15:04 MST") + "; host load average at the start " + loadAverage() + ".",
-		fmt.Sprintf("Host: %d CPUs (%s), %s; VM: qemu TCG, %s vCPUs, %s MiB, Debian's cloud kernel.",
-			runtime.NumCPU(), cpuModel(), memTotal(), envOr("VMLAB_SMP", "2"), envOr("VMLAB_MEM", "1024")),
-		"kube-proxy: " + kp + " (" + kpVersion + "), IPv4 only (no ip6tables in the VM), iptables-nft.",
-		"ours: the working tree at " + at + ".",
-		"Both: deploy/base's config.conf (mode: ipvs) with nodePortAddresses [" + GuestAddr + "/32], --hostname-override (kube-proxy with the admin's kubeconfig, for its ServiceCIDR watch); one after the other in one boot, a clean kernel and an empty IPVS trash before each.",
+	rep := report{Header: append(machineLines(),
+		"kube-proxy: "+kp+" ("+kpVersion+"), IPv4 only (no ip6tables in the VM), iptables-nft.",
+		"ours: the working tree at "+at+".",
+		"Both: deploy/base's config.conf (mode: ipvs) with nodePortAddresses ["+GuestAddr+"/32], --hostname-override (kube-proxy with the admin's kubeconfig, for its ServiceCIDR watch); one after the other in one boot, a clean kernel and an empty IPVS trash before each.",
 		fmt.Sprintf("%d round(s); %d sequential endpoint changes each.", phases.Rounds, phases.Changes),
-	}}
+	)}
 	for _, n := range scales {
 		t.Run(strconv.Itoa(n), func(t *testing.T) {
 			w := Workload{Services: n}
@@ -99,19 +75,8 @@ func TestVsKubeProxy(t *testing.T) {
 			rep.Scales = append(rep.Scales, scaleRuns{Services: n, LoadAfter: loadAverage(), Runs: runs})
 		})
 	}
-	md := rep.versusMarkdown()
-	fmt.Println(md)
-	js, err := json.MarshalIndent(rep, "", "  ")
-	if err != nil {
-		t.Fatal(err)
-	}
 	base := filepath.Join(out, stamp)
-	if err := os.WriteFile(base+".md", []byte(md), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(base+".json", js, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	js := writeReport(t, base, rep.versusMarkdown(), rep)
 	// .cache is not committed; this copy is, so that BENCHMARKS.md's
 	// table (make bench-plot) is rendered from files anyone can check.
 	kept := filepath.Join(repo, "benchmarks", "vs-kube-proxy", when+".json")
@@ -151,26 +116,11 @@ func measureVersus(t *testing.T, repo, consoleLog string, w Workload, phases Pha
 	perRun := 10*time.Minute + time.Duration(w.Services)*400*time.Millisecond + trashWait +
 		time.Duration(phases.Changes)*5*time.Minute
 	inVM := 5*time.Minute + time.Duration(runs)*perRun
-	if os.Getenv("VMLAB_TIMEOUT") == "" {
-		t.Setenv("VMLAB_TIMEOUT", strconv.Itoa(int(inVM/time.Second)))
-	}
-	if os.Getenv("VMLAB_LOG") == "" {
-		t.Setenv("VMLAB_LOG", consoleLog)
-	}
-	h := vme2e.StartHost(t, repo, apiserver.Options{})
-	h.VMTimeout = inVM + 10*time.Minute // building the test binary, booting
-	load(t, h.Cluster, w)
 	const kpDst, oursDst = "/bin/kube-proxy", "/bin/kip-proxy-ours"
-	files := []string{daemonSetConfig(t, repo) + ":" + ConfigPath, h.ProxyKubeconfig + ":" + KubeconfigPath,
-		kubeProxy + ":" + kpDst, ours + ":" + oursDst}
+	files := []string{kubeProxy + ":" + kpDst, ours + ":" + oursDst}
 	env := append(phases.Env(), envVMServices+"="+strconv.Itoa(w.Services), envVMVsKubeProxy+"=1",
 		envVMProxies+"="+labelKubeProxy+"="+kpDst+","+labelOurs+"="+oursDst)
-	console := h.RunVM(t, "./integration/benchscale/", files, env,
-		"-test.v", "-test.run", "^TestVsKubeProxyInVM$", "-test.timeout", inVM.String())
-	got, err := ParseRuns(console)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, got := runInVM(t, repo, consoleLog, w, inVM, files, env, "TestVsKubeProxyInVM")
 	if len(got) != runs {
 		t.Fatalf("the VM reported %d runs, want %d", len(got), runs)
 	}

@@ -36,25 +36,10 @@ func TestVsKubeProxyInVM(t *testing.T) {
 	if adminKC == "" || os.Getenv(envVMVsKubeProxy) == "" {
 		t.Skip("run by the host half: make bench-vs-kube-proxy")
 	}
-	n, err := strconv.Atoi(os.Getenv(envVMServices))
-	if err != nil {
-		t.Fatalf("%s: %v", envVMServices, err)
-	}
-	w := Workload{Services: n}
-	phases, err := PhasesFromEnv()
-	if err == nil {
-		err = w.Validate()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	w, phases, list := vmHalf(t)
 	bins := map[string]string{}
-	for _, spec := range strings.Split(os.Getenv(envVMProxies), ",") {
-		label, path, ok := strings.Cut(spec, "=")
-		if !ok {
-			t.Fatalf("%s: %q is not label=path", envVMProxies, spec)
-		}
-		bins[label] = path
+	for _, b := range list {
+		bins[b.label] = b.path
 	}
 	if bins[labelKubeProxy] == "" || bins[labelOurs] == "" {
 		t.Fatalf("%s: want %s= and %s=", envVMProxies, labelKubeProxy, labelOurs)
@@ -63,16 +48,7 @@ func TestVsKubeProxyInVM(t *testing.T) {
 	if err := vme2e.BringUpNetwork(); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", adminKC)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.QPS, cfg.Burst = 1000, 1000
-	admin := kubernetes.NewForConfigOrDie(cfg)
-	last := w.Service(n - 1)
-	if _, err := admin.CoreV1().Services(last.Namespace).Get(context.Background(), last.Name, metav1.GetOptions{}); err != nil {
-		t.Fatalf("the host did not load the workload (%s/%s): %v", last.Namespace, last.Name, err)
-	}
+	admin := loadedAdmin(t, adminKC, w)
 	config := vsConfig(t, "")
 	// kube-proxy also watches ServiceCIDRs, which our ServiceAccount may
 	// not list: it gets the admin's credentials, so that it does not
@@ -80,7 +56,7 @@ func TestVsKubeProxyInVM(t *testing.T) {
 	kpConfig := vsConfig(t, adminKC)
 	b := &bench{admin: admin, w: w, want: w.Expected(), phases: phases, gens: map[int]int{}}
 	t.Logf("%d services, %d endpoints; IPVS must hold %d virtual servers and %d destinations",
-		n, n*PerService, b.want.VirtualServers, b.want.Destinations)
+		w.Services, w.Services*PerService, b.want.VirtualServers, b.want.Destinations)
 	for round := range phases.Rounds {
 		order := []string{labelKubeProxy, labelOurs}
 		if round%2 == 1 {
@@ -333,20 +309,12 @@ func (b *bench) changesToKernel() {
 	if n == 0 {
 		return
 	}
-	ctx := context.Background()
 	cpu0 := b.p.cpu(b.t)
 	var lat []float64
 	for k := range n {
-		i := b.w.Pick(k, 0)
-		old, next := b.advance(i)
-		t0 := time.Now()
-		s := b.w.Slice(i, b.gens[i]-1)
-		if _, err := b.admin.DiscoveryV1().EndpointSlices(s.Namespace).Update(ctx, s, metav1.UpdateOptions{}); err != nil {
-			b.t.Fatalf("update %s/%s: %v", s.Namespace, s.Name, err)
-		}
-		at := b.k.waitFor(b.t, httpVS(ClusterIP(i)), vsChangeLimit, "endpoint change", replaced(old, next))
-		lat = append(lat, ms(at.Sub(t0)))
-		b.t.Logf("%s: endpoint change %d (service %d): in IPVS after %v", b.bin.label, k+1, i, at.Sub(t0).Round(time.Millisecond))
+		i, l, _ := b.changeEndpoint(k, vsChangeLimit)
+		lat = append(lat, ms(l))
+		b.t.Logf("%s: endpoint change %d (service %d): in IPVS after %v", b.bin.label, k+1, i, l.Round(time.Millisecond))
 	}
 	cpu := b.p.cpu(b.t) - cpu0
 	b.t.Logf("%s: %d endpoint changes: p50 %.1f ms, max %.1f ms, %v CPU", b.bin.label, n, Percentile(lat, 50), Percentile(lat, 100), cpu)

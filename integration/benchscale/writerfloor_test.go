@@ -52,20 +52,10 @@ func (b *bench) writerFloor(tb table, cold time.Duration) {
 		if err != nil {
 			return fmt.Errorf("resync: %w", err)
 		}
-		h, err := mobyipvs.New("")
-		if err != nil {
-			return fmt.Errorf("ipvs handle: %w", err)
-		}
-		defer h.Close()
-		got, err = (&kernel{h: h}).count()
+		got, err = countHere()
 		return err
 	})
-	if err != nil {
-		t.Fatalf("writer floor: %v", err)
-	}
-	if got != b.want {
-		t.Fatalf("writer floor: the kernel holds %+v, want %+v", got, b.want)
-	}
+	b.floorHolds(t, "writer floor", got, err)
 	t.Logf("writer floor: the proxy's IPVS writer programmed the same table in %v; the cold start took %.2f× that",
 		took.Round(time.Millisecond), cold.Seconds()/took.Seconds())
 	b.run.Add("floor: the same table by the proxy's IPVS writer alone", took.Seconds(), "s")

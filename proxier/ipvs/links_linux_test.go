@@ -68,6 +68,32 @@ func inFreshNetns(t *testing.T, fn func()) {
 	}
 }
 
+// linksWith opens Links in the current namespace and makes the named
+// links with mkLink: dummies, or veths where the kernel has no dummy
+// links (the host's); addresses behave alike on both. It reports the
+// errors and false when it cannot.
+func linksWith(t *testing.T, names ...string) (l *netlinkLinks, mkLink func(string) error, ok bool) {
+	l, err := newNetlinkLinks()
+	if err != nil {
+		t.Error(err)
+		return nil, nil, false
+	}
+	mkLink = func(name string) error {
+		if err := l.AddDummy(name); !errors.Is(err, unix.EOPNOTSUPP) {
+			return err
+		}
+		return l.h.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name}, PeerName: name + "-peer"})
+	}
+	for _, name := range names {
+		if err := mkLink(name); err != nil {
+			t.Error(err)
+			l.Close()
+			return nil, nil, false
+		}
+	}
+	return l, mkLink, true
+}
+
 // TestAddrsInBatchesAsOneByOne holds the batched address path to the
 // host's kernel: the addresses AddAddrs makes in a few sendmsgs are those
 // AddAddr (vishvananda/netlink) makes one request each, every answer is
@@ -75,9 +101,8 @@ func inFreshNetns(t *testing.T, fn func()) {
 // again under the cached name is found again.
 func TestAddrsInBatchesAsOneByOne(t *testing.T) {
 	inFreshNetns(t, func() {
-		l, err := newNetlinkLinks()
-		if err != nil {
-			t.Error(err)
+		l, mkLink, ok := linksWith(t, "batched", "onebyone")
+		if !ok {
 			return
 		}
 		defer l.Close()
@@ -86,20 +111,6 @@ func TestAddrsInBatchesAsOneByOne(t *testing.T) {
 			ps = append(ps, netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 96, byte(i >> 8), byte(i)}), 32))
 		}
 		ps = append(ps, netip.MustParsePrefix("fd00:96::1/128"), netip.MustParsePrefix("fd00:96::2/128"))
-		// A veth where the kernel has no dummy links (the host's):
-		// addresses behave alike on both.
-		mkLink := func(name string) error {
-			if err := l.AddDummy(name); !errors.Is(err, unix.EOPNOTSUPP) {
-				return err
-			}
-			return l.h.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name}, PeerName: name + "-peer"})
-		}
-		for _, name := range []string{"batched", "onebyone"} {
-			if err := mkLink(name); err != nil {
-				t.Error(err)
-				return
-			}
-		}
 		if errs := l.AddAddrs("batched", ps); slices.ContainsFunc(errs, func(e error) bool { return e != nil }) {
 			t.Errorf("AddAddrs: %v", errors.Join(errs...))
 		}
@@ -192,20 +203,11 @@ func errnos(errs []error) string {
 // address read as its local end, and none of another link's.
 func TestAddrsListsWhatAddrListLists(t *testing.T) {
 	inFreshNetns(t, func() {
-		l, err := newNetlinkLinks()
-		if err != nil {
-			t.Error(err)
+		l, _, ok := linksWith(t, "mine", "other")
+		if !ok {
 			return
 		}
 		defer l.Close()
-		for _, name := range []string{"mine", "other"} {
-			if err := l.AddDummy(name); errors.Is(err, unix.EOPNOTSUPP) {
-				err = l.h.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name}, PeerName: name + "-peer"})
-			} else if err != nil {
-				t.Error(err)
-				return
-			}
-		}
 		var ps []netip.Prefix
 		for i := range 2000 { // a dump of several reads
 			ps = append(ps, netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 96, byte(i >> 8), byte(i)}), 32))
