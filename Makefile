@@ -24,7 +24,8 @@ test: lint apiserver unit integration vm-e2e cluster-conformance
 unit:
 	$(GO) test -count=1 $(PKGS)
 
-# gofmt, go vet, and shellcheck over every shell script (hack/shellcheck.sh
+# gofmt, go vet (also of the VM lab's tests, built with -tags integration),
+# and shellcheck over every shell script (hack/shellcheck.sh
 # installs Debian's shellcheck with apt when it is missing); and
 # hack/benchplot, a module of its own that ./... does not reach: its vet
 # and its tests, which fail when BENCHMARKS.md's generated table or
@@ -34,6 +35,7 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
+	$(GO) vet -tags integration $(PKGS)
 	cd hack/benchplot && $(GO) vet ./... && $(GO) test -count=1 ./...
 	hack/shellcheck.sh
 

@@ -340,28 +340,6 @@ func (b *bench) floor(tb table, cold time.Duration) {
 	b.run.Add("cold start / floor", cold.Seconds()/took.Seconds(), "")
 }
 
-// countHere counts what IPVS holds in this thread's network namespace.
-func countHere() (Expected, error) {
-	h, err := mobyipvs.New("")
-	if err != nil {
-		return Expected{}, fmt.Errorf("ipvs handle: %w", err)
-	}
-	defer h.Close()
-	return (&kernel{h: h}).count()
-}
-
-// floorHolds fails the test unless the floor named what programmed the
-// whole table: err is its error, got what the kernel held after it.
-func (b *bench) floorHolds(t *testing.T, what string, got Expected, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatalf("%s: %v", what, err)
-	}
-	if got != b.want {
-		t.Fatalf("%s: the kernel holds %+v, want %+v", what, got, b.want)
-	}
-}
-
 // inFreshNetns runs fn on a thread moved into a new network namespace,
 // which goes away (and the kernel state in it) once fn returns.
 func inFreshNetns(fn func() error) error {

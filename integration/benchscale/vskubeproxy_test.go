@@ -3,20 +3,15 @@
 package benchscale
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	mobyipvs "github.com/moby/ipvs"
 	"github.com/vishvananda/netlink"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/integration/vme2e"
 )

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/netip"
 	"runtime/pprof"
+	"testing"
 	"time"
 
 	mobyipvs "github.com/moby/ipvs"
@@ -102,4 +103,26 @@ func planOf(tb table) (policy.Plan, error) {
 	}
 	policy.SortVirtualServers(plan.VirtualServers)
 	return plan, nil
+}
+
+// countHere counts what IPVS holds in this thread's network namespace.
+func countHere() (Expected, error) {
+	h, err := mobyipvs.New("")
+	if err != nil {
+		return Expected{}, fmt.Errorf("ipvs handle: %w", err)
+	}
+	defer h.Close()
+	return (&kernel{h: h}).count()
+}
+
+// floorHolds fails the test unless the floor named what programmed the
+// whole table: err is its error, got what the kernel held after it.
+func (b *bench) floorHolds(t *testing.T, what string, got Expected, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	if got != b.want {
+		t.Fatalf("%s: the kernel holds %+v, want %+v", what, got, b.want)
+	}
 }
