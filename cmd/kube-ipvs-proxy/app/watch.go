@@ -45,7 +45,6 @@ func Watch(ctx context.Context, o *Options, open DataPlaneOpener, stdout io.Writ
 	if err := hugePagesOff(); err != nil {
 		logger.Info("Transparent huge pages stay on for the proxy's memory", "err", err)
 	}
-	restoreGC := coldStartGC()
 	rc := o.RunConfig()
 	installClientGates(rc.FeatureGates)
 	recordFeatures(ctx)
@@ -130,13 +129,6 @@ func Watch(ctx context.Context, o *Options, open DataPlaneOpener, stdout io.Writ
 		}
 	}
 	first := newFirstSync(proxyHealth)
-	go func() {
-		select {
-		case <-first.Done():
-		case <-ctx.Done():
-		}
-		restoreGC()
-	}()
 	if !o.DryRun {
 		stuck, err := leftoverIPSets(reg)
 		if err != nil {
