@@ -141,7 +141,6 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzAttrWalkReadsWhatMdlayherReads -fuzztime 30s ./proxier/ipvs/
 	$(GO) test -run '^$$' -fuzz FuzzParseAddrMessage -fuzztime 30s ./proxier/ipvs/
 	$(GO) test -run '^$$' -fuzz FuzzDecodeNotification -fuzztime 30s ./nft/
-	$(GO) test -run '^$$' -fuzz FuzzAppendEventLinks -fuzztime 30s ./proxier/hostaddr/
 
 clean:
 	rm -rf bin

@@ -70,21 +70,28 @@ func (n Netlink) Watch(ctx context.Context, changed func()) {
 	logger := klog.FromContext(ctx)
 	force := true
 	for ctx.Err() == nil {
-		ev, err := subscribeAddrs(subscriptionBuffer, force)
+		updates := make(chan netlink.AddrUpdate, 64)
+		done := make(chan struct{})
+		opts := netlink.AddrSubscribeOptions{
+			ErrorCallback:          func(err error) { logger.V(2).Info("Address subscription error", "err", err) },
+			ReceiveBufferSize:      subscriptionBuffer,
+			ReceiveBufferForceSize: force,
+		}
+		err := netlink.AddrSubscribeWithOptions(updates, done, opts)
 		if force && errors.Is(err, unix.EPERM) {
+			// Once per Watch: the failed attempt's socket is not
+			// closed by the library.
 			logger.Info("Cannot force the address subscription's buffer past rmem_max; using rmem_max", "want", subscriptionBuffer, "err", err)
-			force = false
-			ev, err = subscribeAddrs(subscriptionBuffer, false)
+			force, opts.ReceiveBufferForceSize = false, false
+			err = netlink.AddrSubscribeWithOptions(updates, done, opts)
 		}
 		if err != nil {
 			logger.Error(err, "Cannot subscribe to address changes; retrying")
 		} else {
 			changed() // whatever happened before the subscription
-			if err := n.follow(ctx, ev, changed); err != nil {
-				logger.V(2).Info("Address subscription error", "err", err)
-			}
-			ev.Close()
+			n.drain(ctx, updates, changed)
 		}
+		close(done)
 		select {
 		case <-ctx.Done():
 		case <-time.After(time.Second):
@@ -92,44 +99,42 @@ func (n Netlink) Watch(ctx context.Context, changed func()) {
 	}
 }
 
-// eventReader is one read of the address subscription (addrEvents.read).
-type eventReader interface {
-	read(idx []int, wait bool) ([]int, bool, error)
-}
-
-// follow calls changed for the subscription's events until ctx ends or a
-// read fails. A burst costs one call: the events already queued when one
-// arrives are taken with it. Events of the excluded interface's
+// drain calls changed for the updates until the channel closes or ctx
+// ends. A burst of updates costs one call: those already queued when one
+// arrives are taken with it. Updates of the excluded interface's
 // addresses are dropped: the IPVS writer adds one per service VIP (a
-// cold start makes thousands), none is a node address, and each would
-// otherwise cost a List of every address.
-func (n Netlink) follow(ctx context.Context, ev eventReader, changed func()) error {
-	return n.followFrom(ctx, ev, excluded{}, changed)
-}
-
-// followFrom is follow, knowing ex of the excluded interface.
-func (n Netlink) followFrom(ctx context.Context, ev eventReader, ex excluded, changed func()) error {
-	var idx []int
-	for ctx.Err() == nil {
-		relevant := false
-		for wait := true; ; wait = false {
-			var got bool
-			var err error
-			if idx, got, err = ev.read(idx[:0], wait); err != nil {
-				return err
+// cold start makes thousands), none is a node
+// address, and each would otherwise cost a List of every address.
+func (n Netlink) drain(ctx context.Context, updates <-chan netlink.AddrUpdate, changed func()) {
+	var ex excluded
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case u, ok := <-updates:
+			if !ok {
+				return
 			}
-			if !got {
-				break
+			relevant := !n.isExcluded(&ex, u.LinkIndex)
+			for queued := true; queued; {
+				select {
+				case u, ok := <-updates:
+					if !ok {
+						if relevant {
+							changed()
+						}
+						return
+					}
+					relevant = relevant || !n.isExcluded(&ex, u.LinkIndex)
+				default:
+					queued = false
+				}
 			}
-			for _, i := range idx {
-				relevant = relevant || !n.isExcluded(&ex, i)
+			if relevant {
+				changed()
 			}
-		}
-		if relevant {
-			changed()
 		}
 	}
-	return nil
 }
 
 // excluded remembers the excluded interface's index, and when it was
