@@ -115,7 +115,16 @@ func (w *batchSender) send(reqs []request, index []int, errs []error) {
 	for j, err := range got {
 		errs[index[j]] = err
 	}
+	if cap(w.buf) > keepBatchBuffer {
+		w.buf = nil
+	}
 }
+
+// keepBatchBuffer bounds the encoding buffer a sender keeps between
+// batches: a cold start's batches fill the send buffer, a megabyte or
+// more, while a sync after it sends a few requests, and a buffer of the
+// cold start's size would stay in the live heap for good.
+const keepBatchBuffer = 64 << 10
 
 // receive reads the answers of the batch whose first sequence number is
 // first until the last request's acknowledgement.
