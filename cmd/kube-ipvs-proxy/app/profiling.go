@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"net/http/pprof"
-	"runtime"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -35,15 +34,4 @@ func serveMetrics(ctx context.Context, addr string, g prometheus.Gatherer, profi
 		return err
 	}
 	return httpserve.Serve(ctx, "metrics", addr, mux)
-}
-
-// heapSampling keeps the runtime's heap profile sampling only where
-// the profile can be read: with --profiling, on /debug/pprof/heap.
-// Without it, each sampled allocation's call stack still keeps a bucket
-// for the life of the process (about 1.5 MiB at 10,000 services,
-// BENCHMARKS.md "Memory"), and nothing reads them.
-func heapSampling(profiling bool) {
-	if !profiling {
-		runtime.MemProfileRate = 0
-	}
 }

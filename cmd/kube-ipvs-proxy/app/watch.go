@@ -46,7 +46,6 @@ func Watch(ctx context.Context, o *Options, open DataPlaneOpener, stdout io.Writ
 		logger.Info("Transparent huge pages stay on for the proxy's memory", "err", err)
 	}
 	rc := o.RunConfig()
-	heapSampling(rc.EnableProfiling)
 	installClientGates(rc.FeatureGates)
 	recordFeatures(ctx)
 	restCfg, err := restConfig(rc.Client)
