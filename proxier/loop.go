@@ -137,12 +137,12 @@ type Proxier struct {
 	changed atomic.Bool
 	// releasing: a ReleaseMemory collection is under way.
 	releasing atomic.Bool
-	// freeOSMemory is debug.FreeOSMemory and heapSizes readHeapSizes;
-	// tests replace them.
+	// freeOSMemory is debug.FreeOSMemory and residentHeap the function
+	// of that name; tests replace them.
 	freeOSMemory func()
-	heapSizes    func() heapSizes
-	// releasedLive is the live heap after the last release.
-	releasedLive atomic.Uint64
+	residentHeap func() uint64
+	// releasedResident is the resident heap after the last release.
+	releasedResident atomic.Uint64
 	// hostAddrMu orders host-address refreshes; hostAddrRetrying says
 	// one is scheduled after a failed List, hostAddrRetry after how long
 	// (hostAddressRetry; tests shorten it).

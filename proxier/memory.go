@@ -13,42 +13,42 @@ import (
 // With Config.ReleaseMemory the loop returns them at once after what
 // reads or writes the whole table (a full sync, a periodic repair), and,
 // when the loop has been quiet for quietBeforeRelease, after the resident
-// heap has grown past the live heap of the last release by a quarter
-// (and at least releaseGrowthMin): a burst of changes or of checks is
-// then returned once it is over, and a steady trickle costs a collection
-// only every so often.
+// heap has grown by a quarter (and at least releaseGrowthMin) since the
+// last release left it: a burst of changes or of checks is then
+// returned once it is over, and a steady trickle costs a collection only
+// every so often. Growth is measured from what the release left, not
+// from the live heap: spans that still hold a live object stay resident,
+// and measured from the live heap a quiet loop would release again and
+// again.
 const (
 	quietBeforeRelease = 5 * time.Second
 	releaseGrowthMin   = 8 << 20
 )
 
-// heapSizes is the live heap (as of the last collection) and the heap
-// the process holds: live and unswept objects, free space in spans in
-// use, and free pages not yet returned.
-type heapSizes struct{ live, resident uint64 }
-
-var heapMetrics = []string{
-	"/gc/heap/live:bytes",
+// residentMetrics add up to the heap the process holds: live and
+// unswept objects, free space in spans in use, and free pages not yet
+// returned to the OS.
+var residentMetrics = []string{
 	"/memory/classes/heap/objects:bytes",
 	"/memory/classes/heap/unused:bytes",
 	"/memory/classes/heap/free:bytes",
 }
 
-// readHeapSizes reads heapSizes from runtime/metrics, which stops no
-// goroutine.
-func readHeapSizes() heapSizes {
-	s := make([]metrics.Sample, len(heapMetrics))
-	for i, name := range heapMetrics {
+// residentHeap reads the resident heap from runtime/metrics, which stops
+// no goroutine.
+func residentHeap() uint64 {
+	s := make([]metrics.Sample, len(residentMetrics))
+	for i, name := range residentMetrics {
 		s[i].Name = name
 	}
 	metrics.Read(s)
-	v := func(i int) uint64 {
-		if s[i].Value.Kind() != metrics.KindUint64 {
-			return 0
+	var sum uint64
+	for _, v := range s {
+		if v.Value.Kind() == metrics.KindUint64 {
+			sum += v.Value.Uint64()
 		}
-		return s[i].Value.Uint64()
 	}
-	return heapSizes{live: v(0), resident: v(1) + v(2) + v(3)}
+	return sum
 }
 
 // releaseIfQuiet releases the heap when the loop has synced, has been
@@ -58,34 +58,34 @@ func (p *Proxier) releaseIfQuiet() {
 	if !p.cfg.ReleaseMemory || !p.st.synced || p.clock.Since(p.st.lastEnd) < quietBeforeRelease {
 		return
 	}
-	read := p.heapSizes
+	read := p.residentHeap
 	if read == nil {
-		read = readHeapSizes
+		read = residentHeap
 	}
-	base := p.releasedLive.Load()
-	if h := read(); h.resident < base+max(releaseGrowthMin, base/4) {
+	base := p.releasedResident.Load()
+	if read() < base+max(releaseGrowthMin, base/4) {
 		return
 	}
 	p.releaseMemory()
 }
 
 // releaseMemory returns the freed heap to the OS beside the loop, when
-// Config.ReleaseMemory is set; one at a time. It then notes the live
-// heap, from which releaseIfQuiet measures growth.
+// Config.ReleaseMemory is set; one at a time. It then notes the
+// resident heap, from which releaseIfQuiet measures growth.
 func (p *Proxier) releaseMemory() {
 	if !p.cfg.ReleaseMemory || !p.releasing.CompareAndSwap(false, true) {
 		return
 	}
-	release, read := p.freeOSMemory, p.heapSizes
+	release, read := p.freeOSMemory, p.residentHeap
 	if release == nil {
 		release = debug.FreeOSMemory
 	}
 	if read == nil {
-		read = readHeapSizes
+		read = residentHeap
 	}
 	go func() {
 		defer p.releasing.Store(false)
 		release()
-		p.releasedLive.Store(read().live)
+		p.releasedResident.Store(read())
 	}()
 }
