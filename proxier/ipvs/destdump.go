@@ -73,16 +73,18 @@ func getDestinationsRequest(k Key) ([]byte, error) {
 	return append(genlHeader(ipvsCmdGetDest), attrs...), nil
 }
 
-// errDumpInterrupted: the kernel marked a dump's end as interrupted
-// (NLM_F_DUMP_INTR); what it listed may miss or repeat entries.
+// errDumpInterrupted: the kernel marked a message of a dump as
+// interrupted (NLM_F_DUMP_INTR, on the message where it saw the state
+// change, and on newer kernels the DONE too); what it listed may miss or
+// repeat entries.
 var errDumpInterrupted = errors.New("netlink dump interrupted")
 
 // splitAnswer splits what one read of a netlink socket returned into
 // the messages answering request seq. It reports done when the answer
 // is complete: a dump's NLMSG_DONE, an acknowledgement, or a message
 // that is not part of a multi-part answer. An NLMSG_ERROR, or a DONE
-// that carries one, is returned as the errno it holds, and a DONE marked
-// interrupted as errDumpInterrupted. Messages of another sequence number
+// that carries one, is returned as the errno it holds, and any message
+// marked interrupted as errDumpInterrupted. Messages of another sequence number
 // are left over from an earlier request that ended in an error, and are
 // skipped. The messages, whose Data point into b, are appended to msgs,
 // which a reader reuses from read to read.
@@ -109,6 +111,9 @@ func splitAnswer(msgs []netlink.Message, b []byte, seq uint32) (_ []netlink.Mess
 		if m.Header.Sequence != seq {
 			continue
 		}
+		if m.Header.Flags&unix.NLM_F_DUMP_INTR != 0 {
+			return nil, false, errDumpInterrupted
+		}
 		switch m.Header.Type {
 		case unix.NLMSG_NOOP:
 			continue
@@ -123,9 +128,6 @@ func splitAnswer(msgs []netlink.Message, b []byte, seq uint32) (_ []netlink.Mess
 			}
 			if code < 0 {
 				return nil, false, syscall.Errno(-code)
-			}
-			if m.Header.Flags&unix.NLM_F_DUMP_INTR != 0 {
-				return nil, false, errDumpInterrupted
 			}
 			return msgs, true, nil
 		}
@@ -149,13 +151,8 @@ func parseDestinations(msgs []netlink.Message, vsFamily uint16) ([]Destination, 
 			return nil, fmt.Errorf("destination message %d: %d bytes, shorter than its generic netlink header", i, len(m.Data))
 		}
 		found := false
-		for aw := walkAttrs(m.Data[4:]); ; {
-			if !aw.next() {
-				if aw.err != nil {
-					return nil, fmt.Errorf("destination message %d: %w", i, aw.err)
-				}
-				break
-			}
+		aw := walkAttrs(m.Data[4:])
+		for aw.next() {
 			if aw.typ != ipvsCmdAttrDest {
 				continue
 			}
@@ -165,6 +162,9 @@ func parseDestinations(msgs []netlink.Message, vsFamily uint16) ([]Destination, 
 			}
 			out = append(out, d)
 			found = true
+		}
+		if aw.err != nil {
+			return nil, fmt.Errorf("destination message %d: %w", i, aw.err)
 		}
 		if !found {
 			return nil, fmt.Errorf("destination message %d: no destination attribute", i)

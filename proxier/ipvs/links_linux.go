@@ -165,10 +165,8 @@ func (l *netlinkLinks) dumpAddrs(index int) ([]netip.Prefix, error) {
 	l.batchMu.Lock()
 	defer l.batchMu.Unlock()
 	var out []netip.Prefix
-	interrupted := false
 	err := l.batch.s.execute(unix.RTM_GETADDR, unix.NLM_F_DUMP, addrDumpRequest(), func(msgs []mdnetlink.Message) error {
 		for _, m := range msgs {
-			interrupted = interrupted || m.Header.Flags&unix.NLM_F_DUMP_INTR != 0
 			at, p, ok, err := parseAddrMessage(m)
 			if err != nil {
 				return err
@@ -179,7 +177,7 @@ func (l *netlinkLinks) dumpAddrs(index int) ([]netip.Prefix, error) {
 		}
 		return nil
 	})
-	if errors.Is(err, errDumpInterrupted) || (err == nil && interrupted) {
+	if errors.Is(err, errDumpInterrupted) {
 		return nil, fmt.Errorf("addresses of link %d: %w", index, netlink.ErrDumpInterrupted)
 	}
 	if err != nil {

@@ -77,6 +77,10 @@ func TestSplitAnswerEndsWhereTheKernelSaysTheAnswerEnds(t *testing.T) {
 			return b
 		}(), errAny: true},
 		{name: "an error message without an errno is an error", read: rawMessage(unix.NLMSG_ERROR, 0, seq, []byte{1}), errAny: true},
+		{name: "a part marked interrupted makes the dump interrupted",
+			read: concat(part("a"), rawMessage(ipvs, unix.NLM_F_MULTI|unix.NLM_F_DUMP_INTR, seq, []byte("b")), done), wantErr: errDumpInterrupted},
+		{name: "a DONE marked interrupted makes the dump interrupted",
+			read: concat(part("a"), rawMessage(unix.NLMSG_DONE, unix.NLM_F_MULTI|unix.NLM_F_DUMP_INTR, seq, errnoData(0))), wantErr: errDumpInterrupted},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			msgs, done, err := splitAnswer(nil, tc.read, seq)
