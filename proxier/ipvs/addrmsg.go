@@ -7,6 +7,8 @@ import (
 
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/nlattr"
 )
 
 // addrRequest is the route netlink request that adds p to the link of
@@ -65,17 +67,17 @@ func parseAddrMessage(m netlink.Message) (index int, p netip.Prefix, ok bool, er
 	fam, bits := m.Data[0], int(m.Data[1])
 	index = int(binary.NativeEndian.Uint32(m.Data[4:8]))
 	var local, address []byte
-	aw := walkAttrs(m.Data[unix.SizeofIfAddrmsg:])
-	for aw.next() {
-		switch aw.typ {
+	aw := nlattr.New(m.Data[unix.SizeofIfAddrmsg:])
+	for aw.Next() {
+		switch aw.Type {
 		case unix.IFA_LOCAL:
-			local = aw.data
+			local = aw.Data
 		case unix.IFA_ADDRESS:
-			address = aw.data
+			address = aw.Data
 		}
 	}
-	if aw.err != nil {
-		return 0, netip.Prefix{}, false, fmt.Errorf("address message of link %d: %w", index, aw.err)
+	if aw.Err != nil {
+		return 0, netip.Prefix{}, false, fmt.Errorf("address message of link %d: %w", index, aw.Err)
 	}
 	raw := local
 	if raw == nil {

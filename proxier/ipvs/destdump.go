@@ -9,6 +9,8 @@ import (
 
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/nlattr"
 )
 
 // The IPVS generic netlink request that lists one virtual server's
@@ -151,20 +153,20 @@ func parseDestinations(msgs []netlink.Message, vsFamily uint16) ([]Destination, 
 			return nil, fmt.Errorf("destination message %d: %d bytes, shorter than its generic netlink header", i, len(m.Data))
 		}
 		found := false
-		aw := walkAttrs(m.Data[4:])
-		for aw.next() {
-			if aw.typ != ipvsCmdAttrDest {
+		aw := nlattr.New(m.Data[4:])
+		for aw.Next() {
+			if aw.Type != ipvsCmdAttrDest {
 				continue
 			}
-			d, err := decodeDestination(walkAttrs(aw.data), vsFamily)
+			d, err := decodeDestination(nlattr.New(aw.Data), vsFamily)
 			if err != nil {
 				return nil, fmt.Errorf("destination message %d: %w", i, err)
 			}
 			out = append(out, d)
 			found = true
 		}
-		if aw.err != nil {
-			return nil, fmt.Errorf("destination message %d: %w", i, aw.err)
+		if aw.Err != nil {
+			return nil, fmt.Errorf("destination message %d: %w", i, aw.Err)
 		}
 		if !found {
 			return nil, fmt.Errorf("destination message %d: no destination attribute", i)
@@ -174,34 +176,34 @@ func parseDestinations(msgs []netlink.Message, vsFamily uint16) ([]Destination, 
 }
 
 // decodeDestination decodes one IPVS_CMD_ATTR_DEST's attributes.
-func decodeDestination(aw attrWalk, vsFamily uint16) (Destination, error) {
+func decodeDestination(aw nlattr.Walk, vsFamily uint16) (Destination, error) {
 	var d Destination
 	var raw []byte
 	af := vsFamily
 	havePort := false
-	for aw.next() {
-		switch aw.typ {
+	for aw.Next() {
+		switch aw.Type {
 		case ipvsDestAttrAddr:
-			raw = aw.data
+			raw = aw.Data
 		case ipvsDestAttrPort:
-			if len(aw.data) != 2 {
-				return d, fmt.Errorf("destination port of %d bytes", len(aw.data))
+			if len(aw.Data) != 2 {
+				return d, fmt.Errorf("destination port of %d bytes", len(aw.Data))
 			}
-			d.Port, havePort = binary.BigEndian.Uint16(aw.data), true
+			d.Port, havePort = binary.BigEndian.Uint16(aw.Data), true
 		case ipvsDestAttrFwdMethod:
-			d.Forward = uint16(aw.uint32() & fwdMethodMask)
+			d.Forward = uint16(aw.Uint32() & fwdMethodMask)
 		case ipvsDestAttrWeight:
-			d.Weight = int32(aw.uint32())
+			d.Weight = int32(aw.Uint32())
 		case ipvsDestAttrActiveConns:
-			d.ActiveConns = aw.uint32()
+			d.ActiveConns = aw.Uint32()
 		case ipvsDestAttrInactConns:
-			d.InactiveConns = aw.uint32()
+			d.InactiveConns = aw.Uint32()
 		case ipvsDestAttrAddrFamily:
-			af = aw.uint16()
+			af = aw.Uint16()
 		}
 	}
-	if aw.err != nil {
-		return d, aw.err
+	if aw.Err != nil {
+		return d, aw.Err
 	}
 	switch {
 	case af == unix.AF_INET && len(raw) >= 4:
