@@ -135,6 +135,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzEndpointSlice -fuzztime 30s ./kubeapi/
 	$(GO) test -run '^$$' -fuzz FuzzCompute -fuzztime 30s ./policy/
 	$(GO) test -run '^$$' -fuzz FuzzParseDestinations -fuzztime 30s ./proxier/ipvs/
+	$(GO) test -run '^$$' -fuzz FuzzParseVirtualServers -fuzztime 30s ./proxier/ipvs/
 	$(GO) test -run '^$$' -fuzz FuzzSplitAnswer -fuzztime 30s ./proxier/ipvs/
 	$(GO) test -run '^$$' -fuzz FuzzReadAcks -fuzztime 30s ./proxier/ipvs/
 	$(GO) test -run '^$$' -fuzz FuzzParseDestinationCounts -fuzztime 30s ./proxier/ipvs/

@@ -16,7 +16,7 @@ const readsPerOp = 1000
 
 // BenchmarkDestinationsRead lists one virtual server's 10 destinations
 // at a time, 1,000 virtual servers programmed: through the proxy's
-// Kernel adapter (destReader, what a change's drain check and a Repair
+// Kernel adapter (dumpReader, what a change's drain check and a Repair
 // use) and through moby/ipvs's GetDestinations, the same request. It
 // reports ns/read.
 func BenchmarkDestinationsRead(b *testing.B) {
@@ -65,5 +65,47 @@ func BenchmarkDestinationsRead(b *testing.B) {
 			}
 		}
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(reads), "ns/read")
+	})
+}
+
+// BenchmarkVirtualServersRead dumps 1,000 virtual servers: through the
+// proxy's Kernel adapter (dumpReader, what a Repair and a Resync start
+// with) and through moby/ipvs's GetServices, the same request. Run with
+// -benchmem: the difference is mostly what each allocates per dump.
+func BenchmarkVirtualServersRead(b *testing.B) {
+	cleanIPVS(b)
+	plan := benchPlan(1000)
+	if err := newIPVSWriter(b).Resync(plan); err != nil {
+		b.Fatal(err)
+	}
+	defer cleanIPVS(b)
+	check := func(b *testing.B, n int, err error) {
+		if err != nil || n != len(plan.VirtualServers) {
+			b.Fatalf("read %d virtual servers (err %v), want %d", n, err, len(plan.VirtualServers))
+		}
+	}
+	b.Run("proxy", func(b *testing.B) {
+		k, _, _, _, closeAdapters, err := ipvs.NewLinuxAdapters()
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer closeAdapters()
+		b.ReportAllocs()
+		for b.Loop() {
+			vss, err := k.VirtualServers()
+			check(b, len(vss), err)
+		}
+	})
+	b.Run("moby", func(b *testing.B) {
+		h, err := mobyipvs.New("")
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer h.Close()
+		b.ReportAllocs()
+		for b.Loop() {
+			svcs, err := h.GetServices()
+			check(b, len(svcs), err)
+		}
 	})
 }

@@ -14,7 +14,7 @@ import (
 )
 
 // The IPVS generic netlink request that lists one virtual server's
-// destinations (include/uapi/linux/ip_vs.h), made by destReader. It is
+// destinations (include/uapi/linux/ip_vs.h), made by dumpReader. It is
 // the request moby/ipvs's GetDestinations makes; the reader differs in
 // how it reads the answer and what it does with it. It reads on a
 // blocking socket into one buffer it keeps, where moby's read

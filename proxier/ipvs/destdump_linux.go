@@ -12,21 +12,22 @@ import (
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/nlfamily"
 )
 
-// destReader lists virtual servers' destinations on its own generic
-// netlink socket (destdump.go says why not through moby/ipvs). Like a
+// dumpReader lists the virtual servers and their destinations on its
+// own generic netlink socket (destdump.go and svcdump.go say why not
+// through moby/ipvs). Like a
 // moby handle, it is used by one goroutine at a time.
-type destReader struct {
+type dumpReader struct {
 	s      *nlSocket
 	family uint16
 }
 
-// newDestReader opens its socket (openIPVSSocket).
-func newDestReader() (*destReader, error) {
+// newDumpReader opens its socket (openIPVSSocket).
+func newDumpReader() (*dumpReader, error) {
 	s, id, err := openIPVSSocket()
 	if err != nil {
 		return nil, err
 	}
-	return &destReader{s: s, family: id}, nil
+	return &dumpReader{s: s, family: id}, nil
 }
 
 // openIPVSSocket opens a generic netlink socket and looks up the IPVS
@@ -87,7 +88,7 @@ func genlFamily(s *nlSocket, name string) (uint16, error) {
 
 // destinations lists virtual server k's destinations with one dump;
 // empty when k does not exist, as the kernel answers.
-func (r *destReader) destinations(k Key) ([]Destination, error) {
+func (r *dumpReader) destinations(k Key) ([]Destination, error) {
 	body, err := getDestinationsRequest(k)
 	if err != nil {
 		return nil, err
@@ -111,7 +112,25 @@ func (r *destReader) destinations(k Key) ([]Destination, error) {
 	return out, nil
 }
 
-func (r *destReader) Close() { r.s.Close() }
+// virtualServers lists every virtual server the Kernel lists, with one
+// dump.
+func (r *dumpReader) virtualServers() ([]VirtualServer, error) {
+	var out []VirtualServer
+	err := r.s.execute(r.family, unix.NLM_F_DUMP, getServicesRequest(), func(msgs []netlink.Message) error {
+		if out == nil {
+			out = make([]VirtualServer, 0, len(msgs))
+		}
+		var err error
+		out, err = parseVirtualServers(msgs, out)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (r *dumpReader) Close() { r.s.Close() }
 
 // nlSocket is a blocking netlink socket (generic netlink for IPVS, route
 // netlink for the dummy interface's addresses) that makes one request or

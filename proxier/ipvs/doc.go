@@ -26,11 +26,13 @@
 // with real adapters in *_linux.go files (github.com/moby/ipvs,
 // github.com/vishvananda/netlink) and in package internal/sysctl, and
 // kernel-faithful fakes in fake.go for tests of this package and of its
-// callers. One read is not moby's: a virtual server's destinations are
-// listed by destReader (destdump.go), the same request on a blocking
-// socket of our own that keeps its read buffer, because moby/ipvs zeroes
-// a large buffer per read and a Repair makes a read per virtual server;
-// github.com/mdlayher/netlink encodes and decodes the attributes.
+// callers. Two reads are not moby's: the virtual servers and a virtual
+// server's destinations are listed by dumpReader (svcdump.go,
+// destdump.go), the same requests on a blocking socket of our own that
+// keeps its read buffer, because moby/ipvs zeroes a large buffer per
+// read and copies every attribute, and a Repair reads the whole table;
+// github.com/mdlayher/netlink encodes the requests, and internal/nlattr
+// walks the answers in place.
 //
 // Changes go to the kernel in batches. A sync's IPVS changes are made
 // phase by phase (add, update, prune), and each phase's in one

@@ -2,7 +2,6 @@ package ipvs
 
 import (
 	"fmt"
-	"math"
 	"net"
 	"net/netip"
 
@@ -10,31 +9,21 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/nlfamily"
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 )
 
 // mobyKernel is the Kernel over github.com/moby/ipvs (generic netlink),
-// but for Destinations, which a destReader lists, and Write, which an
-// opWriter sends in batches. The single-change methods stay moby's: the
+// but for VirtualServers and Destinations, which a dumpReader lists, and
+// Write, which an opWriter sends in batches. The single-change methods stay moby's: the
 // Writer changes IPVS through Write only, and they are the
 // one-request-per-op path Write is measured against.
 type mobyKernel struct {
 	h      *mobyipvs.Handle
-	dests  *destReader
+	dests  *dumpReader
 	ops    *opWriter
 	counts *procTable
 }
 
 var _ Kernel = (*mobyKernel)(nil)
-
-// protocolOf is the protocol of an IPVS service's protocol number; false
-// for one that is not TCP, UDP or SCTP.
-func protocolOf(n uint16) (policy.Protocol, bool) {
-	if n > math.MaxUint8 {
-		return "", false
-	}
-	return policy.ProtocolOfNumber(uint8(n))
-}
 
 func family(a netip.Addr) uint16 {
 	if a.Is4() {
@@ -73,19 +62,7 @@ func mobyDestination(d Destination) *mobyipvs.Destination {
 	}
 }
 
-func (m *mobyKernel) VirtualServers() ([]VirtualServer, error) {
-	svcs, err := m.h.GetServices()
-	if err != nil {
-		return nil, err
-	}
-	out := make([]VirtualServer, 0, len(svcs))
-	for _, s := range svcs {
-		if vs, ok := virtualServerOf(s); ok {
-			out = append(out, vs)
-		}
-	}
-	return out, nil
-}
+func (m *mobyKernel) VirtualServers() ([]VirtualServer, error) { return m.dests.virtualServers() }
 
 // virtualServerOf converts an address-based virtual server; false for a
 // firewall-mark one (never ours) or one of an unknown protocol.
@@ -180,7 +157,7 @@ func mobyipvsNew() (*mobyKernel, error) {
 		h.Close()
 		return nil, fmt.Errorf("ipvs: the IPVS generic netlink family does not answer (load module ip_vs): %w", err)
 	}
-	dests, err := newDestReader()
+	dests, err := newDumpReader()
 	if err != nil {
 		h.Close()
 		return nil, fmt.Errorf("destinations reader: %w", err)
