@@ -13,16 +13,19 @@ import (
 // With Config.ReleaseMemory the loop returns them at once after what
 // reads or writes the whole table (a full sync, a periodic repair), and,
 // when the loop has been quiet for quietBeforeRelease, after the resident
-// heap has grown by a quarter (and at least releaseGrowthMin) since the
+// heap has grown by an eighth (and at least releaseGrowthMin) since the
 // last release left it: a burst of changes or of checks is then
 // returned once it is over, and a steady trickle costs a collection only
-// every so often. Growth is measured from what the release left, not
+// every so often. An eighth, not more: a quiet node's resident set is
+// what its operator sees, and it swings by that much between releases;
+// a release costs one collection of the live heap. Growth is measured from what the release left, not
 // from the live heap: spans that still hold a live object stay resident,
 // and measured from the live heap a quiet loop would release again and
 // again.
 const (
 	quietBeforeRelease = 5 * time.Second
 	releaseGrowthMin   = 8 << 20
+	releaseGrowthShare = 8 // an eighth
 )
 
 // residentMetrics add up to the heap the process holds: live and
@@ -63,7 +66,7 @@ func (p *Proxier) releaseIfQuiet() {
 		read = residentHeap
 	}
 	base := p.releasedResident.Load()
-	if read() < base+max(releaseGrowthMin, base/4) {
+	if read() < base+max(releaseGrowthMin, base/releaseGrowthShare) {
 		return
 	}
 	p.releaseMemory()

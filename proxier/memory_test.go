@@ -12,7 +12,7 @@ import (
 
 // TestReleaseOnceQuietAfterTheHeapGrew: with ReleaseMemory, the idle
 // probe returns the heap to the OS once the loop has been quiet for
-// quietBeforeRelease and the resident heap grew by a quarter, and at
+// quietBeforeRelease and the resident heap grew by an eighth, and at
 // least releaseGrowthMin, since the last release left it.
 func TestReleaseOnceQuietAfterTheHeapGrew(t *testing.T) {
 	const mib = 1 << 20
@@ -23,9 +23,9 @@ func TestReleaseOnceQuietAfterTheHeapGrew(t *testing.T) {
 		released, now uint64 // the resident heap after the last release; now
 		want          int32
 	}{
-		{name: "released once quiet after the heap grew by a quarter", quiet: quietBeforeRelease, released: 100 * mib, now: 125 * mib, want: 1},
+		{name: "released once quiet after the heap grew by an eighth", quiet: quietBeforeRelease, released: 100 * mib, now: 113 * mib, want: 1},
 		{name: "not while the last sync is recent", quiet: quietBeforeRelease - time.Second, released: 100 * mib, now: 200 * mib},
-		{name: "not for growth under a quarter", quiet: time.Minute, released: 100 * mib, now: 124 * mib},
+		{name: "not for growth under an eighth", quiet: time.Minute, released: 100 * mib, now: 112 * mib},
 		{name: "not again while the heap stays what the release left", quiet: time.Minute, released: 68 * mib, now: 68 * mib},
 		{name: "not for growth under the minimum on a small heap", quiet: time.Minute, released: 4 * mib, now: 11 * mib},
 		{name: "a small heap grown by the minimum", quiet: time.Minute, released: 4 * mib, now: 12 * mib, want: 1},
