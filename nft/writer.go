@@ -58,11 +58,13 @@ func (c Config) Validate() error {
 // mark is the masquerade mark of a defaulted config.
 func (c Config) mark() uint32 { return 1 << uint(c.MasqueradeBit) }
 
-// Conn is the part of *nftables.Conn the writer uses. Every method but
-// Flush and the reads (GetSets, GetSetByName, GetSetElements,
-// ListChainsOfTableFamily, GetRules) only queues a message; Flush sends the queue as one atomic batch (all or nothing) and
-// empties it, also on error. *nftables.Conn implements it; NewFake
-// returns a fake that behaves like the kernel.
+// Conn is the part of *nftables.Conn the writer uses, and a set element
+// read that allocates nothing per element (EachSetElement). Every method
+// but Flush and the reads (GetSets, GetSetByName, GetSetElements,
+// EachSetElement, ListChainsOfTableFamily, GetRules) only queues a
+// message; Flush sends the queue as one atomic batch (all or nothing) and
+// empties it, also on error. NewLinux's implements it over
+// *nftables.Conn; NewFake returns a fake that behaves like the kernel.
 type Conn interface {
 	// AddTable queues "add table": no error if it exists.
 	AddTable(t *nftables.Table) *nftables.Table
@@ -89,6 +91,14 @@ type Conn interface {
 	GetSetByName(t *nftables.Table, name string) (*nftables.Set, error)
 	// GetSetElements reads a set's elements from the kernel at once.
 	GetSetElements(s *nftables.Set) ([]nftables.SetElement, error)
+	// EachSetElement reads a set's elements from the kernel at once and
+	// calls each for every one, as GetSetElements would return them
+	// (a verdict map's verdict may be left raw in Val: rawVerdict). The
+	// element's slices are valid only during the call. ENOENT if the
+	// table or the set does not exist; an error of each ends the read
+	// and is returned as it is; ErrDumpInterrupted if the set changed
+	// while it was read, after each saw part of it: read again.
+	EachSetElement(s *nftables.Set, each func(e nftables.SetElement) error) error
 	// GetSets reads the definitions of a table's sets, anonymous ones
 	// included: ENOENT if the table does not exist.
 	GetSets(t *nftables.Table) ([]*nftables.Set, error)
