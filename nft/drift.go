@@ -62,36 +62,34 @@ func (w *Writer) readStructure() ([]*nftables.Set, error) {
 // with another value is deleted and added. The cluster CIDRs are not in
 // the mirror: they must be exactly Config.ClusterCIDRs, or the table is
 // not ours. So is a set with an element of a malformed key.
-func (w *Writer) setDrift(m *mirror, id setID, s *nftables.Set) (d diff, read int, err error) {
-	elems, err := w.conn.GetSetElements(s)
-	if err != nil {
+//
+// An element that matches the mirror costs no allocation: it is looked
+// up by its key bytes, read in place (EachSetElement). Only drift is
+// copied out. When some of m's elements are missing, the set is read a
+// second time to find which.
+func (w *Writer) setDrift(m *mirror, id setID, s *nftables.Set) (diff, int, error) {
+	if id.def().base == setClusterCIDRs {
+		return w.clusterCIDRsDrift(id, s)
+	}
+	r := driftRead{m: m, id: id}
+	if err := eachElement(w.conn, s, r.start, r.element); err != nil {
 		return diff{}, 0, fmt.Errorf("read elements of set %s: %w", id.name(), err)
 	}
-	if id.def().base == setClusterCIDRs {
-		return diff{}, len(elems), w.sameClusterCIDRs(id, elems)
+	if r.err != nil {
+		return diff{}, r.read, r.err
 	}
-	matched := 0
-	for _, e := range elems {
-		eid, v, err := kernelElement(id, e)
+	d := r.d
+	if r.matched != m.perSet[id] { // some of m's elements are missing
+		var have map[elemID]bool
+		var scratch []byte
+		err := eachElement(w.conn, s, func() { have = make(map[elemID]bool, r.read) }, func(e nftables.SetElement) error {
+			if key, ok := kernelKey(id, &e, &scratch); ok {
+				have[elemID{set: id, key: string(key)}] = true
+			}
+			return nil
+		})
 		if err != nil {
-			return diff{}, len(elems), err
-		}
-		switch st := m.installed(eid); {
-		case !st.present:
-			d.del = append(d.del, element{id: eid, v: v})
-		case st.v != v:
-			d.del = append(d.del, element{id: eid, v: v})
-			d.add = append(d.add, element{id: eid, v: st.v})
-			matched++
-		default:
-			matched++
-		}
-	}
-	if matched != m.perSet[id] { // some of m's elements are missing
-		have := make(map[elemID]bool, len(elems))
-		for _, e := range elems {
-			eid, _, _ := kernelElement(id, e)
-			have[eid] = true
+			return diff{}, r.read, fmt.Errorf("read elements of set %s again: %w", id.name(), err)
 		}
 		m.each(func(e element) {
 			if e.id.set == id && !have[e.id] {
@@ -104,7 +102,66 @@ func (w *Writer) setDrift(m *mirror, id setID, s *nftables.Set) (d diff, read in
 	}
 	sortElements(d.add)
 	sortElements(d.del)
-	return d, len(elems), nil
+	return d, r.read, nil
+}
+
+// driftRead is setDrift's pass over one set's elements.
+type driftRead struct {
+	m       *mirror
+	id      setID
+	d       diff
+	read    int
+	matched int
+	err     error  // the first element that is not one we write
+	scratch []byte // an interval element's key and end, reused
+}
+
+// start begins a read (again, after an interrupted one).
+func (r *driftRead) start() { r.d, r.read, r.matched, r.err = diff{}, 0, 0, nil }
+
+// element compares one element with the mirror; it copies the element
+// only when it is drift. Elements after one that is not ours are only
+// counted.
+func (r *driftRead) element(e nftables.SetElement) error {
+	r.read++
+	if r.err != nil {
+		return nil
+	}
+	key, ok := kernelKey(r.id, &e, &r.scratch)
+	if !ok {
+		_, _, r.err = kernelElement(r.id, e)
+		return nil
+	}
+	switch st := r.m.installedKey(r.id, key); {
+	case !st.present:
+		r.d.del = append(r.d.del, element{id: elemID{set: r.id, key: string(key)}, v: kernelValue(r.id, &e)})
+	case !sameValue(r.id, &e, st.v):
+		eid := elemID{set: r.id, key: string(key)}
+		r.d.del = append(r.d.del, element{id: eid, v: kernelValue(r.id, &e)})
+		r.d.add = append(r.d.add, element{id: eid, v: st.v})
+		r.matched++
+	default:
+		r.matched++
+	}
+	return nil
+}
+
+// readAttempts bounds the reads of a set whose dump the kernel marks
+// interrupted, each a sign that another process is editing it.
+const readAttempts = 3
+
+// eachElement reads set s (Conn.EachSetElement), from the start again,
+// after start resets the caller's state, while the kernel marks the dump
+// interrupted, at most readAttempts times.
+func eachElement(c Conn, s *nftables.Set, start func(), each func(nftables.SetElement) error) error {
+	var err error
+	for range readAttempts {
+		start()
+		if err = c.EachSetElement(s, each); !errors.Is(err, ErrDumpInterrupted) {
+			return err
+		}
+	}
+	return err
 }
 
 // sameSet checks a kernel set against the one we write. The key length is
@@ -121,22 +178,31 @@ func sameSet(s, want *nftables.Set) error {
 	return nil
 }
 
-// sameClusterCIDRs checks a cluster-cidrs set against
-// Config.ClusterCIDRs.
-func (w *Writer) sameClusterCIDRs(id setID, got []nftables.SetElement) error {
+// clusterCIDRsDrift checks a cluster-cidrs set against
+// Config.ClusterCIDRs: a set with other elements is not ours. It returns
+// no drift, and the number of elements read.
+func (w *Writer) clusterCIDRsDrift(id setID, s *nftables.Set) (diff, int, error) {
 	want := map[string]bool{}
 	for _, e := range cidrElements(w.cfg.ClusterCIDRs, id.family()) {
 		want[elementKey(e)] = true
 	}
-	if len(got) != len(want) {
-		return fmt.Errorf("set %s has %d elements, want %d: %w", id.name(), len(got), len(want), errNotOurs)
-	}
-	for _, e := range got {
-		if !want[elementKey(e)] {
-			return fmt.Errorf("set %s: element %x is not a cluster CIDR bound: %w", id.name(), e.Key, errNotOurs)
+	n, bad, foreign := 0, "", false
+	err := eachElement(w.conn, s, func() { n, bad, foreign = 0, "", false }, func(e nftables.SetElement) error {
+		n++
+		if !foreign && !want[elementKey(e)] {
+			bad, foreign = fmt.Sprintf("%x", e.Key), true
 		}
+		return nil
+	})
+	switch {
+	case err != nil:
+		return diff{}, 0, fmt.Errorf("read elements of set %s: %w", id.name(), err)
+	case n != len(want):
+		return diff{}, n, fmt.Errorf("set %s has %d elements, want %d: %w", id.name(), n, len(want), errNotOurs)
+	case foreign:
+		return diff{}, n, fmt.Errorf("set %s: element %s is not a cluster CIDR bound: %w", id.name(), bad, errNotOurs)
 	}
-	return nil
+	return diff{}, n, nil
 }
 
 // checkChains checks the table's chains and their rule counts.
@@ -184,30 +250,64 @@ func sameHook(c *nftables.Chain, d chainDef) bool {
 // kernelElement converts an element read from set id into the mirror's
 // form.
 func kernelElement(id setID, e nftables.SetElement) (elemID, value, error) {
-	def, n := id.def(), id.keyLen()
-	key := string(e.Key)
-	ok := len(e.Key) == n && !e.IntervalEnd
-	if def.interval { // a concatenated interval: the inclusive end follows the key
-		ok = ok && len(e.KeyEnd) == n
-		key += string(e.KeyEnd)
-	} else {
-		ok = ok && len(e.KeyEnd) == 0
-	}
+	var scratch []byte
+	key, ok := kernelKey(id, &e, &scratch)
 	if !ok {
 		return elemID{}, value{}, fmt.Errorf("set %s: element %x-%x is not one we write: %w", id.name(), e.Key, e.KeyEnd, errNotOurs)
 	}
-	var v value
-	switch {
-	case def.verdictMap:
-		vd := e.VerdictData
-		if vd == nil {
-			vd = decodeVerdict(e.Val) // google/nftables v0.3.0 leaves it raw
-		}
-		v.verdict = verdictOf(vd)
-	case def.data != nil:
-		v.data = string(e.Val)
+	return elemID{set: id, key: string(key)}, kernelValue(id, &e), nil
+}
+
+// kernelKey returns the bytes of the mirror's key of an element read
+// from set id: its key, and in an interval set its inclusive end right
+// after it, put together in *scratch, which is reused. ok is false for an
+// element we never write: a key of another length, an interval end, or
+// an end where the set has none or none where it has.
+func kernelKey(id setID, e *nftables.SetElement, scratch *[]byte) (key []byte, ok bool) {
+	n := id.keyLen()
+	if len(e.Key) != n || e.IntervalEnd {
+		return nil, false
 	}
-	return elemID{set: id, key: key}, v, nil
+	if !id.def().interval {
+		return e.Key, len(e.KeyEnd) == 0
+	}
+	if len(e.KeyEnd) != n { // a concatenated interval: the inclusive end follows the key
+		return nil, false
+	}
+	*scratch = append(append((*scratch)[:0], e.Key...), e.KeyEnd...)
+	return *scratch, true
+}
+
+// kernelValue is the value of an element read from set id.
+func kernelValue(id setID, e *nftables.SetElement) value {
+	switch def := id.def(); {
+	case def.verdictMap:
+		return value{verdict: elementVerdict(e)}
+	case def.data != nil:
+		return value{data: string(e.Val)}
+	}
+	return value{}
+}
+
+// sameValue reports whether an element read from set id has value v,
+// without allocating.
+func sameValue(id setID, e *nftables.SetElement, v value) bool {
+	switch def := id.def(); {
+	case def.verdictMap:
+		return v == value{verdict: elementVerdict(e)}
+	case def.data != nil:
+		return v.verdict == noVerdict && v.data == string(e.Val)
+	}
+	return v == value{}
+}
+
+// elementVerdict is a verdict map element's verdict: the Fake gives it
+// decoded, the kernel readers raw in Val.
+func elementVerdict(e *nftables.SetElement) verdict {
+	if e.VerdictData != nil {
+		return verdictOf(e.VerdictData)
+	}
+	return rawVerdict(e.Val)
 }
 
 // unknownVerdict is a verdict we never write: the element is replaced.
@@ -226,7 +326,9 @@ func verdictOf(v *expr.Verdict) verdict {
 }
 
 // decodeVerdict parses a verdict map element's data, which google/nftables
-// v0.3.0 returns as the raw NFTA_VERDICT_* attributes in Val.
+// v0.3.0 returns as the raw NFTA_VERDICT_* attributes in Val, into an
+// expr.Verdict (Fake.Load). rawVerdict reads the same without
+// allocating.
 func decodeVerdict(b []byte) *expr.Verdict {
 	ad, err := netlink.NewAttributeDecoder(b)
 	if err != nil {

@@ -441,6 +441,50 @@ func (f *Fake) GetSetElements(s *nftables.Set) ([]nftables.SetElement, error) {
 	return sortedElements(fs), nil
 }
 
+// EachSetElement calls each with a committed set's elements, sorted by
+// key, as GetSetElements returns them: ENOENT if the table or the set
+// does not exist, and FailNextRead fails it too. Like the kernel reader's,
+// an element's bytes are valid only during its call: the fake copies
+// them into one buffer and overwrites it after the call, so that a
+// caller that keeps them sees them change. It never reports
+// ErrDumpInterrupted unless FailNextRead asks for it.
+func (f *Fake) EachSetElement(s *nftables.Set, each func(nftables.SetElement) error) error {
+	f.mu.Lock()
+	fs, err := f.committedSet(s.Table, s.Name)
+	var elems []nftables.SetElement
+	if err == nil {
+		elems = sortedElements(fs)
+	}
+	f.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	var buf []byte
+	for _, e := range elems {
+		buf = append(buf[:0], e.Key...)
+		buf = append(buf, e.KeyEnd...)
+		buf = append(buf, e.Val...)
+		k, ke := len(e.Key), len(e.Key)+len(e.KeyEnd)
+		e.Key, e.KeyEnd, e.Val = nilIfEmpty(buf[:k:k]), nilIfEmpty(buf[k:ke:ke]), nilIfEmpty(buf[ke:len(buf):len(buf)])
+		err := each(e)
+		for i := range buf {
+			buf[i] = 0xa5
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// nilIfEmpty keeps an absent slice absent.
+func nilIfEmpty(b []byte) []byte {
+	if len(b) == 0 {
+		return nil
+	}
+	return b
+}
+
 // committedSet finds a set for a read, failing first if FailNextRead
 // asked for it.
 func (f *Fake) committedSet(t *nftables.Table, name string) (*fakeSet, error) {
@@ -459,7 +503,7 @@ func (f *Fake) committedSet(t *nftables.Table, name string) (*fakeSet, error) {
 }
 
 // FailNextRead makes the next read (GetSets, GetSetByName, GetSetElements,
-// ListChainsOfTableFamily, GetRules) fail with err.
+// EachSetElement, ListChainsOfTableFamily, GetRules) fail with err.
 func (f *Fake) FailNextRead(err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -119,6 +119,20 @@ func (m *mirror) installed(id elemID) elementState {
 	return elementState{present: true, v: h.list[0].v}
 }
 
+// installedKey is installed of the element of set id whose key is key,
+// without allocating: a map index by elemID{..., string(key)} converts
+// the bytes in place.
+func (m *mirror) installedKey(id setID, key []byte) elementState {
+	if !id.hasValues() {
+		return elementState{present: m.counts[elemID{set: id, key: string(key)}] > 0}
+	}
+	h := m.valued[elemID{set: id, key: string(key)}]
+	if h == nil || len(h.list) == 0 {
+		return elementState{}
+	}
+	return elementState{present: true, v: h.list[0].v}
+}
+
 // acquire adds service as a holder of the element. A service holds an
 // element once: contributions has no duplicates.
 func (m *mirror) acquire(id elemID, service policy.ServiceKey, v value, before map[elemID]elementState) {

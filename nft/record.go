@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"slices"
 
+	"github.com/google/nftables"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 	"golang.org/x/sys/unix"
 )
@@ -33,16 +34,22 @@ func (w *Writer) RecordedNodePorts() ([]policy.VirtualServerKey, error) {
 		if err != nil {
 			return nil, fmt.Errorf("read set %s of table inet %s: %w", id.name(), TableName, err)
 		}
-		elems, err := w.conn.GetSetElements(s)
-		if err != nil {
-			return nil, fmt.Errorf("read elements of set %s of table inet %s: %w", id.name(), TableName, err)
-		}
-		for _, e := range elems {
+		before := len(out)
+		var bad error // an element that is not a vsKey
+		err = eachElement(w.conn, s, func() { out = out[:before] }, func(e nftables.SetElement) error {
 			k, err := decodeVSKey(e.Key, fam)
 			if err != nil {
-				return nil, fmt.Errorf("set %s of table inet %s: element %x: %w", id.name(), TableName, e.Key, err)
+				bad = fmt.Errorf("set %s of table inet %s: element %x: %w", id.name(), TableName, e.Key, err)
+				return bad
 			}
 			out = append(out, k)
+			return nil
+		})
+		if bad != nil {
+			return nil, bad
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read elements of set %s of table inet %s: %w", id.name(), TableName, err)
 		}
 	}
 	slices.SortFunc(out, policy.VirtualServerKey.Compare)

@@ -17,7 +17,8 @@ import (
 const socketBufferBytes = 32 << 20
 
 // NewLinux returns a writer programming the running kernel over netlink
-// (NETLINK_NETFILTER, as root or with CAP_NET_ADMIN).
+// (NETLINK_NETFILTER, as root or with CAP_NET_ADMIN). Its set element
+// reads keep a socket of their own, opened at the first read.
 func NewLinux(cfg Config) (*Writer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -26,7 +27,7 @@ func NewLinux(cfg Config) (*Writer, error) {
 	if err != nil {
 		return nil, nlfamily.Error("nftables", unix.NETLINK_NETFILTER, err)
 	}
-	return New(cfg, c), nil
+	return New(cfg, &linuxConn{Conn: c, elems: newElementReader()}), nil
 }
 
 // largeBuffers raises the socket buffers with SO_SNDBUFFORCE and
