@@ -142,6 +142,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzWalkReadsWhatMdlayherReads -fuzztime 30s ./internal/nlattr/
 	$(GO) test -run '^$$' -fuzz FuzzParseAddrMessage -fuzztime 30s ./proxier/ipvs/
 	$(GO) test -run '^$$' -fuzz FuzzDecodeNotification -fuzztime 30s ./nft/
+	$(GO) test -run '^$$' -fuzz FuzzParseSetElementsReadsWhatNftablesReads -fuzztime 30s ./nft/
 
 clean:
 	rm -rf bin
