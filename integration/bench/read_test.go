@@ -8,11 +8,25 @@ import (
 	mobyipvs "github.com/moby/ipvs"
 	"golang.org/x/sys/unix"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxier/ipvs"
 )
 
 // readsPerOp is how many virtual servers one iteration reads.
 const readsPerOp = 1000
+
+// programmed programs n services' plan into a clean IPVS, cleaned again
+// when b ends, and returns the plan.
+func programmed(b *testing.B, n int) policy.Plan {
+	b.Helper()
+	cleanIPVS(b)
+	plan := benchPlan(n)
+	if err := newIPVSWriter(b).Resync(plan); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { cleanIPVS(b) })
+	return plan
+}
 
 // BenchmarkDestinationsRead lists one virtual server's 10 destinations
 // at a time, 1,000 virtual servers programmed: through the proxy's
@@ -20,12 +34,7 @@ const readsPerOp = 1000
 // use) and through moby/ipvs's GetDestinations, the same request. It
 // reports ns/read.
 func BenchmarkDestinationsRead(b *testing.B) {
-	cleanIPVS(b)
-	plan := benchPlan(1000)
-	if err := newIPVSWriter(b).Resync(plan); err != nil {
-		b.Fatal(err)
-	}
-	defer cleanIPVS(b)
+	plan := programmed(b, 1000)
 	check := func(b *testing.B, n int, err error) {
 		if err != nil || n != destsPerService {
 			b.Fatalf("read %d destinations (err %v), want %d", n, err, destsPerService)
@@ -73,12 +82,7 @@ func BenchmarkDestinationsRead(b *testing.B) {
 // with) and through moby/ipvs's GetServices, the same request. Run with
 // -benchmem: the difference is mostly what each allocates per dump.
 func BenchmarkVirtualServersRead(b *testing.B) {
-	cleanIPVS(b)
-	plan := benchPlan(1000)
-	if err := newIPVSWriter(b).Resync(plan); err != nil {
-		b.Fatal(err)
-	}
-	defer cleanIPVS(b)
+	plan := programmed(b, 1000)
 	check := func(b *testing.B, n int, err error) {
 		if err != nil || n != len(plan.VirtualServers) {
 			b.Fatalf("read %d virtual servers (err %v), want %d", n, err, len(plan.VirtualServers))

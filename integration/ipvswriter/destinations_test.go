@@ -12,7 +12,6 @@ import (
 	mobyipvs "github.com/moby/ipvs"
 	"golang.org/x/sys/unix"
 
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/integration/labnet"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxier/ipvs"
 )
@@ -25,13 +24,7 @@ import (
 // masquerading methods, and nothing for a virtual server that does not
 // exist.
 func TestDestinationsReadAsMobyReadsThem(t *testing.T) {
-	labnet.LinkUp(t, "lo")
-	h := clean(t)
-	k, _, _, _, closeKernel, err := ipvs.NewLinuxAdapters()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer closeKernel()
+	h, k := mobyAndKernel(t)
 	type vsSpec struct {
 		addr  string
 		port  uint16

@@ -129,6 +129,21 @@ func dummyAddrs(t *testing.T) []string {
 	return out
 }
 
+// mobyAndKernel cleans IPVS (clean) with lo up, and returns a moby/ipvs
+// handle and the proxy's Kernel adapter, closed when t ends: the two
+// readers the read-alike tests compare.
+func mobyAndKernel(t *testing.T) (*mobyipvs.Handle, ipvs.Kernel) {
+	t.Helper()
+	labnet.LinkUp(t, "lo")
+	h := clean(t)
+	k, _, _, _, closeKernel, err := ipvs.NewLinuxAdapters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(closeKernel)
+	return h, k
+}
+
 func mobyService(addr string, port uint16, proto uint16) *mobyipvs.Service {
 	a := netip.MustParseAddr(addr)
 	s := &mobyipvs.Service{Address: a.AsSlice(), Port: port, Protocol: proto, SchedName: "rr",

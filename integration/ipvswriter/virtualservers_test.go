@@ -11,7 +11,6 @@ import (
 	mobyipvs "github.com/moby/ipvs"
 	"golang.org/x/sys/unix"
 
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/integration/labnet"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxier/ipvs"
 )
@@ -24,13 +23,7 @@ import (
 // UDP and SCTP, several schedulers, persistence; and not a firewall
 // mark's virtual server, which is never ours.
 func TestVirtualServersReadAsMobyReadsThem(t *testing.T) {
-	labnet.LinkUp(t, "lo")
-	h := clean(t)
-	k, _, _, _, closeKernel, err := ipvs.NewLinuxAdapters()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer closeKernel()
+	h, k := mobyAndKernel(t)
 	const n = 3000 // about 600 KB of answer: a dump of many reads
 	protos := []uint16{unix.IPPROTO_TCP, unix.IPPROTO_UDP, unix.IPPROTO_SCTP}
 	scheds := []string{"rr", "wrr", "sh", "lc"}
