@@ -5,12 +5,12 @@ import (
 	"runtime"
 	"sync"
 	"time"
-	"unsafe"
 
 	"github.com/google/nftables"
 	"golang.org/x/sys/unix"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/nlfamily"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/nlsock"
 )
 
 // linuxConn is the Conn of NewLinux: google/nftables for everything but
@@ -85,7 +85,7 @@ func (r *elementReader) each(s *nftables.Set, each func(nftables.SetElement) err
 	}
 	d := setElemDump{seq: r.seq, each: each}
 	for !d.done {
-		n, err := recvTrunc(r.s.fd, r.buf)
+		n, err := nlsock.Recv(r.s.fd, r.buf, 0)
 		if err == nil && n > len(r.buf) {
 			err = fmt.Errorf("a message of %d bytes, more than the %d-byte buffer", n, len(r.buf))
 		}
@@ -132,22 +132,5 @@ func (s *elemSocket) close() {
 	if s.fd >= 0 {
 		unix.Close(s.fd)
 		s.fd = -1
-	}
-}
-
-// recvTrunc reads one datagram into b and returns its whole length
-// (MSG_TRUNC), which is more than len(b) when it did not fit. It calls
-// recvfrom itself: x/sys/unix's Recvfrom allocates the sender's address
-// on every read.
-func recvTrunc(fd int, b []byte) (int, error) {
-	for {
-		n, _, e := unix.Syscall6(unix.SYS_RECVFROM, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), unix.MSG_TRUNC, 0, 0)
-		switch {
-		case e == unix.EINTR:
-			continue
-		case e != 0:
-			return 0, e
-		}
-		return int(n), nil
 	}
 }

@@ -1,7 +1,6 @@
 package ipvs
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"time"
@@ -10,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/nlfamily"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/nlsock"
 )
 
 // dumpReader lists the virtual servers and their destinations on its
@@ -139,7 +139,11 @@ type nlSocket struct {
 	fd   int
 	seq  uint32
 	buf  []byte
+	req  []byte            // the last request, its buffer reused
 	msgs []netlink.Message // one read's messages, reused
+	// kernel is the kernel's netlink address, where requests go: the
+	// socket's own, since Sendto writes its encoding into it.
+	kernel unix.SockaddrNetlink
 }
 
 // genlReadBuffer is the read buffer: the kernel sizes a dump's pieces to
@@ -168,7 +172,7 @@ func openNetlinkSocket(proto int, what string) (*nlSocket, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("set the read timeout of a %s netlink socket for %s: %w", nlfamily.Name(proto), what, err)
 	}
-	return &nlSocket{fd: fd, buf: make([]byte, genlReadBuffer)}, nil
+	return &nlSocket{fd: fd, buf: make([]byte, genlReadBuffer), kernel: unix.SockaddrNetlink{Family: unix.AF_NETLINK}}, nil
 }
 
 // execute sends one request (a netlink header of type typ with flags
@@ -177,13 +181,8 @@ func openNetlinkSocket(proto int, what string) (*nlSocket, error) {
 // the call: the next read reuses the buffer.
 func (s *nlSocket) execute(typ, flags uint16, body []byte, each func([]netlink.Message) error) error {
 	s.seq++
-	req := make([]byte, unix.NLMSG_HDRLEN, unix.NLMSG_HDRLEN+len(body))
-	binary.NativeEndian.PutUint32(req[0:4], uint32(unix.NLMSG_HDRLEN+len(body)))
-	binary.NativeEndian.PutUint16(req[4:6], typ)
-	binary.NativeEndian.PutUint16(req[6:8], flags|unix.NLM_F_REQUEST)
-	binary.NativeEndian.PutUint32(req[8:12], s.seq)
-	req = append(req, body...)
-	if err := unix.Sendto(s.fd, req, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+	s.req = appendRequest(s.req[:0], typ, flags|unix.NLM_F_REQUEST, s.seq, body)
+	if err := unix.Sendto(s.fd, s.req, 0, &s.kernel); err != nil {
 		return fmt.Errorf("netlink send: %w", err)
 	}
 	return s.receive(each)
@@ -196,10 +195,7 @@ func (s *nlSocket) execute(typ, flags uint16, body []byte, each func([]netlink.M
 func (s *nlSocket) receive(each func([]netlink.Message) error) error {
 	var failed error
 	for {
-		n, _, err := unix.Recvfrom(s.fd, s.buf, unix.MSG_TRUNC)
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
+		n, err := nlsock.Recv(s.fd, s.buf, 0)
 		if err != nil {
 			return errors.Join(failed, fmt.Errorf("netlink receive: %w", err))
 		}
@@ -228,8 +224,7 @@ func (s *nlSocket) receive(each func([]netlink.Message) error) error {
 // discard reads and drops whatever the socket holds, without waiting.
 func (s *nlSocket) discard() {
 	for {
-		_, _, err := unix.Recvfrom(s.fd, s.buf, unix.MSG_DONTWAIT|unix.MSG_TRUNC)
-		if err != nil && !errors.Is(err, unix.EINTR) {
+		if _, err := nlsock.Recv(s.fd, s.buf, unix.MSG_DONTWAIT); err != nil {
 			return
 		}
 	}

@@ -35,6 +35,11 @@ type netlinkLinks struct {
 
 	batchMu sync.Mutex
 	batch   *batchSender
+	// lastAddrs is how many addresses the last dump kept: the next
+	// dump's list is sized for them at once. On a large node the dump is
+	// tens of thousands of addresses, and grown by appending, the list
+	// made garbage of twice its size every dump.
+	lastAddrs int
 }
 
 var _ Links = (*netlinkLinks)(nil)
@@ -164,7 +169,7 @@ func (l *netlinkLinks) Addrs(name string) ([]netip.Prefix, error) {
 func (l *netlinkLinks) dumpAddrs(index int) ([]netip.Prefix, error) {
 	l.batchMu.Lock()
 	defer l.batchMu.Unlock()
-	var out []netip.Prefix
+	out := make([]netip.Prefix, 0, l.lastAddrs)
 	err := l.batch.s.execute(unix.RTM_GETADDR, unix.NLM_F_DUMP, addrDumpRequest(), func(msgs []mdnetlink.Message) error {
 		for _, m := range msgs {
 			at, p, ok, err := parseAddrMessage(m)
@@ -183,6 +188,7 @@ func (l *netlinkLinks) dumpAddrs(index int) ([]netip.Prefix, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dump addresses: %w", err)
 	}
+	l.lastAddrs = len(out)
 	return out, nil
 }
 

@@ -1,10 +1,11 @@
 package ipvs
 
 import (
-	"errors"
 	"fmt"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/nlsock"
 )
 
 // batchSender sends netlink requests in batches on a socket of its own
@@ -130,10 +131,7 @@ const keepBatchBuffer = 64 << 10
 // first until the last request's acknowledgement.
 func (w *batchSender) receive(first uint32, got []error) error {
 	for {
-		n, _, err := unix.Recvfrom(w.s.fd, w.s.buf, unix.MSG_TRUNC)
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
+		n, err := nlsock.Recv(w.s.fd, w.s.buf, 0)
 		if err != nil {
 			w.s.discard()
 			return fmt.Errorf("netlink receive: %w", err)
