@@ -137,12 +137,15 @@ type Proxier struct {
 	changed atomic.Bool
 	// releasing: a ReleaseMemory collection is under way.
 	releasing atomic.Bool
-	// freeOSMemory is debug.FreeOSMemory and residentHeap the function
-	// of that name; tests replace them.
-	freeOSMemory func()
-	residentHeap func() uint64
-	// releasedResident is the resident heap after the last release.
-	releasedResident atomic.Uint64
+	// freeOSMemory is debug.FreeOSMemory, and residentHeap and
+	// heapAllocated the functions of those names; tests replace them.
+	freeOSMemory  func()
+	residentHeap  func() uint64
+	heapAllocated func() uint64
+	// releasedResident and releasedAllocated are the resident heap and
+	// the bytes allocated so far, read after the last release.
+	releasedResident  atomic.Uint64
+	releasedAllocated atomic.Uint64
 	// hostAddrMu orders host-address refreshes; hostAddrRetrying says
 	// one is scheduled after a failed List, hostAddrRetry after how long
 	// (hostAddressRetry; tests shorten it).

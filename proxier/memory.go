@@ -12,21 +12,36 @@ import (
 // burst of changes, a quiet proxy's resident set stays near its busiest.
 // With Config.ReleaseMemory the loop returns them at once after what
 // reads or writes the whole table (a full sync, a periodic repair), and,
-// when the loop has been quiet for quietBeforeRelease, after the resident
-// heap has grown by an eighth (and at least releaseGrowthMin) since the
-// last release left it: a burst of changes or of checks is then
-// returned once it is over, and a steady trickle costs a collection only
-// every so often. An eighth, not more: a quiet node's resident set is
-// what its operator sees, and it swings by that much between releases;
-// a release costs one collection of the live heap. Growth is measured from what the release left, not
-// from the live heap: spans that still hold a live object stay resident,
-// and measured from the live heap a quiet loop would release again and
-// again.
+// when the loop has been quiet for quietBeforeRelease, once the proxy
+// has allocated an eighth of the resident heap (and at least
+// releaseGrowthMin) since the last release: a burst of changes or of
+// checks is then returned once it is over, and a steady trickle costs a
+// collection only every so often. It is measured in bytes allocated, not
+// in the heap's growth: a burst long enough for collections of its own
+// can end with the heap no larger than the last release left it, yet
+// with the garbage made since its last collection, and the pages that
+// collection freed, still resident (BENCHMARKS.md, Memory). An eighth,
+// not more: a quiet node's resident set is what its operator sees; a
+// release costs one collection of the live heap.
 const (
 	quietBeforeRelease = 5 * time.Second
 	releaseGrowthMin   = 8 << 20
 	releaseGrowthShare = 8 // an eighth
 )
+
+// allocatedMetric counts the bytes the heap has allocated since the
+// process started.
+const allocatedMetric = "/gc/heap/allocs:bytes"
+
+// heapAllocated reads allocatedMetric, which stops no goroutine.
+func heapAllocated() uint64 {
+	s := []metrics.Sample{{Name: allocatedMetric}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return s[0].Value.Uint64()
+}
 
 // residentMetrics add up to the heap the process holds: live and
 // unswept objects, free space in spans in use, and free pages not yet
@@ -55,18 +70,18 @@ func residentHeap() uint64 {
 }
 
 // releaseIfQuiet releases the heap when the loop has synced, has been
-// quiet for quietBeforeRelease and the heap grew enough since the last
+// quiet for quietBeforeRelease and allocated enough since the last
 // release. The loop's idle probe calls it.
 func (p *Proxier) releaseIfQuiet() {
 	if !p.cfg.ReleaseMemory || !p.st.synced || p.clock.Since(p.st.lastEnd) < quietBeforeRelease {
 		return
 	}
-	read := p.residentHeap
-	if read == nil {
-		read = residentHeap
+	allocated := p.heapAllocated
+	if allocated == nil {
+		allocated = heapAllocated
 	}
-	base := p.releasedResident.Load()
-	if read() < base+max(releaseGrowthMin, base/releaseGrowthShare) {
+	since := allocated() - p.releasedAllocated.Load()
+	if since < max(releaseGrowthMin, p.releasedResident.Load()/releaseGrowthShare) {
 		return
 	}
 	p.releaseMemory()
@@ -74,21 +89,26 @@ func (p *Proxier) releaseIfQuiet() {
 
 // releaseMemory returns the freed heap to the OS beside the loop, when
 // Config.ReleaseMemory is set; one at a time. It then notes the
-// resident heap, from which releaseIfQuiet measures growth.
+// resident heap and the bytes allocated so far, from which
+// releaseIfQuiet measures what the next release waits for.
 func (p *Proxier) releaseMemory() {
 	if !p.cfg.ReleaseMemory || !p.releasing.CompareAndSwap(false, true) {
 		return
 	}
-	release, read := p.freeOSMemory, p.residentHeap
+	release, read, allocated := p.freeOSMemory, p.residentHeap, p.heapAllocated
 	if release == nil {
 		release = debug.FreeOSMemory
 	}
 	if read == nil {
 		read = residentHeap
 	}
+	if allocated == nil {
+		allocated = heapAllocated
+	}
 	go func() {
 		defer p.releasing.Store(false)
 		release()
 		p.releasedResident.Store(read())
+		p.releasedAllocated.Store(allocated())
 	}()
 }
