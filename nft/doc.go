@@ -27,7 +27,8 @@
 // It makes no policy decisions (it reads them from policy.Plan), never
 // touches another table, never runs the nft binary, and never uses
 // iptables or ipset. It imports policy, the kernel libraries
-// google/nftables and mdlayher/netlink, and internal/nlattr (the set
-// element reads of the repair, parsed in place) only; not client-go,
+// google/nftables and mdlayher/netlink, and the netlink helpers of
+// internal (nlattr and nlsock for the set element reads of the repair,
+// parsed in place; nlfamily for start-up errors) only; not client-go,
 // moby/ipvs or the IPVS writer.
 package nft

@@ -7,8 +7,9 @@ import (
 	"slices"
 
 	"github.com/google/nftables"
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 	"golang.org/x/sys/unix"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 )
 
 // RecordedNodePorts reads the nodeport-services-v4 and -v6 sets from the
