@@ -14,8 +14,8 @@ import (
 
 // dumpReader lists the virtual servers and their destinations on its
 // own generic netlink socket (destdump.go and svcdump.go say why not
-// through moby/ipvs). Like a
-// moby handle, it is used by one goroutine at a time.
+// through moby/ipvs). Like a moby handle, it is used by one goroutine
+// at a time.
 type dumpReader struct {
 	s      *nlSocket
 	family uint16
