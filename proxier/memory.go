@@ -13,20 +13,20 @@ import (
 // With Config.ReleaseMemory the loop returns them at once after what
 // reads or writes the whole table (a full sync, a periodic repair), and,
 // when the loop has been quiet for quietBeforeRelease, once the proxy
-// has allocated an eighth of the resident heap (and at least
+// has allocated a sixteenth of the resident heap (and at least
 // releaseGrowthMin) since the last release: a burst of changes or of
 // checks is then returned once it is over, and a steady trickle costs a
 // collection only every so often. It is measured in bytes allocated, not
 // in the heap's growth: a burst long enough for collections of its own
 // can end with the heap no larger than the last release left it, yet
 // with the garbage made since its last collection, and the pages that
-// collection freed, still resident (BENCHMARKS.md, Memory). An eighth,
-// not more: a quiet node's resident set is what its operator sees; a
-// release costs one collection of the live heap.
+// collection freed, still resident (BENCHMARKS.md, Memory). A
+// sixteenth, not more: a quiet node's resident set is what its operator
+// sees; a release costs one collection of the live heap.
 const (
 	quietBeforeRelease = 5 * time.Second
-	releaseGrowthMin   = 8 << 20
-	releaseGrowthShare = 8 // an eighth
+	releaseGrowthMin   = 4 << 20
+	releaseGrowthShare = 16 // a sixteenth
 )
 
 // allocatedMetric counts the bytes the heap has allocated since the

@@ -10,12 +10,12 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 )
 
-// TestReleaseOnceQuietAfterAnEighthWasAllocated: with ReleaseMemory,
+// TestReleaseOnceQuietAfterASixteenthWasAllocated: with ReleaseMemory,
 // the idle probe returns the heap to the OS once the loop has been quiet
-// for quietBeforeRelease and the proxy allocated an eighth of the
+// for quietBeforeRelease and the proxy allocated a sixteenth of the
 // resident heap the last release left, and at least releaseGrowthMin,
 // since that release: whether or not the heap grew meanwhile.
-func TestReleaseOnceQuietAfterAnEighthWasAllocated(t *testing.T) {
+func TestReleaseOnceQuietAfterASixteenthWasAllocated(t *testing.T) {
 	const mib = 1 << 20
 	tests := []struct {
 		name      string
@@ -25,12 +25,12 @@ func TestReleaseOnceQuietAfterAnEighthWasAllocated(t *testing.T) {
 		allocated uint64 // bytes allocated since the last release
 		want      int32
 	}{
-		{name: "released once quiet after an eighth was allocated", quiet: quietBeforeRelease, resident: 100 * mib, allocated: 13 * mib, want: 1},
+		{name: "released once quiet after a sixteenth was allocated", quiet: quietBeforeRelease, resident: 100 * mib, allocated: 7 * mib, want: 1},
 		{name: "not while the last sync is recent", quiet: quietBeforeRelease - time.Second, resident: 100 * mib, allocated: 200 * mib},
-		{name: "not for less than an eighth", quiet: time.Minute, resident: 100 * mib, allocated: 12 * mib},
+		{name: "not for less than a sixteenth", quiet: time.Minute, resident: 100 * mib, allocated: 6 * mib},
 		{name: "not again when nothing was allocated since", quiet: time.Minute, resident: 68 * mib},
-		{name: "not for less than the minimum on a small heap", quiet: time.Minute, resident: 4 * mib, allocated: 7 * mib},
-		{name: "a small heap after the minimum", quiet: time.Minute, resident: 4 * mib, allocated: 8 * mib, want: 1},
+		{name: "not for less than the minimum on a small heap", quiet: time.Minute, resident: 4 * mib, allocated: 3 * mib},
+		{name: "a small heap after the minimum", quiet: time.Minute, resident: 4 * mib, allocated: 4 * mib, want: 1},
 		{name: "never without ReleaseMemory", off: true, quiet: time.Minute, resident: 4 * mib, allocated: 400 * mib},
 	}
 	for _, tc := range tests {
