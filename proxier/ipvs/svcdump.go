@@ -18,8 +18,8 @@ import (
 // makes it on its own socket for the reason it lists destinations
 // there (destdump.go), and more: moby decodes each virtual server's
 // statistics too, copying every attribute, and a Repair dumps the whole
-// table; at 10,000 services that decoding was the second largest
-// allocation of a quiet proxy (BENCHMARKS.md). Here the answer is
+// table; on a large node that decoding was among the largest
+// allocations of a quiet proxy (BENCHMARKS.md). Here the answer is
 // decoded in place and the statistics are skipped.
 const (
 	ipvsCmdGetService = 4 // IPVS_CMD_GET_SERVICE
