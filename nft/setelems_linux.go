@@ -9,7 +9,6 @@ import (
 	"github.com/google/nftables"
 	"golang.org/x/sys/unix"
 
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/nlfamily"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/nlsock"
 )
 
@@ -106,20 +105,11 @@ func (r *elementReader) each(s *nftables.Set, each func(nftables.SetElement) err
 	return fail(d.err)
 }
 
-// open opens and binds the socket, with elemReadTimeout.
+// open opens the socket (nlsock.Open), with elemReadTimeout.
 func (r *elementReader) open() error {
-	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_NETFILTER)
+	fd, err := nlsock.Open(unix.NETLINK_NETFILTER, "nftables set elements", elemReadTimeout)
 	if err != nil {
-		return nlfamily.Error("nftables set elements", unix.NETLINK_NETFILTER, err)
-	}
-	tv := unix.NsecToTimeval(elemReadTimeout.Nanoseconds())
-	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
-		unix.Close(fd)
-		return fmt.Errorf("bind a netfilter netlink socket: %w", err)
-	}
-	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
-		unix.Close(fd)
-		return fmt.Errorf("set the read timeout of a netfilter netlink socket: %w", err)
+		return err
 	}
 	r.s.fd = fd
 	if r.buf == nil {

@@ -8,7 +8,6 @@ import (
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/nlfamily"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/nlsock"
 )
 
@@ -159,20 +158,11 @@ func openGenlSocket() (*nlSocket, error) { return openNetlinkSocket(unix.NETLINK
 // openNetlinkSocket opens a socket of netlink protocol proto for what
 // (named in its errors).
 func openNetlinkSocket(proto int, what string) (*nlSocket, error) {
-	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, proto)
+	fd, err := nlsock.Open(proto, what, genlReadTimeout)
 	if err != nil {
-		return nil, nlfamily.Error(what, proto, err)
+		return nil, err
 	}
-	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
-		unix.Close(fd)
-		return nil, fmt.Errorf("bind a %s netlink socket for %s: %w", nlfamily.Name(proto), what, err)
-	}
-	tv := unix.NsecToTimeval(genlReadTimeout.Nanoseconds())
-	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
-		unix.Close(fd)
-		return nil, fmt.Errorf("set the read timeout of a %s netlink socket for %s: %w", nlfamily.Name(proto), what, err)
-	}
-	return &nlSocket{fd: fd, buf: make([]byte, genlReadBuffer), kernel: unix.SockaddrNetlink{Family: unix.AF_NETLINK}}, nil
+	return &nlSocket{fd: fd, buf: make([]byte, genlReadBuffer)}, nil
 }
 
 // execute sends one request (a netlink header of type typ with flags
