@@ -151,16 +151,20 @@ func mobyipvsNew() (*mobyKernel, error) {
 		return nil, nlfamily.Error("ipvs", unix.NETLINK_GENERIC, err)
 	}
 	// moby/ipvs resolves the IPVS generic netlink family once and only
-	// logs a failure; ask the kernel once, so that a node without ip_vs
-	// fails here with the module named.
-	if _, err := h.GetConfig(); err != nil {
-		h.Close()
-		return nil, fmt.Errorf("ipvs: the IPVS generic netlink family does not answer (load module ip_vs): %w", err)
-	}
+	// logs a failure, after which its handle panics on the first
+	// request; so the family is looked up on our own socket (after
+	// mobyipvs.New, which loads the module) before moby is asked
+	// anything, and a node without ip_vs fails here with the module
+	// named.
 	dests, err := newDumpReader()
 	if err != nil {
 		h.Close()
-		return nil, fmt.Errorf("destinations reader: %w", err)
+		return nil, fmt.Errorf("the kernel has no IPVS generic netlink family (load module ip_vs): %w", err)
+	}
+	if _, err := h.GetConfig(); err != nil {
+		h.Close()
+		dests.Close()
+		return nil, fmt.Errorf("the IPVS generic netlink family does not answer: %w", err)
 	}
 	ops, err := newOpWriter()
 	if err != nil {
