@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/ptr"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testsupport/fakeapi"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/kubeapi"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 )
@@ -290,7 +291,7 @@ func newTestProxier(t *testing.T, mutate func(*Config), objs ...runtime.Object) 
 	}
 	tp := &testProxier{client: fake.NewClientset(objs...), meta: metadatafake.NewSimpleMetadataClient(scheme),
 		dp: &fakeDataPlane{}, seams: newFakeSeams(), rec: record.NewFakeRecorder(100)}
-	cfg := Config{NodeName: testNode, Client: tp.client, MetadataClient: tp.meta, DataPlane: tp.dp,
+	cfg := Config{NodeName: testNode, Client: fakeapi.Client(tp.client), MetadataClient: tp.meta, DataPlane: tp.dp,
 		Observer: tp.seams, Health: tp.seams, ServiceHealth: tp.seams, Recorder: tp.rec, SyncPeriod: time.Hour}
 	if mutate != nil {
 		mutate(&cfg)

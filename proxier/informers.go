@@ -3,6 +3,7 @@ package proxier
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -11,11 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
-	"k8s.io/client-go/informers"
-	coreinformers "k8s.io/client-go/informers/core/v1"
-	discoveryinformers "k8s.io/client-go/informers/discovery/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/kubeapi"
@@ -25,8 +23,9 @@ import (
 // informerSet is the always-on informers: Services, EndpointSlices and
 // this node's Node.
 type informerSet struct {
-	factories []informers.SharedInformerFactory
+	informers []cache.SharedIndexInformer
 	synced    []cache.InformerSynced
+	wg        sync.WaitGroup
 }
 
 // Label selectors, as kube-proxy: Services of another proxy and
@@ -59,63 +58,50 @@ func (p *Proxier) newInformers() (*informerSet, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, resync := p.cfg.Client, p.cfg.ConfigSyncPeriod
-	tweak := func(f func(*metav1.ListOptions)) informers.SharedInformerOption {
-		return informers.WithTweakListOptions(f)
-	}
-	svcF := informers.NewSharedInformerFactoryWithOptions(c, resync, informers.WithTransform(p.transform))
-	sliceF := informers.NewSharedInformerFactoryWithOptions(c, resync, informers.WithTransform(p.transform))
-	nodeF := informers.NewSharedInformerFactoryWithOptions(c, resync, informers.WithTransform(p.transform),
-		tweak(func(o *metav1.ListOptions) {
-			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", p.cfg.NodeName).String()
-		}))
-
-	set := &informerSet{factories: []informers.SharedInformerFactory{svcF, sliceF, nodeF}}
-	// The factories' own informers keep a namespace index nothing here
-	// reads (a set of keys per namespace, an entry per object); these
-	// have none. The factories still set the transform
-	// and hand out the same informers (Core().V1().Services().Informer()).
-	noIndex := cache.Indexers{}
-	svcInf := svcF.InformerFor(&corev1.Service{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
-		return coreinformers.NewFilteredServiceInformer(c, metav1.NamespaceAll, resync, noIndex, func(o *metav1.ListOptions) {
-			o.LabelSelector = svcSel
-			o.FieldSelector = fields.OneTermNotEqualSelector("spec.clusterIP", corev1.ClusterIPNone).String()
-		})
-	})
-	sliceInf := sliceF.InformerFor(&discoveryv1.EndpointSlice{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
-		return discoveryinformers.NewFilteredEndpointSliceInformer(c, metav1.NamespaceAll, resync, noIndex, func(o *metav1.ListOptions) {
-			o.LabelSelector = sliceSelector()
-		})
-	})
+	c := p.cfg.Client
+	set := &informerSet{}
 	for _, h := range []struct {
-		inf     cache.SharedIndexInformer
+		lw      cache.ListerWatcher
+		obj     runtime.Object
 		handler cache.ResourceEventHandler
 	}{
-		{svcInf, p.serviceHandler()},
-		{sliceInf, p.sliceHandler()},
-		{nodeF.Core().V1().Nodes().Informer(), p.nodeHandler()},
+		{c.Services(func(o *metav1.ListOptions) {
+			o.LabelSelector = svcSel
+			o.FieldSelector = fields.OneTermNotEqualSelector("spec.clusterIP", corev1.ClusterIPNone).String()
+		}), &corev1.Service{}, p.serviceHandler()},
+		{c.EndpointSlices(func(o *metav1.ListOptions) {
+			o.LabelSelector = sliceSelector()
+		}), &discoveryv1.EndpointSlice{}, p.sliceHandler()},
+		{c.Nodes(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", p.cfg.NodeName).String()
+		}), &corev1.Node{}, p.nodeHandler()},
 	} {
-		reg, err := h.inf.AddEventHandler(h.handler)
+		// No indexers: nothing here reads an index, and a namespace
+		// index would keep a set of keys per namespace and an entry
+		// per object.
+		inf := cache.NewSharedIndexInformerWithOptions(h.lw, h.obj,
+			cache.SharedIndexInformerOptions{ResyncPeriod: p.cfg.ConfigSyncPeriod, Indexers: cache.Indexers{}})
+		if err := inf.SetTransform(p.transform); err != nil {
+			return nil, fmt.Errorf("set the %T informer's transform: %w", h.obj, err)
+		}
+		reg, err := inf.AddEventHandler(h.handler)
 		if err != nil {
 			return nil, fmt.Errorf("register event handler: %w", err)
 		}
+		set.informers = append(set.informers, inf)
 		set.synced = append(set.synced, reg.HasSynced)
 	}
 	return set, nil
 }
 
 func (s *informerSet) start(ctx context.Context) {
-	for _, f := range s.factories {
-		f.StartWithContext(ctx)
+	for _, inf := range s.informers {
+		s.wg.Go(func() { inf.RunWithContext(ctx) })
 	}
 }
 
 // shutdown waits for the informers' goroutines; ctx must be done.
-func (s *informerSet) shutdown() {
-	for _, f := range s.factories {
-		f.Shutdown()
-	}
-}
+func (s *informerSet) shutdown() { s.wg.Wait() }
 
 // objectOf returns obj as a T, unwrapping a delete tombstone.
 func objectOf[T any](obj any) (T, bool) {

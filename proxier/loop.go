@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
@@ -17,6 +16,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/backoff"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/kubeclient"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 )
 
@@ -67,7 +67,7 @@ type Config struct {
 	// (--config-sync-period); 0 means DefaultConfigSyncPeriod.
 	ConfigSyncPeriod time.Duration
 	// Client reads Services, EndpointSlices and this node's Node.
-	Client kubernetes.Interface
+	Client kubeclient.Interface
 	// MetadataClient reads the other Nodes' labels (metadata only), while
 	// some service uses the topology-keys annotation.
 	MetadataClient metadata.Interface
@@ -266,7 +266,7 @@ func (p *Proxier) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	p.services = set.factories[0].Core().V1().Services().Informer().GetStore()
+	p.services = set.informers[0].GetStore() // the Services informer
 	p.watchHostAddresses(ctx)
 	p.nodes.run(ctx)
 	set.start(ctx)

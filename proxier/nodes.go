@@ -6,15 +6,32 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/metadata"
-	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 )
 
 var nodesResource = schema.GroupVersionResource{Version: "v1", Resource: "nodes"}
+
+// nodeMetadata lists and watches every Node's metadata, as client-go's
+// metadatainformer does (which would link client-go's informers for
+// every API group; internal/kubeclient says why not). The metadata
+// client's marker, if it has one, says whether watch-list semantics
+// apply.
+func nodeMetadata(c metadata.Interface) cache.ListerWatcher {
+	return cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return c.Resource(nodesResource).List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return c.Resource(nodesResource).Watch(ctx, o)
+		},
+	}, c)
+}
 
 // nodeWatch runs a metadata-only (PartialObjectMetadata) informer over
 // every Node, for their labels, only while some service uses the
@@ -89,7 +106,7 @@ func (w *nodeWatch) set(want bool) {
 func (w *nodeWatch) startLocked() {
 	gen := w.t.nodesStarted()
 	logger := klog.FromContext(w.parent)
-	inf := metadatainformer.NewFilteredMetadataInformer(w.client, nodesResource, "", w.resync, cache.Indexers{}, nil).Informer()
+	inf := cache.NewSharedIndexInformer(nodeMetadata(w.client), &metav1.PartialObjectMetadata{}, w.resync, cache.Indexers{})
 	var reg cache.ResourceEventHandlerRegistration
 	err := inf.SetTransform(trimObject) // a node's identity and labels
 	if err == nil {

@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/metadata"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/integration/apiserver"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/kubeclient"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxier"
 )
@@ -44,8 +45,12 @@ func TestNodesAgainstARealAPIServer(t *testing.T) {
 	}
 
 	dp := &recorder{}
+	client, err := kubeclient.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	p, err := proxier.New(proxier.Config{NodeName: nodeName, SyncPeriod: time.Hour, NodeWatchLinger: 3 * time.Second,
-		Client: admin, MetadataClient: metadata.NewForConfigOrDie(cfg), DataPlane: dp})
+		Client: client, MetadataClient: metadata.NewForConfigOrDie(cfg), DataPlane: dp})
 	if err != nil {
 		t.Fatal(err)
 	}

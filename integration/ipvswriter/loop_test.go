@@ -23,6 +23,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/integration/labnet"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testsupport/fakeapi"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxier"
 )
 
@@ -124,7 +125,7 @@ func loopLatencies(t *testing.T, h *mobyipvs.Handle, client *fake.Clientset, w p
 		t.Fatal(err)
 	}
 	period := 10 * time.Second
-	p, err := proxier.New(proxier.Config{NodeName: "node-a", Client: client, MetadataClient: metadatafake.NewSimpleMetadataClient(scheme),
+	p, err := proxier.New(proxier.Config{NodeName: "node-a", Client: fakeapi.Client(client), MetadataClient: metadatafake.NewSimpleMetadataClient(scheme),
 		DataPlane: w, SyncPeriod: period})
 	if err != nil {
 		t.Fatalf("New: %v", err)

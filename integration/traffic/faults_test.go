@@ -30,6 +30,7 @@ import (
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/health"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/integration/labnet"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testsupport/fakeapi"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/metrics"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/nft"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
@@ -61,7 +62,7 @@ func newLoop(t *testing.T, h *harness, objs ...runtime.Object) *loop {
 	scheme := metadatafake.NewTestScheme()
 	h.must(metav1.AddMetaToScheme(scheme))
 	l.p, err = proxier.New(proxier.Config{NodeName: nodeA, Engine: policy.Config{ClusterCIDRs: []string{"10.244.0.0/16"}},
-		SyncPeriod: time.Hour, Client: l.client, MetadataClient: metadatafake.NewSimpleMetadataClient(scheme), DataPlane: dp,
+		SyncPeriod: time.Hour, Client: fakeapi.Client(l.client), MetadataClient: metadatafake.NewSimpleMetadataClient(scheme), DataPlane: dp,
 		Observer: metrics.New(l.reg), Health: l.health, Recorder: l.events})
 	h.must(err)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -30,10 +30,14 @@ type pkg struct {
 var (
 	clientGo       = []string{"k8s.io/client-go"}
 	clientGoClient = []string{"k8s.io/client-go/informers", "k8s.io/client-go/kubernetes", "k8s.io/client-go/metadata", "k8s.io/client-go/rest"}
-	kernelLibs     = []string{"github.com/vishvananda/netlink", "github.com/vishvananda/netns", "github.com/mdlayher/netlink", "github.com/google/nftables", "github.com/moby/ipvs"}
-	klog           = []string{"k8s.io/klog"}
-	prometheus     = []string{"github.com/prometheus"}
-	thisModule     = []string{module + "/"}
+	// clientsets are client-go's packages that register or serve every
+	// API group.
+	clientsets = []string{"k8s.io/client-go/kubernetes", "k8s.io/client-go/informers",
+		"k8s.io/client-go/metadata/metadatainformer", "k8s.io/client-go/applyconfigurations"}
+	kernelLibs = []string{"github.com/vishvananda/netlink", "github.com/vishvananda/netns", "github.com/mdlayher/netlink", "github.com/google/nftables", "github.com/moby/ipvs"}
+	klog       = []string{"k8s.io/klog"}
+	prometheus = []string{"github.com/prometheus"}
+	thisModule = []string{module + "/"}
 )
 
 func join(groups ...[]string) []string { return slices.Concat(groups...) }
@@ -75,6 +79,10 @@ var rules = []rule{
 		why: "proxier/leftovers/doc.go: kernel libraries only; not policy, client-go or the writers"},
 	{pkg: "proxier", imports: kernelLibs,
 		why: "proxier/doc.go: no kernel library itself, only through its writer subpackages"},
+	{pkg: "cmd/kube-ipvs-proxy", deps: clientsets,
+		why: "internal/kubeclient/doc.go: the proxy links no client-go clientset, typed client or informer factory"},
+	{pkg: "internal/kubeclient", deps: join(thisModule, kernelLibs, clientsets),
+		why: "internal/kubeclient/doc.go: client-go's REST client and a scheme of core/v1 and discovery/v1 only"},
 	{pkg: "internal/httpserve", deps: join(thisModule, clientGo, prometheus, kernelLibs),
 		why: "internal/httpserve/doc.go: net/http only"},
 	{pkg: "internal/sysctl", deps: join(thisModule, kernelLibs, clientGo),

@@ -9,9 +9,9 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/kubeclient"
 )
 
 // nodePortAddressesPrimary is nodePortAddresses' special value: the node's
@@ -140,8 +140,8 @@ func primaryIPs(node *corev1.Node, bind netip.Addr) []netip.Addr {
 }
 
 // getNode reads this node's Node object; nil if it cannot be read.
-func getNode(ctx context.Context, cs kubernetes.Interface, name string) (*corev1.Node, error) {
-	n, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+func getNode(ctx context.Context, cs kubeclient.Interface, name string) (*corev1.Node, error) {
+	n, err := cs.Node(ctx, name)
 	if err != nil {
 		return nil, fmt.Errorf("get node %s: %w", name, err)
 	}
@@ -151,7 +151,7 @@ func getNode(ctx context.Context, cs kubernetes.Interface, name string) (*corev1
 // healthCheckAddrs are serviceHealthAddrs for this host and node. What
 // cannot be read (the Node, the interfaces) leaves every address, as in
 // kube-proxy, with an error logged.
-func healthCheckAddrs(ctx context.Context, cs kubernetes.Interface, rc RunConfig, families []corev1.IPFamily) []netip.Addr {
+func healthCheckAddrs(ctx context.Context, cs kubeclient.Interface, rc RunConfig, families []corev1.IPFamily) []netip.Addr {
 	logger := klog.FromContext(ctx)
 	npa := rc.Policy.NodePortAddresses
 	if len(npa) == 0 {

@@ -6,8 +6,9 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/kubeclient"
 )
 
 // podCIDRPoll is how often useNodeCIDRs reads the Node while it has no
@@ -21,7 +22,7 @@ const podCIDRPoll = time.Second
 // returns the RunConfig with them. kube-proxy restarts when the podCIDRs
 // change later; this proxy keeps the ones it started with. It reads the
 // Node every poll (podCIDRPoll) while it has none.
-func (o *Options) useNodeCIDRs(ctx context.Context, cs kubernetes.Interface, poll time.Duration) (RunConfig, error) {
+func (o *Options) useNodeCIDRs(ctx context.Context, cs kubeclient.Interface, poll time.Duration) (RunConfig, error) {
 	logger := klog.FromContext(ctx)
 	waiting := false
 	for {

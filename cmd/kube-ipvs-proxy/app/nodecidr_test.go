@@ -11,6 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testsupport/fakeapi"
 )
 
 // TestNodeCIDRModeTakesTheNodesPodCIDRs: with detectLocalMode NodeCIDR
@@ -43,7 +45,7 @@ func TestNodeCIDRModeTakesTheNodesPodCIDRs(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 			defer cancel()
-			rc, err := o.useNodeCIDRs(ctx, cs, 10*time.Millisecond)
+			rc, err := o.useNodeCIDRs(ctx, fakeapi.Client(cs), 10*time.Millisecond)
 			if tc.wantError != "" {
 				if err == nil || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), tc.wantError) {
 					t.Fatalf("error %v, want %q", err, tc.wantError)

@@ -10,9 +10,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -21,6 +18,7 @@ import (
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/conntrack"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/health"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/kubeclient"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/sysctl"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/metrics"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
@@ -53,7 +51,7 @@ func Watch(ctx context.Context, o *Options, open DataPlaneOpener, stdout io.Writ
 		return fmt.Errorf("api client: %w", err)
 	}
 	newAPIErrorLog(logger).install(restCfg)
-	cs, err := kubernetes.NewForConfig(restCfg)
+	cs, err := kubeclient.New(restCfg)
 	if err != nil {
 		return fmt.Errorf("api client: %w", err)
 	}
@@ -159,14 +157,14 @@ func Watch(ctx context.Context, o *Options, open DataPlaneOpener, stdout io.Writ
 
 // eventRecorder records Events through the API; with --dry-run it is nil
 // and nothing is written.
-func eventRecorder(ctx context.Context, o *Options, cs kubernetes.Interface, node string) (record.EventRecorder, func()) {
+func eventRecorder(ctx context.Context, o *Options, cs kubeclient.Interface, node string) (record.EventRecorder, func()) {
 	if o.DryRun {
 		return nil, func() {}
 	}
 	events := record.NewBroadcaster(record.WithContext(ctx))
 	// One Event per Service problem in the cluster, not one per node.
-	events.StartRecordingToSink(proxier.ClusterWideEventSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")}))
-	return events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kube-ipvs-proxy", Host: node}), events.Shutdown
+	events.StartRecordingToSink(proxier.ClusterWideEventSink(cs.EventSink()))
+	return events.NewRecorder(kubeclient.Scheme, corev1.EventSource{Component: "kube-ipvs-proxy", Host: node}), events.Shutdown
 }
 
 // restConfig is the API client configuration: the kubeconfig and master
