@@ -3,13 +3,13 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -33,13 +33,12 @@ import (
 
 // The scale test's knobs.
 const (
-	envScale       = "KIP_E2E_SCALE"                // 1 runs TestResidentMemoryAtScale
-	envServices    = "KIP_E2E_SCALE_SERVICES"       // services; default 1000
-	envPerService  = "KIP_E2E_SCALE_ENDPOINTS"      // endpoints per service; default 10
-	envMaxRSS      = "KIP_E2E_SCALE_MAX_RSS_MIB"    // the limit; default defaultMaxRSSMiB
-	envBinary      = "KIP_E2E_SCALE_BIN"            // a prebuilt proxy binary (to compare builds)
-	envHeapProfile = "KIP_E2E_SCALE_HEAP_PROFILE"   // where to write the proxy's heap profile
-	envConverge    = "KIP_E2E_SCALE_CONVERGE_AFTER" // how long convergence may take; default 5m
+	envScale      = "KIP_E2E_SCALE"                // 1 runs TestResidentMemoryAtScale
+	envServices   = "KIP_E2E_SCALE_SERVICES"       // services; default 1000
+	envPerService = "KIP_E2E_SCALE_ENDPOINTS"      // endpoints per service; default 10
+	envMaxRSS     = "KIP_E2E_SCALE_MAX_RSS_MIB"    // the limit; default defaultMaxRSSMiB
+	envBinary     = "KIP_E2E_SCALE_BIN"            // a prebuilt proxy binary (to compare builds)
+	envConverge   = "KIP_E2E_SCALE_CONVERGE_AFTER" // how long convergence may take; default 5m
 )
 
 // defaultMaxRSSMiB bounds the proxy's resident memory (current and peak)
@@ -57,10 +56,10 @@ const createWorkers = 8
 // owner references, target refs, managed fields), and fails if the proxy
 // binary's resident memory (now and at its peak) once it has converged
 // exceeds defaultMaxRSSMiB. It runs the real binary in --dry-run watch
-// mode (the same informers, engine and loop; no kernel on the host) with
-// --profiling, logs VmRSS, VmHWM and the Go heap, and writes the proxy's
-// heap profile to KIP_E2E_SCALE_HEAP_PROFILE when set (read it with go
-// tool pprof -top -sample_index=inuse_space). KIP_E2E_SCALE_BIN measures
+// mode (the same informers, engine and loop; no kernel on the host, and
+// no listener: --dry-run opens none), waits for its first sync (its
+// "First sync done" line, with every service), and logs VmRSS and VmHWM
+// two seconds later. KIP_E2E_SCALE_BIN measures
 // a prebuilt binary instead of building this tree. Opt-in (it creates
 // 2 × services objects): KIP_E2E_SCALE=1.
 func TestResidentMemoryAtScale(t *testing.T) {
@@ -112,34 +111,31 @@ func TestResidentMemoryAtScale(t *testing.T) {
 			t.Fatalf("build: %v\n%s", err, out)
 		}
 	}
-	metricsAddr := freeAddr(t)
 	cmd := exec.Command(bin, "--dry-run", "--kubeconfig", c.Kubeconfig("admin"), "--hostname-override", nodeName,
-		"--metrics-bind-address", metricsAddr, "--healthz-bind-address", "", "--ipvs-min-sync-period", "1s",
-		"--profiling")
-	cmd.Stdout, cmd.Stderr = nil, nil // the plans go to /dev/null
+		"--ipvs-min-sync-period", "1s")
+	cmd.Stdout = nil // the plans go to /dev/null
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 
 	start = time.Now()
-	var body string
-	for !converged(body, services) {
-		if time.Since(start) > converge {
-			t.Fatalf("not converged after %v (%s)", converge, envConverge)
+	synced := firstSync(stderr)
+	select {
+	case n := <-synced:
+		if n != services+1 { // and the kubernetes Service
+			t.Fatalf("the first sync programmed %d services, want %d", n, services+1)
 		}
-		time.Sleep(500 * time.Millisecond)
-		_, body = getQuiet(metricsAddr)
+	case <-time.After(converge):
+		t.Fatalf("no first sync after %v (%s)", converge, envConverge)
 	}
-	t.Logf("converged in %v", time.Since(start).Round(time.Millisecond))
+	t.Logf("first sync done in %v", time.Since(start).Round(time.Millisecond))
 	time.Sleep(2 * time.Second)
 	mem := residentMemory(t, cmd.Process.Pid)
-	_, body = getQuiet(metricsAddr)
-	t.Logf("Go heap: %s", goHeap(body))
-	// The profile is taken after a GC, so heap_alloc then is the live heap.
-	writeHeapProfile(t, metricsAddr, os.Getenv(envHeapProfile))
-	_, body = getQuiet(metricsAddr)
-	t.Logf("Go heap after a GC: %s", goHeap(body))
 
 	for _, f := range []string{"VmRSS", "VmHWM"} {
 		t.Logf("%d services, %d endpoints: %s %d MiB (limit %d MiB)", services, services*perService, f, mem[f]>>10, limit)
@@ -235,62 +231,25 @@ func endpointAddr(k int) string {
 	return netip.AddrFrom4(b).String()
 }
 
-var (
-	vsLine      = regexp.MustCompile(`(?m)^kube_ipvs_proxy_virtual_servers\{kind="ClusterIP"\} (\d+)$`)
-	pendingLine = regexp.MustCompile(`(?m)^kubeproxy_sync_proxy_rules_(?:endpoint|service)_changes_pending (\S+)$`)
-	heapLine    = regexp.MustCompile(`(?m)^go_memstats_(heap_alloc|heap_inuse|heap_idle|heap_released|next_gc)_bytes (\S+)$`)
-)
+var firstSyncLine = regexp.MustCompile(`"First sync done" services=(\d+)`)
 
-// converged reports whether the metrics show every service's ClusterIP
-// virtual server (and the kubernetes Service's) and no pending change.
-func converged(body string, services int) bool {
-	m := vsLine.FindStringSubmatch(body)
-	if len(m) != 2 || m[1] != strconv.Itoa(services+1) {
-		return false
-	}
-	pending := pendingLine.FindAllStringSubmatch(body, -1)
-	for _, p := range pending {
-		if p[1] != "0" {
-			return false
+// firstSync sends the services count of the proxy's "First sync done"
+// line, read from its log; the rest of the log is drained.
+func firstSync(log io.Reader) <-chan int {
+	out := make(chan int, 1)
+	go func() {
+		sc := bufio.NewScanner(log)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		sent := false
+		for sc.Scan() {
+			if m := firstSyncLine.FindStringSubmatch(sc.Text()); m != nil && !sent {
+				n, _ := strconv.Atoi(m[1])
+				out <- n
+				sent = true
+			}
 		}
-	}
-	return len(pending) == 2
-}
-
-// goHeap renders the Go runtime's heap gauges in MiB.
-func goHeap(body string) string {
-	var parts []string
-	for _, m := range heapLine.FindAllStringSubmatch(body, -1) {
-		v, err := strconv.ParseFloat(m[2], 64)
-		if err != nil {
-			continue
-		}
-		parts = append(parts, fmt.Sprintf("%s %.1f MiB", m[1], v/(1<<20)))
-	}
-	return strings.Join(parts, ", ")
-}
-
-// writeHeapProfile fetches the proxy's heap profile, after a GC, and
-// writes it to path when set.
-func writeHeapProfile(t *testing.T, addr, path string) {
-	t.Helper()
-	resp, err := http.Get("http://" + addr + "/debug/pprof/heap?gc=1")
-	if err != nil {
-		t.Fatalf("heap profile: %v", err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("heap profile: %d %v", resp.StatusCode, err)
-	}
-	if path == "" {
-		t.Logf("heap profile: %d bytes (set %s to keep it)", len(data), envHeapProfile)
-		return
-	}
-	if err := os.WriteFile(path, data, 0o644); err != nil {
-		t.Fatalf("heap profile: %v", err)
-	}
-	t.Logf("heap profile: %s", path)
+	}()
+	return out
 }
 
 // residentMemory reads VmRSS and VmHWM (KiB) from /proc/pid/status.
