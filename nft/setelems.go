@@ -4,13 +4,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"syscall"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
 	"golang.org/x/sys/unix"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/nlattr"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/nlsock"
 )
 
 // The set element reads of the drift repair and of RecordedNodePorts,
@@ -219,45 +219,37 @@ type setElemDump struct {
 // unknown, and the socket must not be used again.
 func (d *setElemDump) read(b []byte) error {
 	for len(b) > 0 && !d.done {
-		if len(b) < unix.NLMSG_HDRLEN {
-			return fmt.Errorf("netlink answer: %d bytes left, shorter than a message header", len(b))
+		m, rest, err := nlsock.Split(b)
+		if err != nil {
+			return err
 		}
-		l := int(binary.NativeEndian.Uint32(b[0:4]))
-		if l < unix.NLMSG_HDRLEN || l > len(b) {
-			return fmt.Errorf("netlink answer: a message of %d bytes in %d", l, len(b))
-		}
-		typ := binary.NativeEndian.Uint16(b[4:6])
-		flags := binary.NativeEndian.Uint16(b[6:8])
-		seq := binary.NativeEndian.Uint32(b[8:12])
-		body := b[unix.NLMSG_HDRLEN:l]
-		b = b[min(len(b), (l+unix.NLMSG_ALIGNTO-1)&^(unix.NLMSG_ALIGNTO-1)):]
-		if seq != d.seq {
+		b = rest
+		if m.Seq != d.seq {
 			continue
 		}
-		if flags&unix.NLM_F_DUMP_INTR != 0 {
+		if m.Flags&unix.NLM_F_DUMP_INTR != 0 {
 			d.fail(ErrDumpInterrupted)
 		}
-		switch typ {
-		case unix.NLMSG_NOOP:
-		case unix.NLMSG_ERROR, unix.NLMSG_DONE:
+		if ends, kernelErr, err := m.Ends(); ends {
+			if err != nil {
+				return err
+			}
 			d.done = true
-			if len(body) < 4 {
-				if typ == unix.NLMSG_ERROR {
-					return fmt.Errorf("netlink answer: an error message of %d bytes", len(body))
-				}
-				break
+			if kernelErr != nil {
+				d.fail(kernelErr)
 			}
-			if code := int32(binary.NativeEndian.Uint32(body[:4])); code < 0 {
-				d.fail(syscall.Errno(-code))
-			}
+			continue
+		}
+		switch m.Type {
+		case unix.NLMSG_NOOP:
 		case unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_NEWSETELEM:
 			if d.err == nil {
-				d.fail(parseSetElements(body, d.call))
+				d.fail(parseSetElements(m.Body, d.call))
 			}
-			d.done = flags&unix.NLM_F_MULTI == 0
+			d.done = m.Flags&unix.NLM_F_MULTI == 0
 		default:
-			d.fail(fmt.Errorf("netlink answer: a message of type %#x, not set elements", typ))
-			d.done = flags&unix.NLM_F_MULTI == 0
+			d.fail(fmt.Errorf("netlink answer: a message of type %#x, not set elements", m.Type))
+			d.done = m.Flags&unix.NLM_F_MULTI == 0
 		}
 	}
 	return nil

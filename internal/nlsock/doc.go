@@ -5,5 +5,9 @@
 // piece by piece; x/sys/unix's Recvfrom allocates the sender's address
 // on every read, which on a large node was thousands of allocations per
 // repair for an address no reader looks at. Both readers open their
-// sockets the same way (Open). It decides nothing about what is read.
+// sockets the same way (Open), and split what a read returned into
+// messages the same way (Split, and Message.Ends for the kernel's
+// answer to a request): the IPVS reader's dumps, the IPVS writer's
+// acknowledgements and the nftables set elements. What a message means,
+// and what a reader does with one of another request, is the reader's.
 package nlsock

@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"syscall"
 
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/nlattr"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/nlsock"
 )
 
 // The IPVS generic netlink request that lists one virtual server's
@@ -92,49 +92,37 @@ var errDumpInterrupted = errors.New("netlink dump interrupted")
 // which a reader reuses from read to read.
 func splitAnswer(msgs []netlink.Message, b []byte, seq uint32) (_ []netlink.Message, done bool, err error) {
 	for len(b) > 0 {
-		if len(b) < unix.NLMSG_HDRLEN {
-			return nil, false, fmt.Errorf("netlink answer: %d bytes left, shorter than a message header", len(b))
+		var m nlsock.Message
+		if m, b, err = nlsock.Split(b); err != nil {
+			return nil, false, err
 		}
-		l := int(binary.NativeEndian.Uint32(b[0:4]))
-		if l < unix.NLMSG_HDRLEN || l > len(b) {
-			return nil, false, fmt.Errorf("netlink answer: a message of %d bytes in %d", l, len(b))
-		}
-		m := netlink.Message{
-			Header: netlink.Header{
-				Length:   uint32(l),
-				Type:     netlink.HeaderType(binary.NativeEndian.Uint16(b[4:6])),
-				Flags:    netlink.HeaderFlags(binary.NativeEndian.Uint16(b[6:8])),
-				Sequence: binary.NativeEndian.Uint32(b[8:12]),
-				PID:      binary.NativeEndian.Uint32(b[12:16]),
-			},
-			Data: b[unix.NLMSG_HDRLEN:l],
-		}
-		b = b[min(len(b), (l+3)&^3):]
-		if m.Header.Sequence != seq {
+		if m.Seq != seq {
 			continue
 		}
-		if m.Header.Flags&unix.NLM_F_DUMP_INTR != 0 {
+		if m.Flags&unix.NLM_F_DUMP_INTR != 0 {
 			return nil, false, errDumpInterrupted
 		}
-		switch m.Header.Type {
-		case unix.NLMSG_NOOP:
-			continue
-		case unix.NLMSG_OVERRUN:
+		if m.Type == unix.NLMSG_OVERRUN {
 			return nil, false, errors.New("netlink answer: the kernel reports an overrun")
-		case unix.NLMSG_ERROR, unix.NLMSG_DONE:
-			code := int32(0)
-			if len(m.Data) >= 4 {
-				code = int32(binary.NativeEndian.Uint32(m.Data[:4]))
-			} else if m.Header.Type == unix.NLMSG_ERROR {
-				return nil, false, fmt.Errorf("netlink answer: an error message of %d bytes", len(m.Data))
+		}
+		if ends, kernelErr, err := m.Ends(); ends {
+			if err != nil {
+				return nil, false, err
 			}
-			if code < 0 {
-				return nil, false, syscall.Errno(-code)
+			if kernelErr != nil {
+				return nil, false, kernelErr
 			}
 			return msgs, true, nil
 		}
-		msgs = append(msgs, m)
-		if m.Header.Flags&unix.NLM_F_MULTI == 0 {
+		if m.Type == unix.NLMSG_NOOP {
+			continue
+		}
+		msgs = append(msgs, netlink.Message{
+			Header: netlink.Header{Length: uint32(unix.NLMSG_HDRLEN + len(m.Body)), Type: netlink.HeaderType(m.Type),
+				Flags: netlink.HeaderFlags(m.Flags), Sequence: m.Seq},
+			Data: m.Body,
+		})
+		if m.Flags&unix.NLM_F_MULTI == 0 {
 			return msgs, true, nil
 		}
 	}

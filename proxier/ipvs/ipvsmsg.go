@@ -3,10 +3,11 @@ package ipvs
 import (
 	"encoding/binary"
 	"fmt"
-	"syscall"
 
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/nlsock"
 )
 
 // The IPVS change requests that Kernel.Write sends in batches
@@ -162,25 +163,20 @@ func splitBatches(sizes []int, maxOps, maxBytes int) []int {
 func readAcks(b []byte, first uint32, errs []error) (done bool, err error) {
 	n := uint32(len(errs))
 	for len(b) > 0 {
-		if len(b) < unix.NLMSG_HDRLEN {
-			return false, fmt.Errorf("netlink answer: %d bytes left, shorter than a message header", len(b))
+		var m nlsock.Message
+		if m, b, err = nlsock.Split(b); err != nil {
+			return false, err
 		}
-		l := int(binary.NativeEndian.Uint32(b[0:4]))
-		if l < unix.NLMSG_HDRLEN || l > len(b) {
-			return false, fmt.Errorf("netlink answer: a message of %d bytes in %d", l, len(b))
-		}
-		typ := binary.NativeEndian.Uint16(b[4:6])
-		i := binary.NativeEndian.Uint32(b[8:12]) - first // wraps around for an older sequence number
-		data := b[unix.NLMSG_HDRLEN:l]
-		b = b[min(len(b), (l+3)&^3):]
-		if i >= n || typ != unix.NLMSG_ERROR {
+		i := m.Seq - first // wraps around for an older sequence number
+		if i >= n || m.Type != unix.NLMSG_ERROR {
 			continue
 		}
-		if len(data) < 4 {
-			return false, fmt.Errorf("netlink answer: an error message of %d bytes", len(data))
+		_, kernelErr, err := m.Ends()
+		if err != nil {
+			return false, err
 		}
-		if code := int32(binary.NativeEndian.Uint32(data[:4])); code < 0 {
-			errs[i] = syscall.Errno(-code)
+		if kernelErr != nil {
+			errs[i] = kernelErr
 		}
 		if i == n-1 {
 			done = true
