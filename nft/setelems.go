@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
+	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/nlattr"
@@ -171,31 +172,17 @@ func rawVerdict(b []byte) verdict {
 // setElemRequest appends to b the NFT_MSG_GETSETELEM dump request of set
 // s, with sequence number seq: what google/nftables' GetSetElements
 // sends, without NLM_F_ACK (a dump ends in NLMSG_DONE or an error).
-func setElemRequest(b []byte, seq uint32, s *nftables.Set) []byte {
-	start := len(b)
-	b = binary.NativeEndian.AppendUint32(b, 0) // length, set below
-	b = binary.NativeEndian.AppendUint16(b, unix.NFNL_SUBSYS_NFTABLES<<8|unix.NFT_MSG_GETSETELEM)
-	b = binary.NativeEndian.AppendUint16(b, unix.NLM_F_REQUEST|unix.NLM_F_DUMP)
-	b = binary.NativeEndian.AppendUint32(b, seq)
-	b = binary.NativeEndian.AppendUint32(b, 0) // port id: the kernel's
-	b = append(b, byte(s.Table.Family), unix.NFNETLINK_V0, 0, 0)
-	b = appendStringAttr(b, unix.NFTA_SET_ELEM_LIST_TABLE, s.Table.Name)
-	b = appendStringAttr(b, unix.NFTA_SET_ELEM_LIST_SET, s.Name)
-	binary.NativeEndian.PutUint32(b[start:], uint32(len(b)-start))
-	return b
-}
-
-// appendStringAttr appends a NUL-terminated string attribute, padded.
-func appendStringAttr(b []byte, typ uint16, s string) []byte {
-	l := unix.NLA_HDRLEN + len(s) + 1
-	b = binary.NativeEndian.AppendUint16(b, uint16(l))
-	b = binary.NativeEndian.AppendUint16(b, typ)
-	b = append(b, s...)
-	b = append(b, 0)
-	for ; l%unix.NLA_ALIGNTO != 0; l++ {
-		b = append(b, 0)
+func setElemRequest(b []byte, seq uint32, s *nftables.Set) ([]byte, error) {
+	ae := netlink.NewAttributeEncoder()
+	ae.String(unix.NFTA_SET_ELEM_LIST_TABLE, s.Table.Name)
+	ae.String(unix.NFTA_SET_ELEM_LIST_SET, s.Name)
+	attrs, err := ae.Encode()
+	if err != nil {
+		return b, fmt.Errorf("encode the request: %w", err)
 	}
-	return b
+	body := append([]byte{byte(s.Table.Family), unix.NFNETLINK_V0, 0, 0}, attrs...)
+	return nlsock.AppendMessage(b, unix.NFNL_SUBSYS_NFTABLES<<8|unix.NFT_MSG_GETSETELEM,
+		unix.NLM_F_REQUEST|unix.NLM_F_DUMP, seq, body), nil
 }
 
 // setElemDump is the answer to one GETSETELEM dump, taken read after

@@ -77,7 +77,11 @@ func (r *elementReader) each(s *nftables.Set, each func(nftables.SetElement) err
 		}
 	}
 	r.seq++
-	r.req = setElemRequest(r.req[:0], r.seq, s)
+	req, err := setElemRequest(r.req[:0], r.seq, s)
+	if err != nil {
+		return fail(err)
+	}
+	r.req = req
 	if _, err := unix.Write(r.s.fd, r.req); err != nil {
 		r.s.close()
 		return fail(fmt.Errorf("netlink send: %w", err))

@@ -310,7 +310,10 @@ func TestSetElemRequestIsWhatNftablesSends(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := setElemRequest([]byte{0xff}, sent.Header.Sequence, s)
+	got, err := setElemRequest([]byte{0xff}, sent.Header.Sequence, s)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if got[0] != 0xff {
 		t.Fatal("setElemRequest did not append")
 	}

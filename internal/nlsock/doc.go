@@ -7,7 +7,7 @@
 // repair for an address no reader looks at. Both readers open their
 // sockets the same way (Open), and split what a read returned into
 // messages the same way (Split, and Message.Ends for the kernel's
-// answer to a request): the IPVS reader's dumps, the IPVS writer's
+// answer to a request; AppendMessage writes a request): the IPVS reader's dumps, the IPVS writer's
 // acknowledgements and the nftables set elements. What a message means,
 // and what a reader does with one of another request, is the reader's.
 package nlsock

@@ -58,3 +58,20 @@ func (m Message) Ends() (ends bool, kernelErr, err error) {
 	}
 	return true, nil, nil
 }
+
+// AppendMessage appends to b one netlink message: a header of type typ,
+// flags and sequence number seq (port id 0: the kernel's), body, and
+// padding to the alignment. It is Split's inverse.
+func AppendMessage(b []byte, typ, flags uint16, seq uint32, body []byte) []byte {
+	start := len(b)
+	b = binary.NativeEndian.AppendUint32(b, uint32(unix.NLMSG_HDRLEN+len(body)))
+	b = binary.NativeEndian.AppendUint16(b, typ)
+	b = binary.NativeEndian.AppendUint16(b, flags)
+	b = binary.NativeEndian.AppendUint32(b, seq)
+	b = binary.NativeEndian.AppendUint32(b, 0)
+	b = append(b, body...)
+	for (len(b)-start)%unix.NLMSG_ALIGNTO != 0 {
+		b = append(b, 0)
+	}
+	return b
+}

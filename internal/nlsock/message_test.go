@@ -104,6 +104,34 @@ func TestEndsReadsTheKernelsAnswerToARequest(t *testing.T) {
 	}
 }
 
+// TestAppendMessageIsSplitsInverse: a message appended, after whatever
+// the buffer held, splits back to its header and body, padded from its
+// own start.
+func TestAppendMessageIsSplitsInverse(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		prefix []byte
+		body   string
+	}{
+		{"an empty buffer, an aligned body", nil, "abcd"},
+		{"an empty buffer, a body to pad", nil, "abcde"},
+		{"after an unaligned byte", []byte{0xff}, "abcde"},
+		{"an empty body", []byte{1, 2, 3, 4}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := AppendMessage(tc.prefix, 16, unix.NLM_F_REQUEST, 9, []byte(tc.body))
+			msgLen := len(b) - len(tc.prefix)
+			if msgLen%unix.NLMSG_ALIGNTO != 0 || msgLen >= unix.NLMSG_HDRLEN+len(tc.body)+unix.NLMSG_ALIGNTO {
+				t.Errorf("the message takes %d bytes for a %d-byte body", msgLen, len(tc.body))
+			}
+			m, rest, err := Split(b[len(tc.prefix):])
+			if err != nil || m.Type != 16 || m.Flags != unix.NLM_F_REQUEST || m.Seq != 9 || string(m.Body) != tc.body || len(rest) != 0 {
+				t.Errorf("Split: %+v, %d bytes left, %v", m, len(rest), err)
+			}
+		})
+	}
+}
+
 // FuzzSplit: whatever a read returned, Split never panics, and each
 // message it takes lies within what it was given and leaves less.
 func FuzzSplit(f *testing.F) {

@@ -171,7 +171,7 @@ func openNetlinkSocket(proto int, what string) (*nlSocket, error) {
 // the call: the next read reuses the buffer.
 func (s *nlSocket) execute(typ, flags uint16, body []byte, each func([]netlink.Message) error) error {
 	s.seq++
-	s.req = appendRequest(s.req[:0], typ, flags|unix.NLM_F_REQUEST, s.seq, body)
+	s.req = nlsock.AppendMessage(s.req[:0], typ, flags|unix.NLM_F_REQUEST, s.seq, body)
 	if err := unix.Sendto(s.fd, s.req, 0, &s.kernel); err != nil {
 		return fmt.Errorf("netlink send: %w", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/nlsock"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 )
 
@@ -210,9 +211,9 @@ func BenchmarkReadDestinations10(b *testing.B) {
 	var read []byte
 	for i := range 10 {
 		m := destMessage(b, destAttrs{addr: v4In16("10.244.1.5"), port: port(uint16(8080 + i)), af: unix.AF_INET, weight: 1})
-		read = appendRequest(read, 36, unix.NLM_F_MULTI, seq, m.Data)
+		read = nlsock.AppendMessage(read, 36, unix.NLM_F_MULTI, seq, m.Data)
 	}
-	read = appendRequest(read, unix.NLMSG_DONE, unix.NLM_F_MULTI, seq, []byte{0, 0, 0, 0})
+	read = nlsock.AppendMessage(read, unix.NLMSG_DONE, unix.NLM_F_MULTI, seq, []byte{0, 0, 0, 0})
 	var msgs []netlink.Message
 	b.ReportAllocs()
 	for b.Loop() {

@@ -115,22 +115,6 @@ type request struct {
 	body       []byte
 }
 
-// appendRequest appends one netlink message (header of type typ, flags,
-// sequence number seq, then body) to buf.
-func appendRequest(buf []byte, typ, flags uint16, seq uint32, body []byte) []byte {
-	l := unix.NLMSG_HDRLEN + len(body)
-	buf = binary.NativeEndian.AppendUint32(buf, uint32(l))
-	buf = binary.NativeEndian.AppendUint16(buf, typ)
-	buf = binary.NativeEndian.AppendUint16(buf, flags)
-	buf = binary.NativeEndian.AppendUint32(buf, seq)
-	buf = binary.NativeEndian.AppendUint32(buf, 0) // the kernel's port id
-	buf = append(buf, body...)
-	for len(buf)%4 != 0 {
-		buf = append(buf, 0)
-	}
-	return buf
-}
-
 // splitBatches splits messages of the given sizes, in order, into
 // batches of at most maxOps messages and maxBytes bytes (a message larger
 // than maxBytes goes alone, for the kernel to refuse), and returns each

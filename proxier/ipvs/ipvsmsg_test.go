@@ -11,6 +11,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/nlsock"
 )
 
 // renderRequest decodes a request body as the kernel reads it: the
@@ -142,7 +144,7 @@ func TestEncodeOp(t *testing.T) {
 func ack(seq uint32, errno syscall.Errno) []byte {
 	data := binary.NativeEndian.AppendUint32(nil, uint32(-int32(errno)))
 	data = append(data, make([]byte, unix.NLMSG_HDRLEN)...)
-	return appendRequest(nil, unix.NLMSG_ERROR, 0, seq, data)
+	return nlsock.AppendMessage(nil, unix.NLMSG_ERROR, 0, seq, data)
 }
 
 // TestReadAcks: each answer is matched to its request by sequence
@@ -173,7 +175,7 @@ func TestReadAcks(t *testing.T) {
 		{"without the last request's answer the batch is not answered yet",
 			[][]byte{ack(103, syscall.EEXIST)}, "ok ok ok EEXIST ok", false},
 		{"a message other than an error is skipped",
-			[][]byte{appendRequest(nil, unix.NLMSG_NOOP, 0, 104, nil)}, "ok ok ok ok ok", false},
+			[][]byte{nlsock.AppendMessage(nil, unix.NLMSG_NOOP, 0, 104, nil)}, "ok ok ok ok ok", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			errs := make([]error, 5)

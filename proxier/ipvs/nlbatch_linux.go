@@ -96,7 +96,7 @@ func (w *batchSender) send(reqs []request, index []int, errs []error) {
 		if j == len(reqs)-1 {
 			flags |= unix.NLM_F_ACK
 		}
-		w.buf = appendRequest(w.buf, r.typ, flags, first+uint32(j), r.body)
+		w.buf = nlsock.AppendMessage(w.buf, r.typ, flags, first+uint32(j), r.body)
 	}
 	got := make([]error, len(reqs))
 	if err := unix.Sendto(w.s.fd, w.buf, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
