@@ -146,6 +146,8 @@ type Proxier struct {
 	// the bytes allocated so far, read after the last release.
 	releasedResident  atomic.Uint64
 	releasedAllocated atomic.Uint64
+	// releasedAt is when the loop last started a release.
+	releasedAt time.Time
 	// hostAddrMu orders host-address refreshes; hostAddrRetrying says
 	// one is scheduled after a failed List, hostAddrRetry after how long
 	// (hostAddressRetry; tests shorten it).

@@ -12,11 +12,13 @@ import (
 // burst of changes, a quiet proxy's resident set stays near its busiest.
 // With Config.ReleaseMemory the loop returns them at once after what
 // reads or writes the whole table (a full sync, a periodic repair), and,
-// when the loop has been quiet for quietBeforeRelease, once the proxy
-// has allocated a sixteenth of the resident heap (and at least
-// releaseGrowthMin) since the last release: a burst of changes or of
-// checks is then returned once it is over, and a steady trickle costs a
-// collection only every so often. It is measured in bytes allocated, not
+// when the loop has been quiet for quietBeforeRelease: after syncs since
+// the last release, once the proxy has allocated releaseGrowthMin since
+// it, so that a burst of changes is returned once it is over, whenever
+// the last release came; otherwise (the idle checks' garbage) once it
+// has allocated a sixteenth of the resident heap, so that a steady
+// trickle of checks costs a collection only every so often. The
+// quiet probe logs each release at V(2). It is measured in bytes allocated, not
 // in the heap's growth: a burst long enough for collections of its own
 // can end with the heap no larger than the last release left it, yet
 // with the garbage made since its last collection, and the pages that
@@ -81,9 +83,16 @@ func (p *Proxier) releaseIfQuiet() {
 		allocated = heapAllocated
 	}
 	since := allocated() - p.releasedAllocated.Load()
-	if since < max(releaseGrowthMin, p.releasedResident.Load()/releaseGrowthShare) {
+	need := max(releaseGrowthMin, p.releasedResident.Load()/releaseGrowthShare)
+	syncedSince := p.st.lastEnd.After(p.releasedAt)
+	if syncedSince {
+		need = releaseGrowthMin
+	}
+	if since < need {
 		return
 	}
+	p.log.V(2).Info("Returning freed heap to the OS", "quietFor", p.clock.Since(p.st.lastEnd),
+		"allocatedSinceLastRelease", since, "syncedSince", syncedSince)
 	p.releaseMemory()
 }
 
@@ -95,6 +104,7 @@ func (p *Proxier) releaseMemory() {
 	if !p.cfg.ReleaseMemory || !p.releasing.CompareAndSwap(false, true) {
 		return
 	}
+	p.releasedAt = p.clock.Now()
 	release, read, allocated := p.freeOSMemory, p.residentHeap, p.heapAllocated
 	if release == nil {
 		release = debug.FreeOSMemory

@@ -10,12 +10,13 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 )
 
-// TestReleaseOnceQuietAfterASixteenthWasAllocated: with ReleaseMemory,
-// the idle probe returns the heap to the OS once the loop has been quiet
-// for quietBeforeRelease and the proxy allocated a sixteenth of the
-// resident heap the last release left, and at least releaseGrowthMin,
-// since that release: whether or not the heap grew meanwhile.
-func TestReleaseOnceQuietAfterASixteenthWasAllocated(t *testing.T) {
+// TestReleaseOnceQuietAfterSyncsOrASixteenthAllocated: with
+// ReleaseMemory, the idle probe returns the heap to the OS once the loop
+// has been quiet for quietBeforeRelease and the proxy allocated, since
+// the last release, releaseGrowthMin if the loop synced since, else a
+// sixteenth of the resident heap the last release left (and at least
+// releaseGrowthMin): whether or not the heap grew meanwhile.
+func TestReleaseOnceQuietAfterSyncsOrASixteenthAllocated(t *testing.T) {
 	const mib = 1 << 20
 	tests := []struct {
 		name      string
@@ -23,6 +24,7 @@ func TestReleaseOnceQuietAfterASixteenthWasAllocated(t *testing.T) {
 		quiet     time.Duration
 		resident  uint64 // the resident heap the last release left
 		allocated uint64 // bytes allocated since the last release
+		synced    bool   // an incremental sync since the last release
 		want      int32
 	}{
 		{name: "released once quiet after a sixteenth was allocated", quiet: quietBeforeRelease, resident: 100 * mib, allocated: 7 * mib, want: 1},
@@ -31,6 +33,9 @@ func TestReleaseOnceQuietAfterASixteenthWasAllocated(t *testing.T) {
 		{name: "not again when nothing was allocated since", quiet: time.Minute, resident: 68 * mib},
 		{name: "not for less than the minimum on a small heap", quiet: time.Minute, resident: 4 * mib, allocated: 3 * mib},
 		{name: "a small heap after the minimum", quiet: time.Minute, resident: 4 * mib, allocated: 4 * mib, want: 1},
+		{name: "after a sync, released once quiet after the minimum", synced: true, quiet: quietBeforeRelease, resident: 100 * mib, allocated: 4 * mib, want: 1},
+		{name: "after a sync, not for less than the minimum", synced: true, quiet: time.Minute, resident: 100 * mib, allocated: 3 * mib},
+		{name: "after a sync, not while it is recent", synced: true, quiet: quietBeforeRelease - time.Second, resident: 100 * mib, allocated: 200 * mib},
 		{name: "never without ReleaseMemory", off: true, quiet: time.Minute, resident: 4 * mib, allocated: 400 * mib},
 	}
 	for _, tc := range tests {
@@ -52,6 +57,15 @@ func TestReleaseOnceQuietAfterASixteenthWasAllocated(t *testing.T) {
 			tp.syncNow(false) // full: released, the heap noted
 			settle()
 			released.Store(0)
+			if tc.synced {
+				clk.Step(time.Second)
+				tp.slice(slice("web-1", "web", ep{"10.244.1.5", testNode}, ep{"10.244.1.6", testNode}))
+				tp.syncNow(false) // incremental: no release of its own
+				settle()
+				if got := released.Load(); got != 0 {
+					t.Fatalf("an incremental sync released the heap %d times", got)
+				}
+			}
 			allocated.Store(before + tc.allocated)
 			clk.Step(tc.quiet)
 			tp.releaseIfQuiet()
