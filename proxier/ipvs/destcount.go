@@ -68,18 +68,24 @@ func (w *Writer) countsDrifted() error {
 // parseDestinationCounts reads the text of /proc/net/ip_vs: after three
 // header lines, each virtual server on a line of its own ("TCP
 // 0A600001:0050 rr", IPv6 addresses in brackets, firewall marks as
-// "FWM"), then one "  -> " line per destination. It counts the
-// destinations of every address-based virtual server.
-// It reads line by line, so that a table of a hundred thousand
-// destinations is never held whole.
-func parseDestinationCounts(r io.Reader) (map[Key]int, error) {
-	counts := map[Key]int{}
+// "FWM"), then one "  -> " line per destination. It counts, into counts
+// (emptied first), the destinations of every address-based virtual
+// server. It reads line by line into buf (procReadBuffer long, or
+// allocated when nil), so that a table of a hundred thousand
+// destinations is never held whole, and allocates nothing per line: the
+// idle check reads the whole table every few seconds, with the last
+// read's map and buffer.
+func parseDestinationCounts(r io.Reader, counts map[Key]int, buf []byte) error {
+	clear(counts)
+	if len(buf) < procReadBuffer {
+		buf = make([]byte, procReadBuffer)
+	}
 	var (
 		current Key
 		inVS    bool // current is an address-based virtual server
 	)
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, procReadBuffer), procReadBuffer)
+	sc.Buffer(buf[:0], procReadBuffer)
 	for i := 0; sc.Scan(); i++ {
 		line := sc.Bytes()
 		if i < 3 || len(line) == 0 {
@@ -91,13 +97,14 @@ func parseDestinationCounts(r io.Reader) (map[Key]int, error) {
 			}
 			continue
 		}
-		fields := bytes.Fields(line)
-		if len(fields) < 2 {
-			return nil, fmt.Errorf("line %d: %q is neither a virtual server nor a destination", i+1, line)
+		protoField, rest := nextField(line)
+		addrField, _ := nextField(rest)
+		if len(addrField) == 0 {
+			return fmt.Errorf("line %d: %q is neither a virtual server nor a destination", i+1, line)
 		}
 		inVS = false
 		var proto policy.Protocol
-		switch string(fields[0]) {
+		switch string(protoField) {
 		case "TCP":
 			proto = policy.ProtocolTCP
 		case "UDP":
@@ -107,17 +114,24 @@ func parseDestinationCounts(r io.Reader) (map[Key]int, error) {
 		default:
 			continue // FWM, or a protocol we never program
 		}
-		addr, port, err := parseProcAddrPort(fields[1])
+		addr, port, err := parseProcAddrPort(addrField)
 		if err != nil {
-			return nil, fmt.Errorf("line %d: %w", i+1, err)
+			return fmt.Errorf("line %d: %w", i+1, err)
 		}
 		current, inVS = Key{Address: addr, Protocol: proto, Port: port}, true
 		counts[current] += 0
 	}
-	if err := sc.Err(); err != nil {
-		return nil, err
+	return sc.Err()
+}
+
+// nextField splits the first space-separated field off line, as
+// bytes.Fields would take it, without allocating.
+func nextField(line []byte) (field, rest []byte) {
+	line = bytes.TrimLeft(line, " \t")
+	if i := bytes.IndexAny(line, " \t"); i >= 0 {
+		return line[:i], line[i:]
 	}
-	return counts, nil
+	return line, nil
 }
 
 // procReadBuffer is the table's read buffer, and the longest line read:
@@ -125,23 +139,33 @@ func parseDestinationCounts(r io.Reader) (map[Key]int, error) {
 const procReadBuffer = 64 << 10
 
 // parseProcAddrPort reads "0A600001:0050" (IPv4 as eight hex digits) or
-// "[fd00:0096:0000:0000:0000:0000:0000:0001]:0050", the port in hex.
+// "[fd00:0096:0000:0000:0000:0000:0000:0001]:0050", the port in hex. The
+// kernel's own forms (four-digit port, full IPv6 groups) are read without
+// allocating; others through strconv and netip.
 func parseProcAddrPort(b []byte) (netip.Addr, uint16, error) {
 	i := bytes.LastIndexByte(b, ':')
 	if i < 0 {
 		return netip.Addr{}, 0, fmt.Errorf("%q: no port", b)
 	}
-	port, err := strconv.ParseUint(string(b[i+1:]), 16, 16)
-	if err != nil {
-		return netip.Addr{}, 0, fmt.Errorf("%q: port: %w", b, err)
+	port, ok := hexUint16(b[i+1:])
+	if !ok {
+		p, err := strconv.ParseUint(string(b[i+1:]), 16, 16)
+		if err != nil {
+			return netip.Addr{}, 0, fmt.Errorf("%q: port: %w", b, err)
+		}
+		port = uint16(p)
 	}
 	host := b[:i]
 	if len(host) > 2 && host[0] == '[' && host[len(host)-1] == ']' {
-		a, err := netip.ParseAddr(string(host[1 : len(host)-1]))
+		host = host[1 : len(host)-1]
+		if a, ok := fullIPv6(host); ok {
+			return a, port, nil
+		}
+		a, err := netip.ParseAddr(string(host))
 		if err != nil || !a.Is6() {
 			return netip.Addr{}, 0, fmt.Errorf("%q: not an IPv6 address", b)
 		}
-		return a, uint16(port), nil
+		return a, port, nil
 	}
 	if len(host) != 8 {
 		return netip.Addr{}, 0, fmt.Errorf("%q: not eight hex digits", b)
@@ -150,5 +174,35 @@ func parseProcAddrPort(b []byte) (netip.Addr, uint16, error) {
 	if _, err := hex.Decode(v4[:], host); err != nil {
 		return netip.Addr{}, 0, fmt.Errorf("%q: %w", b, err)
 	}
-	return netip.AddrFrom4(v4), uint16(port), nil
+	return netip.AddrFrom4(v4), port, nil
+}
+
+// hexUint16 reads four hex digits.
+func hexUint16(b []byte) (uint16, bool) {
+	var v [2]byte
+	if len(b) != 4 {
+		return 0, false
+	}
+	if _, err := hex.Decode(v[:], b); err != nil {
+		return 0, false
+	}
+	return uint16(v[0])<<8 | uint16(v[1]), true
+}
+
+// fullIPv6 reads an IPv6 address as the kernel prints it (%pI6): eight
+// groups of four hex digits.
+func fullIPv6(b []byte) (netip.Addr, bool) {
+	var a [16]byte
+	if len(b) != 39 {
+		return netip.Addr{}, false
+	}
+	for g := range 8 {
+		if g < 7 && b[g*5+4] != ':' {
+			return netip.Addr{}, false
+		}
+		if _, err := hex.Decode(a[g*2:g*2+2], b[g*5:g*5+4]); err != nil {
+			return netip.Addr{}, false
+		}
+	}
+	return netip.AddrFrom16(a), true
 }

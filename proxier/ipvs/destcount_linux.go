@@ -15,6 +15,8 @@ type procTable struct {
 	mu      sync.Mutex
 	f       *os.File
 	openErr error
+	last    map[Key]int // the last read's counts, refilled by the next
+	buf     []byte
 }
 
 // openProcTable opens the table. A node whose /proc hides it still runs
@@ -34,11 +36,13 @@ func (p *procTable) counts() (map[Key]int, error) {
 	if _, err := p.f.Seek(0, io.SeekStart); err != nil {
 		return nil, fmt.Errorf("rewind %s: %w", p.f.Name(), err)
 	}
-	counts, err := parseDestinationCounts(p.f)
-	if err != nil {
+	if p.last == nil {
+		p.last, p.buf = map[Key]int{}, make([]byte, procReadBuffer)
+	}
+	if err := parseDestinationCounts(p.f, p.last, p.buf); err != nil {
 		return nil, fmt.Errorf("%s: %w", p.f.Name(), err)
 	}
-	return counts, nil
+	return p.last, nil
 }
 
 func (p *procTable) Close() {

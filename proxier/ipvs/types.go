@@ -76,6 +76,7 @@ type Kernel interface {
 	Destinations(k Key) ([]Destination, error)
 	// DestinationCounts counts the destinations of every address-based
 	// virtual server in one read; a virtual server without any counts 0.
+	// The map is valid until the next call, which may refill it.
 	DestinationCounts() (map[Key]int, error)
 	AddVirtualServer(vs VirtualServer) error
 	UpdateVirtualServer(vs VirtualServer) error
