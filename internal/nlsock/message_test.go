@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -33,20 +34,13 @@ func code(c int32) []byte { return binary.NativeEndian.AppendUint32(nil, uint32(
 // (the last one's padding may be missing), and a header that promises
 // more than is left is an error, not a read past the buffer.
 func TestSplitTakesMessagesWhereTheirHeadersSay(t *testing.T) {
-	join := func(bs ...[]byte) []byte {
-		var out []byte
-		for _, b := range bs {
-			out = append(out, b...)
-		}
-		return out
-	}
 	for _, tc := range []struct {
 		name string
 		b    []byte
 		want string // each message "type/flags/seq:body", or the error
 	}{
 		{"one message", msg(16, 2, 7, []byte("abcd")), "16/2/7:abcd"},
-		{"a body padded to the alignment", join(msg(16, 0, 1, []byte("ab")), msg(17, 0, 2, []byte("xyz"))), "16/0/1:ab 17/0/2:xyz"},
+		{"a body padded to the alignment", slices.Concat(msg(16, 0, 1, []byte("ab")), msg(17, 0, 2, []byte("xyz"))), "16/0/1:ab 17/0/2:xyz"},
 		{"the last message's padding missing", msg(16, 0, 1, []byte("ab"))[:unix.NLMSG_HDRLEN+2], "16/0/1:ab"},
 		{"a header cut short", msg(16, 0, 1, nil)[:10], "netlink answer: 10 bytes left, shorter than a message header"},
 		{"a length beyond the buffer", msg(16, 0, 1, []byte("abcd"))[:unix.NLMSG_HDRLEN+2], "netlink answer: a message of 20 bytes in 18"},

@@ -7,6 +7,8 @@ import (
 
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/nlsock"
 )
 
 // TestReceiveLeavesTheSocketReadyForTheNextRequest: whatever fails while
@@ -17,8 +19,8 @@ import (
 // returns a dump's pieces.
 func TestReceiveLeavesTheSocketReadyForTheNextRequest(t *testing.T) {
 	const ipvs, seq = 0x20, 7
-	part := func(data string) []byte { return rawMessage(ipvs, unix.NLM_F_MULTI, seq, []byte(data)) }
-	done := rawMessage(unix.NLMSG_DONE, unix.NLM_F_MULTI, seq, errnoData(0))
+	part := func(data string) []byte { return nlsock.AppendMessage(nil, ipvs, unix.NLM_F_MULTI, seq, []byte(data)) }
+	done := nlsock.AppendMessage(nil, unix.NLMSG_DONE, unix.NLM_F_MULTI, seq, errnoData(0))
 	errDecode := errors.New("a destination that does not decode")
 	for _, tc := range []struct {
 		name     string
@@ -31,7 +33,7 @@ func TestReceiveLeavesTheSocketReadyForTheNextRequest(t *testing.T) {
 	}{
 		{
 			name:     "a complete answer leaves the next request's answer unread",
-			reads:    [][]byte{part("a"), done, rawMessage(ipvs, 0, seq+1, []byte("next"))},
+			reads:    [][]byte{part("a"), done, nlsock.AppendMessage(nil, ipvs, 0, seq+1, []byte("next"))},
 			wantEach: 1, wantLeft: 1,
 		},
 		{

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -151,13 +152,6 @@ func ack(seq uint32, errno syscall.Errno) []byte {
 // number; the batch is answered when the last request's acknowledgement
 // comes; answers to other requests are skipped.
 func TestReadAcks(t *testing.T) {
-	cat := func(bs ...[]byte) []byte {
-		var out []byte
-		for _, b := range bs {
-			out = append(out, b...)
-		}
-		return out
-	}
 	for _, tc := range []struct {
 		name     string
 		reads    [][]byte
@@ -169,9 +163,9 @@ func TestReadAcks(t *testing.T) {
 		{"a failure in the middle is that request's, the others stand",
 			[][]byte{ack(102, syscall.EEXIST), ack(104, 0)}, "ok ok EEXIST ok ok", true},
 		{"failures and a failing last request, in one read or several",
-			[][]byte{cat(ack(100, syscall.ENOENT), ack(101, syscall.ESRCH)), ack(104, syscall.ESRCH)}, "ENOENT ESRCH ok ok ESRCH", true},
+			[][]byte{slices.Concat(ack(100, syscall.ENOENT), ack(101, syscall.ESRCH)), ack(104, syscall.ESRCH)}, "ENOENT ESRCH ok ok ESRCH", true},
 		{"answers to an earlier batch are skipped",
-			[][]byte{ack(99, syscall.EEXIST), cat(ack(7, 0), ack(104, 0))}, "ok ok ok ok ok", true},
+			[][]byte{ack(99, syscall.EEXIST), slices.Concat(ack(7, 0), ack(104, 0))}, "ok ok ok ok ok", true},
 		{"without the last request's answer the batch is not answered yet",
 			[][]byte{ack(103, syscall.EEXIST)}, "ok ok ok EEXIST ok", false},
 		{"a message other than an error is skipped",

@@ -7,22 +7,9 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
-)
 
-// rawMessage is one netlink message as a read returns it: header, data,
-// and the padding to 4 bytes.
-func rawMessage(typ, flags uint16, seq uint32, data []byte) []byte {
-	b := make([]byte, unix.NLMSG_HDRLEN, unix.NLMSG_HDRLEN+len(data)+3)
-	binary.NativeEndian.PutUint32(b[0:4], uint32(unix.NLMSG_HDRLEN+len(data)))
-	binary.NativeEndian.PutUint16(b[4:6], typ)
-	binary.NativeEndian.PutUint16(b[6:8], flags)
-	binary.NativeEndian.PutUint32(b[8:12], seq)
-	b = append(b, data...)
-	for len(b)%4 != 0 {
-		b = append(b, 0)
-	}
-	return b
-}
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/nlsock"
+)
 
 // errnoData is an NLMSG_ERROR's or NLMSG_DONE's body: the negated errno
 // (then, for an error, the request's header, left out here).
@@ -40,8 +27,8 @@ func concat(parts ...[]byte) []byte {
 
 func TestSplitAnswerEndsWhereTheKernelSaysTheAnswerEnds(t *testing.T) {
 	const ipvs, seq = 0x20, 7
-	part := func(data string) []byte { return rawMessage(ipvs, unix.NLM_F_MULTI, seq, []byte(data)) }
-	done := rawMessage(unix.NLMSG_DONE, unix.NLM_F_MULTI, seq, errnoData(0))
+	part := func(data string) []byte { return nlsock.AppendMessage(nil, ipvs, unix.NLM_F_MULTI, seq, []byte(data)) }
+	done := nlsock.AppendMessage(nil, unix.NLMSG_DONE, unix.NLM_F_MULTI, seq, errnoData(0))
 	for _, tc := range []struct {
 		name     string
 		read     []byte
@@ -56,19 +43,19 @@ func TestSplitAnswerEndsWhereTheKernelSaysTheAnswerEnds(t *testing.T) {
 			wantData: []string{"a", "b"}},
 		{name: "a DONE alone ends an empty dump", read: done, wantDone: true},
 		{name: "a message outside a multi-part answer is the whole answer",
-			read: rawMessage(ipvs, 0, seq, []byte("family")), wantData: []string{"family"}, wantDone: true},
+			read: nlsock.AppendMessage(nil, ipvs, 0, seq, []byte("family")), wantData: []string{"family"}, wantDone: true},
 		{name: "an error message is its errno",
-			read: rawMessage(unix.NLMSG_ERROR, 0, seq, errnoData(syscall.ESRCH)), wantErr: syscall.ESRCH},
+			read: nlsock.AppendMessage(nil, unix.NLMSG_ERROR, 0, seq, errnoData(syscall.ESRCH)), wantErr: syscall.ESRCH},
 		{name: "an acknowledgement ends the answer",
-			read: rawMessage(unix.NLMSG_ERROR, 0, seq, errnoData(0)), wantDone: true},
+			read: nlsock.AppendMessage(nil, unix.NLMSG_ERROR, 0, seq, errnoData(0)), wantDone: true},
 		{name: "a DONE that carries an error is that error",
-			read: concat(part("a"), rawMessage(unix.NLMSG_DONE, unix.NLM_F_MULTI, seq, errnoData(syscall.EINTR))), wantErr: syscall.EINTR},
+			read: concat(part("a"), nlsock.AppendMessage(nil, unix.NLMSG_DONE, unix.NLM_F_MULTI, seq, errnoData(syscall.EINTR))), wantErr: syscall.EINTR},
 		{name: "messages of an earlier request are skipped",
-			read:     concat(rawMessage(ipvs, unix.NLM_F_MULTI, seq-1, []byte("old")), rawMessage(unix.NLMSG_DONE, unix.NLM_F_MULTI, seq-1, errnoData(0)), part("new"), done),
+			read:     concat(nlsock.AppendMessage(nil, ipvs, unix.NLM_F_MULTI, seq-1, []byte("old")), nlsock.AppendMessage(nil, unix.NLMSG_DONE, unix.NLM_F_MULTI, seq-1, errnoData(0)), part("new"), done),
 			wantData: []string{"new"}, wantDone: true},
-		{name: "a no-op is skipped", read: concat(rawMessage(unix.NLMSG_NOOP, 0, seq, nil), part("a"), done),
+		{name: "a no-op is skipped", read: concat(nlsock.AppendMessage(nil, unix.NLMSG_NOOP, 0, seq, nil), part("a"), done),
 			wantData: []string{"a"}, wantDone: true},
-		{name: "an overrun is an error", read: rawMessage(unix.NLMSG_OVERRUN, 0, seq, nil), errAny: true},
+		{name: "an overrun is an error", read: nlsock.AppendMessage(nil, unix.NLMSG_OVERRUN, 0, seq, nil), errAny: true},
 		{name: "a short header is an error", read: part("a")[:10], errAny: true},
 		{name: "a length past the read is an error", read: part("abcdefgh")[:20], errAny: true},
 		{name: "a length under a header's is an error", read: func() []byte {
@@ -76,11 +63,11 @@ func TestSplitAnswerEndsWhereTheKernelSaysTheAnswerEnds(t *testing.T) {
 			binary.NativeEndian.PutUint32(b[0:4], 8)
 			return b
 		}(), errAny: true},
-		{name: "an error message without an errno is an error", read: rawMessage(unix.NLMSG_ERROR, 0, seq, []byte{1}), errAny: true},
+		{name: "an error message without an errno is an error", read: nlsock.AppendMessage(nil, unix.NLMSG_ERROR, 0, seq, []byte{1}), errAny: true},
 		{name: "a part marked interrupted makes the dump interrupted",
-			read: concat(part("a"), rawMessage(ipvs, unix.NLM_F_MULTI|unix.NLM_F_DUMP_INTR, seq, []byte("b")), done), wantErr: errDumpInterrupted},
+			read: concat(part("a"), nlsock.AppendMessage(nil, ipvs, unix.NLM_F_MULTI|unix.NLM_F_DUMP_INTR, seq, []byte("b")), done), wantErr: errDumpInterrupted},
 		{name: "a DONE marked interrupted makes the dump interrupted",
-			read: concat(part("a"), rawMessage(unix.NLMSG_DONE, unix.NLM_F_MULTI|unix.NLM_F_DUMP_INTR, seq, errnoData(0))), wantErr: errDumpInterrupted},
+			read: concat(part("a"), nlsock.AppendMessage(nil, unix.NLMSG_DONE, unix.NLM_F_MULTI|unix.NLM_F_DUMP_INTR, seq, errnoData(0))), wantErr: errDumpInterrupted},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			msgs, done, err := splitAnswer(nil, tc.read, seq)
@@ -117,9 +104,9 @@ func TestSplitAnswerEndsWhereTheKernelSaysTheAnswerEnds(t *testing.T) {
 // FuzzSplitAnswer: whatever a read returns, splitting it never panics,
 // and every message's data lies inside the read.
 func FuzzSplitAnswer(f *testing.F) {
-	f.Add(concat(rawMessage(0x20, unix.NLM_F_MULTI, 1, []byte("abc")), rawMessage(unix.NLMSG_DONE, unix.NLM_F_MULTI, 1, errnoData(0))))
-	f.Add(rawMessage(unix.NLMSG_ERROR, 0, 1, errnoData(syscall.ENOENT)))
-	f.Add(rawMessage(0x20, 0, 2, nil))
+	f.Add(concat(nlsock.AppendMessage(nil, 0x20, unix.NLM_F_MULTI, 1, []byte("abc")), nlsock.AppendMessage(nil, unix.NLMSG_DONE, unix.NLM_F_MULTI, 1, errnoData(0))))
+	f.Add(nlsock.AppendMessage(nil, unix.NLMSG_ERROR, 0, 1, errnoData(syscall.ENOENT)))
+	f.Add(nlsock.AppendMessage(nil, 0x20, 0, 2, nil))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		msgs, _, err := splitAnswer(nil, b, 1)
 		if err != nil {
