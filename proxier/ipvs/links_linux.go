@@ -35,11 +35,12 @@ type netlinkLinks struct {
 
 	batchMu sync.Mutex
 	batch   *batchSender
-	// lastAddrs is how many addresses the last dump kept: the next
-	// dump's list is sized for them at once. On a large node the dump is
-	// tens of thousands of addresses, and grown by appending, the list
-	// made garbage of twice its size every dump.
-	lastAddrs int
+	// addrs is the last dump's list, refilled by the next: on a large
+	// node the dump is tens of thousands of addresses, and the idle
+	// check dumps them every few seconds, so a list made anew each time
+	// was most of what a quiet proxy allocated. Addrs' result is valid
+	// until the next call (the Writer's lock orders them).
+	addrs []netip.Prefix
 }
 
 var _ Links = (*netlinkLinks)(nil)
@@ -169,7 +170,7 @@ func (l *netlinkLinks) Addrs(name string) ([]netip.Prefix, error) {
 func (l *netlinkLinks) dumpAddrs(index int) ([]netip.Prefix, error) {
 	l.batchMu.Lock()
 	defer l.batchMu.Unlock()
-	out := make([]netip.Prefix, 0, l.lastAddrs)
+	out := l.addrs[:0]
 	err := l.batch.s.execute(unix.RTM_GETADDR, unix.NLM_F_DUMP, addrDumpRequest(), func(msgs []mdnetlink.Message) error {
 		for _, m := range msgs {
 			at, p, ok, err := parseAddrMessage(m)
@@ -188,7 +189,7 @@ func (l *netlinkLinks) dumpAddrs(index int) ([]netip.Prefix, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dump addresses: %w", err)
 	}
-	l.lastAddrs = len(out)
+	l.addrs = out
 	return out, nil
 }
 

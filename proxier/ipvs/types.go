@@ -154,6 +154,7 @@ type Links interface {
 	AddDummy(name string) error
 	DeleteLink(name string) error
 	// Addrs lists the link's addresses, without IPv6 link-local ones.
+	// The list is valid until the next call, which may refill it.
 	Addrs(name string) ([]netip.Prefix, error)
 	AddAddr(name string, p netip.Prefix) error
 	DelAddr(name string, p netip.Prefix) error
