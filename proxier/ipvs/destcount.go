@@ -124,8 +124,8 @@ func parseDestinationCounts(r io.Reader, counts map[Key]int, buf []byte) error {
 	return sc.Err()
 }
 
-// nextField splits the first space-separated field off line, as
-// bytes.Fields would take it, without allocating.
+// nextField splits the first field off line, fields separated by spaces
+// and tabs as the kernel writes them, without allocating.
 func nextField(line []byte) (field, rest []byte) {
 	line = bytes.TrimLeft(line, " \t")
 	if i := bytes.IndexAny(line, " \t"); i >= 0 {
