@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"regexp"
 	"strconv"
@@ -21,12 +22,26 @@ func LoadConfigFile(path string) (KubeProxyConfiguration, []string, error) {
 }
 
 func loadConfigFile(path string) (KubeProxyConfiguration, *ownDocument, []string, error) {
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
+	if err != nil {
+		return KubeProxyConfiguration{}, nil, nil, fmt.Errorf("--config: %w", err)
+	}
+	defer f.Close()
+	// One byte past the limit is enough to refuse the file, however
+	// large it is.
+	data, err := io.ReadAll(io.LimitReader(f, maxConfigSize+1))
 	if err != nil {
 		return KubeProxyConfiguration{}, nil, nil, fmt.Errorf("--config: %w", err)
 	}
 	return loadConfigDocuments(path, data)
 }
+
+// maxConfigSize is the largest --config file read: twice what a
+// ConfigMap holds (1 MiB). kube-proxy has no limit, but decoding takes
+// some 50 times the file's size in memory, and a bad file's messages are
+// as long as the file: a file of tens of MiB would take GiBs before the
+// first line of its error could be printed.
+const maxConfigSize = 2 << 20
 
 // LoadConfig decodes a KubeProxyConfiguration document and applies
 // kube-proxy's defaults. name is the file name used in messages.
@@ -43,6 +58,10 @@ func loadConfigFile(path string) (KubeProxyConfiguration, *ownDocument, []string
 // null map value is the zero value, as in kube-proxy (featureGates:
 // {A: null} turns A off).
 //
+// A key repeated in one object (YAML or JSON) is an error naming the key
+// and its line ("name: line: key "k" repeated"), and so is a file over
+// maxConfigSize bytes.
+//
 // A YAML file may hold a second document, kube-ipvs-proxy's own
 // KubeIPVSProxyConfiguration (ownconfig.go); LoadConfig checks it and
 // leaves it out of the result.
@@ -52,14 +71,20 @@ func LoadConfig(name string, data []byte) (KubeProxyConfiguration, []string, err
 }
 
 // loadConfigDocuments splits a YAML file into its documents: exactly one
-// KubeProxyConfiguration and at most one KubeIPVSProxyConfiguration, in
-// either order (kube-proxy reads only the first, so ours goes second).
-// Syntax errors carry the line number in the whole file.
+// KubeProxyConfiguration, then at most one KubeIPVSProxyConfiguration.
+// Ours first is refused: kube-proxy reads only a file's first document
+// and would refuse the file, so rolling a node back to kube-proxy with
+// the same ConfigMap would fail. Syntax errors carry the line number in
+// the whole file.
 func loadConfigDocuments(name string, data []byte) (KubeProxyConfiguration, *ownDocument, []string, error) {
+	if len(data) > maxConfigSize {
+		return KubeProxyConfiguration{}, nil, nil, fmt.Errorf("%s: larger than %d MiB, the most kube-ipvs-proxy reads (a ConfigMap holds at most 1 MiB)", name, maxConfigSize>>20)
+	}
 	var (
 		cfg      KubeProxyConfiguration
 		haveCfg  bool
 		own      *ownDocument
+		ownFirst int // the line of our document when it comes first
 		warnings []string
 	)
 	parts := splitDocuments(data)
@@ -79,6 +104,9 @@ func loadConfigDocuments(name string, data []byte) (KubeProxyConfiguration, *own
 		kind, _ := obj["kind"].(string)
 		switch {
 		case apiVersion == OwnConfigAPIVersion && kind == OwnConfigKind:
+			if !haveCfg {
+				ownFirst = part.line + 1
+			}
 			if own != nil {
 				return KubeProxyConfiguration{}, nil, warnings, fmt.Errorf("%s: line %d: a second %s document", name, part.line+1, OwnConfigKind)
 			}
@@ -105,6 +133,10 @@ func loadConfigDocuments(name string, data []byte) (KubeProxyConfiguration, *own
 	}
 	if !haveCfg {
 		return KubeProxyConfiguration{}, nil, warnings, fmt.Errorf("%s: no %s document", name, ConfigKind)
+	}
+	if ownFirst > 0 {
+		return KubeProxyConfiguration{}, nil, warnings, fmt.Errorf("%s: line %d: the %s document comes before the %s: kube-proxy reads only a file's first document, so it would refuse this file and a rollback to kube-proxy with it would fail; put the %s first",
+			name, ownFirst, OwnConfigKind, ConfigKind, ConfigKind)
 	}
 	return cfg, own, warnings, nil
 }
@@ -159,27 +191,35 @@ func splitDocuments(data []byte) []yamlDocument {
 	return append(docs, yamlDocument{data: data[start:], line: startLine})
 }
 
-var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): `)
+var (
+	yamlLineRE      = regexp.MustCompile(`^yaml: line (\d+): `)
+	yamlRepeatedRE  = regexp.MustCompile(`^yaml: unmarshal errors:\n  line (\d+): key (.*) already set in map`)
+	jsonDocumentEnd = errors.New("data after the top-level object")
+)
 
 // parseDocument parses JSON (a document starting with "{", as kube-proxy's
 // decoder tells JSON from YAML) or YAML into a generic tree with
-// json.Number numbers. Syntax errors read "line: what", the line counted
-// from firstLine, the document's 0-based first line in its file.
+// json.Number numbers. Syntax errors and a repeated key read "line:
+// what", the line counted from firstLine, the document's 0-based first
+// line in its file.
 func parseDocument(data []byte, firstLine int) (any, error) {
 	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
 	j := data
 	if trimmed := bytes.TrimLeft(data, " \t\r\n"); len(trimmed) == 0 || trimmed[0] != '{' {
 		var err error
-		if j, err = yaml.YAMLToJSON(data); err != nil {
+		// Strict: a repeated key is an error, not its last value.
+		if j, err = yaml.YAMLToJSONStrict(data); err != nil {
 			return nil, yamlSyntaxError(err, firstLine)
 		}
+	} else if err := checkRepeatedKeys(j, firstLine); err != nil {
+		return nil, err
 	}
 	dec := json.NewDecoder(bytes.NewReader(j))
 	dec.UseNumber()
 	var doc any
 	err := dec.Decode(&doc)
 	if err == nil && dec.More() {
-		err = errors.New("data after the top-level object")
+		err = jsonDocumentEnd
 	}
 	var se *json.SyntaxError
 	switch {
@@ -191,10 +231,62 @@ func parseDocument(data []byte, firstLine int) (any, error) {
 	return doc, nil
 }
 
-// yamlSyntaxError turns a YAMLToJSON error into "line: what", the line
-// counted from firstLine.
+// checkRepeatedKeys returns "line: key "k" repeated" for the first key
+// of a JSON document that appears twice in one object (encoding/json
+// would keep the last value), counting lines from firstLine. Syntax
+// errors are left to the decoder.
+func checkRepeatedKeys(j []byte, firstLine int) error {
+	dec := json.NewDecoder(bytes.NewReader(j))
+	dec.UseNumber()
+	type object struct {
+		keys     map[string]bool
+		atKey    bool // the next token is a key
+		isObject bool
+	}
+	var stack []object
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil // the end, or a syntax error the decoder reports
+		}
+		top := len(stack) - 1
+		if d, ok := tok.(json.Delim); ok {
+			switch d {
+			case '{', '[':
+				if top >= 0 && stack[top].isObject {
+					stack[top].atKey = true
+				}
+				stack = append(stack, object{keys: map[string]bool{}, atKey: d == '{', isObject: d == '{'})
+			default:
+				stack = stack[:top]
+			}
+			continue
+		}
+		if top < 0 || !stack[top].isObject {
+			continue
+		}
+		if !stack[top].atKey {
+			stack[top].atKey = true
+			continue
+		}
+		stack[top].atKey = false
+		key, _ := tok.(string)
+		if stack[top].keys[key] {
+			line := firstLine + 1 + bytes.Count(j[:dec.InputOffset()], []byte("\n"))
+			return fmt.Errorf("%d: key %q repeated", line, key)
+		}
+		stack[top].keys[key] = true
+	}
+}
+
+// yamlSyntaxError turns a YAMLToJSONStrict error into "line: what", the
+// line counted from firstLine.
 func yamlSyntaxError(err error, firstLine int) error {
 	msg := strings.TrimPrefix(err.Error(), "error converting YAML to JSON: ")
+	if m := yamlRepeatedRE.FindStringSubmatch(msg); m != nil {
+		n, _ := strconv.Atoi(m[1])
+		return fmt.Errorf("%d: key %s repeated", firstLine+n, m[2])
+	}
 	if m := yamlLineRE.FindStringSubmatch(msg); m != nil {
 		n, _ := strconv.Atoi(m[1])
 		msg = strconv.Itoa(firstLine+n) + ": " + msg[len(m[0]):]

@@ -15,6 +15,8 @@ import (
 	sigsjson "sigs.k8s.io/json"
 )
 
+const jsonTypeMeta = `{"apiVersion": "kubeproxy.config.k8s.io/v1alpha1", "kind": "KubeProxyConfiguration"`
+
 // TestLoadConfig: every unknown field warns with its path; a wrong type,
 // kind or syntax is an error naming the file and the field or line, every
 // bad value of the file, one a line, in key order.
@@ -128,6 +130,21 @@ func TestLoadConfig(t *testing.T) {
 			}},
 		{"150 unknown fields beside a bad value give 150 warnings", manyUnknown + "  syncPeriod: 30\n", manyWarnings,
 			[]string{`c.yaml: ipvs.syncPeriod: want a duration such as "30s", got a number`}},
+
+		{"a repeated key is an error naming it and its line", typeMeta + "mode: ipvs\nmode: iptables\n", nil,
+			[]string{`c.yaml: 4: key "mode" repeated`}},
+		{"a repeated nested key is an error naming it and its line", "# x\n" + typeMeta + "ipvs:\n  scheduler: rr\n  syncPeriod: 1s\n  scheduler: lc\n", nil,
+			[]string{`c.yaml: 7: key "scheduler" repeated`}},
+		{"a key repeated in JSON is an error naming it and its line", jsonTypeMeta + ",\n \"mode\": \"ipvs\",\n \"mode\": \"\"}", nil,
+			[]string{`c.yaml: 3: key "mode" repeated`}},
+		{"a key repeated in a JSON list's object is an error", jsonTypeMeta + `, "logging": {"vmodule": [{"filePattern": "a"}, {"verbosity": 1, "verbosity": 2}]}}`, nil,
+			[]string{`c.yaml: 1: key "verbosity" repeated`}},
+		{"one key in two objects is not repeated", typeMeta + "iptables: {masqueradeAll: true}\nnftables: {masqueradeAll: true}\n", nil, nil},
+		{"one key in two JSON objects is not repeated", jsonTypeMeta + `, "nftables": {"masqueradeAll": true}, "iptables": {"masqueradeAll": true, "x": [{"masqueradeAll": 1}]}}`,
+			[]string{"c.yaml: iptables.x: unknown field; ignored"}, nil},
+		{"a file of the size limit is read", typeMeta + "#" + strings.Repeat("x", maxConfigSize-len(typeMeta)-2) + "\n", nil, nil},
+		{"a file over the size limit is an error", typeMeta + "#" + strings.Repeat("x", maxConfigSize-len(typeMeta)-1) + "\n", nil,
+			[]string{"c.yaml: larger than 2 MiB, the most kube-ipvs-proxy reads (a ConfigMap holds at most 1 MiB)"}},
 
 		{"null means unset", typeMeta + "ipvs: null\nconntrack:\n  min: null\nclusterCIDR: null\nfeatureGates: null\n", nil, nil},
 		{"a null duration means unset", typeMeta + "ipvs: {syncPeriod: null}\nconfigSyncPeriod: null\nlogging: {flushFrequency: null}\n", nil, nil},

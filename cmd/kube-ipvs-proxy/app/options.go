@@ -185,6 +185,11 @@ func (o *Options) unsupportedValues() []string {
 func (o *Options) completeLogging(fs *pflag.FlagSet, s *flagState) error {
 	lc := &o.Config.Logging
 	flagV, flagVModule := fs.Changed("v"), fs.Changed("vmodule")
+	if o.ConfigFile != "" {
+		if err := checkFileLogging(o.ConfigFile, lc); err != nil {
+			return err
+		}
+	}
 	if o.ConfigFile == "" || flagV {
 		v, err := strconv.ParseUint(s.klog.Lookup("v").Value.String(), 10, 32)
 		if err != nil {

@@ -329,7 +329,7 @@ func TestValidateCollectsErrors(t *testing.T) {
 	}
 	for _, want := range []string{
 		"--ipvs-sync-period: must be greater than 0",
-		"--ipvs-min-sync-period: must not be negative",
+		"--ipvs-min-sync-period: must be greater than or equal to 0",
 		`--ipvs-scheduler: unknown scheduler "fast"`,
 		`--ipvs-exclude-cidrs: invalid CIDR "10.0.0.0/33"`,
 		"--cluster-cidr: invalid cluster CIDR list",
@@ -337,11 +337,11 @@ func TestValidateCollectsErrors(t *testing.T) {
 		`--bind-address: "host" is not an IP address`,
 		"--healthz-bind-address: \"1.2.3.4:99999\": port must be 1-65535",
 		`--metrics-bind-address: "[::1]" is not IP:port`,
-		"--iptables-masquerade-bit: must be within 0-31",
+		"--iptables-masquerade-bit: must be within the range [0, 31]",
 		"--oom-score-adj: must be within the range [-1000, 1000], got 1001",
-		"--kube-api-burst: must not be negative",
+		"--kube-api-burst: must be greater than or equal to 0",
 		"--config-sync-period: must be greater than 0",
-		"--ipvs-tcp-timeout: must not be negative",
+		"--ipvs-tcp-timeout: must be greater than or equal to 0",
 		"--output must be json or text",
 		"--ipvs-interface must not be empty",
 		"--hostname-override: must not be blank",

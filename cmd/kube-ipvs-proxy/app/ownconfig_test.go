@@ -73,7 +73,9 @@ func TestConfigFileDocuments(t *testing.T) {
 		wantErr, wantOK string // a substring of the error, or of the warnings
 	}{
 		{name: "kube-proxy's document alone", data: typeMeta},
-		{name: "ours first, kube-proxy's second", data: strings.TrimPrefix(ownTypeMeta, "---\n") + "maxVirtualServersPerNode: 3\n---\n" + typeMeta},
+		{name: "ours first is refused, naming the rollback", data: "# c\n" + strings.TrimPrefix(ownTypeMeta, "---\n") + "maxVirtualServersPerNode: 3\n---\n" + typeMeta,
+			wantErr: "c.yaml: line 1: the KubeIPVSProxyConfiguration document comes before the KubeProxyConfiguration: kube-proxy reads only a file's first document, so it would refuse this file and a rollback to kube-proxy with it would fail; put the KubeProxyConfiguration first"},
+		{name: "ours first after an empty document is refused", data: "---\n" + ownTypeMeta + "---\n" + typeMeta, wantErr: "c.yaml: line 3: the KubeIPVSProxyConfiguration document comes before"},
 		{name: "empty documents around", data: "---\n" + typeMeta + "---\n# nothing\n" + ownTypeMeta + "---\n"},
 		{name: "unknown field in ours", data: typeMeta + ownTypeMeta + "maxVirtualServers: 3\n", wantOK: "c.yaml: maxVirtualServers: unknown field; ignored"},
 		{name: "wrong type", data: typeMeta + ownTypeMeta + "maxVirtualServersPerService: many\n", wantErr: "c.yaml: maxVirtualServersPerService: want an integer, got a string"},

@@ -3,6 +3,7 @@ package app
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/netip"
 	"os"
@@ -10,6 +11,11 @@ import (
 	"strings"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	logsapi "k8s.io/component-base/logs/api/v1"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/kubeapi"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 )
 
@@ -107,7 +113,7 @@ func (o *Options) validateConfig() []error {
 		add("ipvs-sync-period", "ipvs.syncPeriod", "must be greater than 0, got %s", sync)
 	}
 	if minSync < 0 {
-		add("ipvs-min-sync-period", "ipvs.minSyncPeriod", "must not be negative, got %s", minSync)
+		add("ipvs-min-sync-period", "ipvs.minSyncPeriod", "must be greater than or equal to 0, got %s", minSync)
 	} else if sync > 0 && minSync > sync {
 		add("ipvs-min-sync-period", "ipvs.minSyncPeriod", "%s is greater than the sync period %s", minSync, sync)
 	}
@@ -123,7 +129,7 @@ func (o *Options) validateConfig() []error {
 		{"ipvs-udp-timeout", "ipvs.udpTimeout", c.IPVS.UDPTimeout.Duration},
 	} {
 		if t.d < 0 {
-			add(t.flag, t.field, "must not be negative, got %s", t.d)
+			add(t.flag, t.field, "must be greater than or equal to 0, got %s", t.d)
 		}
 	}
 	for i, s := range c.IPVS.ExcludeCIDRs {
@@ -144,7 +150,7 @@ func (o *Options) validateConfig() []error {
 			add("nodeport-addresses", "nodePortAddresses["+strconv.Itoa(i)+"]", "invalid nodeport address %q: want a CIDR or \"primary\"", s)
 		}
 	}
-	if _, err := netip.ParseAddr(c.BindAddress); err != nil {
+	if a, err := netip.ParseAddr(c.BindAddress); err != nil || a.Zone() != "" {
 		add("bind-address", "bindAddress", "%q is not an IP address", c.BindAddress)
 	}
 	if err := checkHostPort(c.HealthzBindAddress); err != nil {
@@ -160,12 +166,97 @@ func (o *Options) validateConfig() []error {
 		add("oom-score-adj", "oomScoreAdj", "must be within the range [-1000, 1000], got %d", *a)
 	}
 	if b := c.IPTables.MasqueradeBit; b != nil && (*b < 0 || *b > 31) {
-		add("iptables-masquerade-bit", "iptables.masqueradeBit", "must be within 0-31, got %d", *b)
+		add("iptables-masquerade-bit", "iptables.masqueradeBit", "must be within the range [0, 31], got %d", *b)
 	}
 	if c.ClientConnection.Burst < 0 {
-		add("kube-api-burst", "clientConnection.burst", "must not be negative, got %d", c.ClientConnection.Burst)
+		add("kube-api-burst", "clientConnection.burst", "must be greater than or equal to 0, got %d", c.ClientConnection.Burst)
+	}
+	validateConntrack(c, add)
+	validateLogging(c, add)
+	if v := c.ShowHiddenMetricsForVersion; v != "" && v != showHiddenMetricsVersion {
+		add("show-hidden-metrics-for-version", "showHiddenMetricsForVersion", "%q: must be omitted or have the value '%s'; only the previous minor version is allowed", v, showHiddenMetricsVersion)
+	}
+	if s := o.ServiceProxyName; s != "" {
+		if msgs := validation.IsValidLabelValue(s); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("%s: %q is not a valid label value (services are selected by the label %s): %s",
+				o.origin("service-proxy-name"), s, kubeapi.LabelServiceProxyName, strings.Join(msgs, "; ")))
+		}
 	}
 	return errs
+}
+
+// showHiddenMetricsVersion is the one value kube-proxy v1.36 takes for
+// showHiddenMetricsForVersion: the previous minor version.
+const showHiddenMetricsVersion = "1.35"
+
+// validateConntrack refuses the negative values kube-proxy's validation
+// refuses: the conntrack package would read them as "leave as is" or
+// write them to the kernel.
+func validateConntrack(c *KubeProxyConfiguration, add func(flag, field, format string, a ...any)) {
+	for _, n := range []struct {
+		flag, field string
+		v           *int32
+	}{
+		{"conntrack-max-per-core", "conntrack.maxPerCore", c.Conntrack.MaxPerCore},
+		{"conntrack-min", "conntrack.min", c.Conntrack.Min},
+	} {
+		if n.v != nil && *n.v < 0 {
+			add(n.flag, n.field, "must be greater than or equal to 0, got %d", *n.v)
+		}
+	}
+	duration := func(d *metav1.Duration) time.Duration {
+		if d == nil {
+			return 0
+		}
+		return d.Duration
+	}
+	for _, t := range []struct {
+		flag, field string
+		d           time.Duration
+	}{
+		{"conntrack-tcp-timeout-established", "conntrack.tcpEstablishedTimeout", duration(c.Conntrack.TCPEstablishedTimeout)},
+		{"conntrack-tcp-timeout-close-wait", "conntrack.tcpCloseWaitTimeout", duration(c.Conntrack.TCPCloseWaitTimeout)},
+		{"conntrack-udp-timeout", "conntrack.udpTimeout", c.Conntrack.UDPTimeout.Duration},
+		{"conntrack-udp-timeout-stream", "conntrack.udpStreamTimeout", c.Conntrack.UDPStreamTimeout.Duration},
+	} {
+		if t.d < 0 {
+			add(t.flag, t.field, "must be greater than or equal to 0, got %s", t.d)
+		}
+	}
+}
+
+// validateLogging refuses a negative flushFrequency, as component-base's
+// logging validation, run by kube-proxy, does (it is not used here: logs
+// are written unbuffered).
+func validateLogging(c *KubeProxyConfiguration, add func(flag, field, format string, a ...any)) {
+	if d := c.Logging.FlushFrequency.Duration.Duration; d < 0 {
+		add("log-flush-frequency", "logging.flushFrequency", "must be greater than zero, got %s", d)
+	}
+}
+
+// checkFileLogging refuses what component-base's logging validation, run
+// by kube-proxy, refuses in the file's verbosity and vmodule, before
+// they are given to klog (whose own message names no item): a vmodule
+// item klog would read as another ("a=b" or "a,b" as a pattern), and
+// levels klog cannot hold.
+func checkFileLogging(name string, lc *logsapi.LoggingConfiguration) error {
+	var errs []error
+	if lc.Verbosity > math.MaxInt32 {
+		errs = append(errs, fmt.Errorf("%s: logging.verbosity: must be <= %d, got %d", name, math.MaxInt32, lc.Verbosity))
+	}
+	for i, item := range lc.VModule {
+		field := "logging.vmodule[" + strconv.Itoa(i) + "]"
+		switch {
+		case item.FilePattern == "":
+			errs = append(errs, fmt.Errorf("%s: %s: file pattern must not be empty", name, field))
+		case strings.ContainsAny(item.FilePattern, "=,"):
+			errs = append(errs, fmt.Errorf("%s: %s: file pattern %q must not contain equal sign or comma", name, field, item.FilePattern))
+		}
+		if item.Verbosity > math.MaxInt32 {
+			errs = append(errs, fmt.Errorf("%s: %s: must be <= %d, got %d", name, field, math.MaxInt32, item.Verbosity))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // checkClusterCIDRs accepts none, one CIDR, or a dual-stack pair.

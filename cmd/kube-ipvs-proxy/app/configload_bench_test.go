@@ -1,0 +1,48 @@
+package app
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// configMapMax is the most a ConfigMap holds (the API server's limit on
+// its data), the size of the worst --config file a Deployment mounts.
+const configMapMax = 1 << 20
+
+// worstConfigs are files of about size bytes of the content that costs
+// the loader most: every value bad, or every field unknown, in a map, in
+// a list, and nested below a list.
+func worstConfigs(size int) map[string]string {
+	fill := func(head string, item func(i int) string, tail string) string {
+		var b strings.Builder
+		b.WriteString(typeMeta + head)
+		for i := 0; b.Len() < size-len(tail); i++ {
+			b.WriteString(item(i))
+		}
+		b.WriteString(tail)
+		return b.String()
+	}
+	return map[string]string{
+		"bad feature gates":        fill("featureGates:\n", func(i int) string { return fmt.Sprintf("  G%07d: maybe\n", i) }, ""),
+		"unknown top-level fields": fill("", func(i int) string { return fmt.Sprintf("u%07d: 1\n", i) }, ""),
+		"unknown fields in ipvs":   fill("ipvs:\n", func(i int) string { return fmt.Sprintf("  u%07d: 1\n", i) }, ""),
+		"bad list elements":        fill("nodePortAddresses:\n", func(i int) string { return fmt.Sprintf("- %d\n", i) }, ""),
+		"bad fields of list elements": fill("logging:\n  vmodule:\n", func(i int) string {
+			return fmt.Sprintf("  - {filePattern: f%d, verbosity: x, u: 1}\n", i)
+		}, ""),
+	}
+}
+
+// BenchmarkLoadConfigWorst: a ConfigMap-sized file of the worst content
+// loads in time linear in its size (the target: under a second).
+func BenchmarkLoadConfigWorst(b *testing.B) {
+	for name, data := range worstConfigs(configMapMax) {
+		b.Run(name, func(b *testing.B) {
+			b.SetBytes(int64(len(data)))
+			for b.Loop() {
+				LoadConfig("c.yaml", []byte(data))
+			}
+		})
+	}
+}
