@@ -98,9 +98,9 @@ func parseSettings(obj string, ann map[string]string, internalLocal bool, defaul
 		st.tiering, st.keys = "", nil
 	}
 	if v, ok := ann[AnnotationOverprovision]; ok {
-		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		f, err := parseDecimal(v)
 		switch {
-		case err != nil || f < 1 || f > 100 || f != f:
+		case err != nil || f < 1 || f > 100:
 			warn(AnnotationOverprovision, "invalid value %s (want a decimal from 1 to 100); no spill", quoted(v))
 		case st.tiering == "":
 			warn(AnnotationOverprovision, "applies only with a tiered traffic-policy or topology-keys; ignored")
@@ -121,13 +121,41 @@ func parseSettings(obj string, ann map[string]string, internalLocal bool, defaul
 		st.flags = slices.Clone(defaultSchedulerFlags[defaultScheduler])
 	}
 	if v, ok := ann[AnnotationNoTrack]; ok {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
+		// Exactly the two words the message names: strconv.ParseBool
+		// would also take "1", "t" and "TRUE".
+		switch v {
+		case "true", "false":
+			st.noTrack = v == "true"
+		default:
 			warn(AnnotationNoTrack, "invalid value %s (want true or false); tracked", quoted(v))
 		}
-		st.noTrack = b
 	}
 	return st, ws
+}
+
+// parseDecimal reads a plain decimal number, digits with an optional
+// fraction ("2", "1.5"), the one syntax numeric annotations take:
+// strconv.ParseFloat alone would also take "1_0", "1e1", "+2", "Inf" and
+// "NaN".
+func parseDecimal(v string) (float64, error) {
+	intPart, frac, hasFrac := strings.Cut(v, ".")
+	if !allDigits(intPart) || (hasFrac && !allDigits(frac)) {
+		return 0, fmt.Errorf("%s is not a plain decimal number", quoted(v))
+	}
+	return strconv.ParseFloat(v, 64)
+}
+
+// allDigits reports whether s is one or more ASCII digits.
+func allDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 func knownAnnotation(name string) bool {
