@@ -1,8 +1,10 @@
 package manifest
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -60,16 +62,31 @@ func (w Warning) String() string {
 }
 
 // ParseError is a fatal problem with a file: unreadable, or not valid
-// YAML/JSON. Line is 1-based; 0 means unknown.
+// YAML/JSON. Line is 1-based; 0 means unknown or none (the file cannot be
+// read).
 type ParseError struct {
 	File string
 	Line int
 	Msg  string
 }
 
-// Error returns "FILE: LINE: MSG".
+// Error returns "FILE: LINE: MSG", or "FILE: MSG" without a line.
 func (e *ParseError) Error() string {
+	if e.Line == 0 {
+		return e.File + ": " + e.Msg
+	}
 	return e.File + ": " + strconv.Itoa(e.Line) + ": " + e.Msg
+}
+
+// fileError is the ParseError of a file that cannot be read: the file
+// named once ("x.yaml: no such file or directory", not "x.yaml: open
+// x.yaml: ...").
+func fileError(p string, err error) *ParseError {
+	var pe *fs.PathError
+	if errors.As(err, &pe) && pe.Path == p {
+		return &ParseError{File: p, Msg: pe.Err.Error()}
+	}
+	return fileError(p, err)
 }
 
 // LoadPaths reads each path: a file, or a directory whose *.yaml, *.yml and
@@ -104,25 +121,25 @@ var fileExts = map[string]bool{".yaml": true, ".yml": true, ".json": true}
 func (l *loader) loadPath(p string) error {
 	f, err := os.Open(p)
 	if err != nil {
-		return &ParseError{File: p, Msg: err.Error()}
+		return fileError(p, err)
 	}
 	info, err := f.Stat()
 	if err != nil {
 		f.Close()
-		return &ParseError{File: p, Msg: err.Error()}
+		return fileError(p, err)
 	}
 	if !info.IsDir() {
 		data, err := io.ReadAll(f)
 		f.Close()
 		if err != nil {
-			return &ParseError{File: p, Msg: err.Error()}
+			return fileError(p, err)
 		}
 		return l.loadFile(p, data)
 	}
 	f.Close()
 	entries, err := os.ReadDir(p) // sorted by file name
 	if err != nil {
-		return &ParseError{File: p, Msg: err.Error()}
+		return fileError(p, err)
 	}
 	read := 0
 	defer func() {
@@ -146,7 +163,7 @@ func (l *loader) loadPath(p string) error {
 		}
 		data, err := os.ReadFile(name)
 		if err != nil {
-			return &ParseError{File: name, Msg: err.Error()}
+			return fileError(name, err)
 		}
 		read++
 		if err := l.loadFile(name, data); err != nil {

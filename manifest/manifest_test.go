@@ -303,9 +303,9 @@ func TestMessages(t *testing.T) {
 		got:  (&ParseError{File: "examples/bad.yaml", Line: 7, Msg: "oops"}).Error(),
 		want: "examples/bad.yaml: 7: oops",
 	}, {
-		name: "parse error with unknown line uses 0",
-		got:  (&ParseError{File: "x.yaml", Msg: "open x.yaml: no such file or directory"}).Error(),
-		want: "x.yaml: 0: open x.yaml: no such file or directory",
+		name: "a parse error with no line has no line number",
+		got:  (&ParseError{File: "x.yaml", Msg: "no such file or directory"}).Error(),
+		want: "x.yaml: no such file or directory",
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

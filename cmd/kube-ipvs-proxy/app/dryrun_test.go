@@ -128,7 +128,7 @@ func TestDryRunBadInput(t *testing.T) {
 			name:       "a missing file exits 2 naming it",
 			files:      map[string]string{},
 			wantCode:   ExitUsage,
-			wantStderr: []string{"missing.yaml: 0: "},
+			wantStderr: []string{"missing.yaml: no such file or directory"},
 		},
 		{
 			name: "an invalid IP skips that object only, with a warning naming it and the field",
