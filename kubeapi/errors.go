@@ -21,16 +21,20 @@ func ObjectName(kind, namespace, name string) string {
 	return kind + " " + namespace + "/" + name
 }
 
+// invalid is the error of an object with a bad field. A long value
+// quoted in the message, directly or through a parser's error, is cut:
+// a field can hold a value of 1 MiB and the message becomes a log line
+// and an Event.
 func invalid(object, field, format string, args ...any) error {
 	return &policy.ObjectError{
-		Warning: policy.Warning{Object: object, Field: field, Message: fmt.Sprintf(format, args...)},
+		Warning: policy.Warning{Object: object, Field: field, Message: policy.CutQuoted(fmt.Sprintf(format, args...))},
 		Err:     policy.ErrInvalid,
 	}
 }
 
 func notProxied(object, format string, args ...any) error {
 	return &policy.ObjectError{
-		Warning: policy.Warning{Object: object, Message: fmt.Sprintf(format, args...)},
+		Warning: policy.Warning{Object: object, Message: policy.CutQuoted(fmt.Sprintf(format, args...))},
 		Err:     policy.ErrNotProxied,
 	}
 }

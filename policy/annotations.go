@@ -5,7 +5,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 )
 
 // Service annotations owned by kube-ipvs-proxy.
@@ -254,22 +253,4 @@ func isLabelPart(s, inner string) bool {
 		}
 	}
 	return true
-}
-
-// maxQuoted bounds how much of an annotation value a warning quotes: a
-// value can be 256 KiB, and a warning becomes a log line and an Event
-// on every node.
-const maxQuoted = 64
-
-// quoted quotes v, cut to maxQuoted bytes (on a rune boundary) with its
-// full length when longer.
-func quoted(v string) string {
-	if len(v) <= maxQuoted {
-		return strconv.Quote(v)
-	}
-	cut := maxQuoted
-	for cut > 0 && !utf8.RuneStart(v[cut]) {
-		cut--
-	}
-	return strconv.Quote(v[:cut]) + fmt.Sprintf("… (%d bytes)", len(v))
 }
