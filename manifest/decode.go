@@ -181,7 +181,7 @@ func (l *loader) object(raw []byte, source string, depth int) {
 	}
 	obj, meta, err := decodeTyped(kind, raw)
 	if err != nil {
-		l.warn(source, ident(kind, namespace, name), decodeErrorMessage(err))
+		l.warn(source, ident(kind, namespace, name), decodeErrorMessage(err, h.Metadata)+"; skipped")
 		return
 	}
 	if meta.Name == "" {
@@ -251,13 +251,32 @@ func decodeTyped(kind string, raw []byte) (any, *metav1.ObjectMeta, error) {
 }
 
 // decodeErrorMessage prefixes a decoding error with the field path it is
-// about, when known ("spec.ports.port: json: cannot unmarshal ...").
-func decodeErrorMessage(err error) string {
+// about, when known ("spec.ports.port: json: cannot unmarshal ..."). A
+// bad timestamp's error names no field, and the time package's quotes
+// the whole value: the metadata's timestamps are tried alone to name the
+// field, and the value is left out.
+func decodeErrorMessage(err error, metadata json.RawMessage) string {
+	for _, field := range []string{"creationTimestamp", "deletionTimestamp"} {
+		if badTimestamp(metadata, field) {
+			return "metadata." + field + ": want a time such as \"2006-01-02T15:04:05Z\" (RFC 3339) or null"
+		}
+	}
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) && te.Field != "" {
 		return te.Field + ": " + err.Error()
 	}
 	return err.Error()
+}
+
+// badTimestamp reports whether field of the object metadata does not
+// decode as a metav1.Time.
+func badTimestamp(metadata json.RawMessage, field string) bool {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(metadata, &m) != nil || m[field] == nil {
+		return false
+	}
+	var ts metav1.Time
+	return json.Unmarshal(m[field], &ts) != nil
 }
 
 // peekMeta returns metadata.name and metadata.namespace when they are

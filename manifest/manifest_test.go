@@ -114,7 +114,7 @@ func TestLoad(t *testing.T) {
 		want: []string{"Service default/s1", "Service default/s2", "EndpointSlice ns/s1-x", "Node /node-a"},
 		warnings: []string{
 			"list.yaml:6: List item 3 is not an object; skipped",
-			"list.yaml:6: Node n2: spec.podCIDR: json: cannot unmarshal number into Go struct field NodeSpec.spec.podCIDR of type string",
+			"list.yaml:6: Node n2: spec.podCIDR: json: cannot unmarshal number into Go struct field NodeSpec.spec.podCIDR of type string; skipped",
 		},
 	}, {
 		name:     "List whose items is not an array warns",
@@ -143,7 +143,28 @@ func TestLoad(t *testing.T) {
 		input: nodeA + "---\napiVersion: v1\nkind: Service\nmetadata:\n  name: web\nspec:\n  ports:\n  - port: http\n",
 		want:  []string{"Node /node-a"},
 		warnings: []string{
-			"types.yaml:6: Service default/web: spec.ports.port: json: cannot unmarshal string into Go struct field ServicePort.spec.ports.port of type int32",
+			"types.yaml:6: Service default/web: spec.ports.port: json: cannot unmarshal string into Go struct field ServicePort.spec.ports.port of type int32; skipped",
+		},
+	}, {
+		name:  "a bad creationTimestamp names the field, says skipped and quotes no value",
+		file:  "ts.yaml",
+		input: "apiVersion: v1\nkind: Service\nmetadata:\n  name: web\n  creationTimestamp: \"" + strings.Repeat("y", 300) + "\"\n",
+		warnings: []string{
+			`ts.yaml:1: Service default/web: metadata.creationTimestamp: want a time such as "2006-01-02T15:04:05Z" (RFC 3339) or null; skipped`,
+		},
+	}, {
+		name:  "a creationTimestamp of the wrong type names the field",
+		file:  "ts.yaml",
+		input: "apiVersion: v1\nkind: Node\nmetadata:\n  name: node-n\n  creationTimestamp: 5\n",
+		warnings: []string{
+			`ts.yaml:1: Node node-n: metadata.creationTimestamp: want a time such as "2006-01-02T15:04:05Z" (RFC 3339) or null; skipped`,
+		},
+	}, {
+		name:  "a bad deletionTimestamp names the field",
+		file:  "ts.yaml",
+		input: "apiVersion: v1\nkind: Service\nmetadata:\n  name: web\n  creationTimestamp: null\n  deletionTimestamp: soon\n",
+		warnings: []string{
+			`ts.yaml:1: Service default/web: metadata.deletionTimestamp: want a time such as "2006-01-02T15:04:05Z" (RFC 3339) or null; skipped`,
 		},
 	}, {
 		name:     "non-string kind warns",
