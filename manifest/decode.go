@@ -110,13 +110,13 @@ func (l *loader) yamlDoc(name string, d document) error {
 		if err != nil {
 			return perr
 		}
-		return l.values(name, []jsonValue{{raw: j, line: d.line}})
+		return l.values(name, []jsonValue{{raw: j, line: d.line, pos: yamlPositions{data: d.data, firstLine: d.startLine}}})
 	}
 	j, err := yaml.YAMLToJSON(d.data)
 	if err != nil {
 		return yamlError(name, d, err)
 	}
-	return l.values(name, []jsonValue{{raw: j, line: d.line}})
+	return l.values(name, []jsonValue{{raw: j, line: d.line, pos: yamlPositions{data: d.data, firstLine: d.startLine}}})
 }
 
 // values loads top-level JSON values; null ones are empty documents.
@@ -129,7 +129,11 @@ func (l *loader) values(name string, vals []jsonValue) error {
 		if raw[0] != '{' {
 			return &ParseError{File: name, Line: v.line, Msg: "document is not an object"}
 		}
-		l.object(raw, name+":"+strconv.Itoa(v.line), 0)
+		pos := v.pos
+		if pos == nil {
+			pos = jsonPositions{raw: raw, line: v.line}
+		}
+		l.object(raw, name, v.line, pos, 0)
 	}
 	return nil
 }
@@ -142,8 +146,10 @@ type header struct {
 	Items      json.RawMessage `json:"items"`
 }
 
-// object loads one JSON object found at source; depth counts enclosing Lists.
-func (l *loader) object(raw []byte, source string, depth int) {
+// object loads one JSON object found at file name's line; pos tells
+// where its items are if it is a List, and depth counts enclosing Lists.
+func (l *loader) object(raw []byte, name string, line int, pos positions, depth int) {
+	source := name + ":" + strconv.Itoa(line)
 	var h header
 	if err := json.Unmarshal(raw, &h); err != nil {
 		l.warn(source, "", fmt.Sprintf("cannot read object: %v", err))
@@ -158,7 +164,7 @@ func (l *loader) object(raw []byte, source string, depth int) {
 		l.warn(source, "", "no kind; skipped")
 		return
 	case strings.HasSuffix(kind, "List") && !isNull(h.Items):
-		l.list(kind, h.Items, source, depth)
+		l.list(kind, h.Items, name, line, pos, depth)
 		return
 	}
 	l.objects++
@@ -194,8 +200,11 @@ func (l *loader) object(raw []byte, source string, depth int) {
 	l.add(kind, meta, obj, source)
 }
 
-// list loads the items of a List document; items share the List's source.
-func (l *loader) list(kind string, items json.RawMessage, source string, depth int) {
+// list loads the items of a List document found at file name's line;
+// each item is reported at its own line when pos tells it, else at the
+// List's.
+func (l *loader) list(kind string, items json.RawMessage, name string, line int, pos positions, depth int) {
+	source := name + ":" + strconv.Itoa(line)
 	if depth >= maxListDepth {
 		l.warn(source, "", kind+" nested too deeply; skipped")
 		return
@@ -205,16 +214,24 @@ func (l *loader) list(kind string, items json.RawMessage, source string, depth i
 		l.warn(source, "", kind+" items is not an array; skipped")
 		return
 	}
+	var where []itemPosition
+	if pos != nil {
+		where = pos.items(len(raws))
+	}
 	for i, r := range raws {
+		itemLine, itemPos := line, positions(nil)
+		if where != nil {
+			itemLine, itemPos = where[i].line, where[i].pos
+		}
 		r = bytes.TrimSpace(r)
 		if isNull(r) {
 			continue
 		}
 		if r[0] != '{' {
-			l.warn(source, "", fmt.Sprintf("%s item %d is not an object; skipped", kind, i))
+			l.warn(name+":"+strconv.Itoa(itemLine), "", fmt.Sprintf("%s item %d is not an object; skipped", kind, i))
 			continue
 		}
-		l.object(r, source, depth+1)
+		l.object(r, name, itemLine, itemPos, depth+1)
 	}
 }
 

@@ -47,7 +47,7 @@ func (o *Objects) Merge(o2 *Objects) {
 // Warning is a problem with one object that caused it to be skipped; loading
 // goes on.
 type Warning struct {
-	Source  string // "path/file.yaml:12" (line where the object's document starts)
+	Source  string // "path/file.yaml:12": where the object's document starts, or a List item's own line
 	Object  string // "Service default/web", "EndpointSlice default/web-abc", "Node node-a"; "" if unknown
 	Message string
 }

@@ -101,7 +101,7 @@ func TestLoad(t *testing.T) {
 		input: "{apiVersion: v1, kind: Node, metadata: {name: n1}}\n",
 		want:  []string{"Node /n1"},
 	}, {
-		name: "kind List with mixed items, warnings at the List's line",
+		name: "kind List with mixed items, warnings at each item's line",
 		file: "list.yaml",
 		input: nodeA + "---\napiVersion: v1\nkind: List\nitems:\n" +
 			"- {apiVersion: v1, kind: Service, metadata: {name: s1}}\n" +
@@ -113,8 +113,34 @@ func TestLoad(t *testing.T) {
 			"- {apiVersion: v1, kind: Node, metadata: {name: n2}, spec: {podCIDR: 7}}\n",
 		want: []string{"Service default/s1", "Service default/s2", "EndpointSlice ns/s1-x", "Node /node-a"},
 		warnings: []string{
-			"list.yaml:6: List item 3 is not an object; skipped",
-			"list.yaml:6: Node n2: spec.podCIDR: json: cannot unmarshal number into Go struct field NodeSpec.spec.podCIDR of type string; skipped",
+			"list.yaml:12: List item 3 is not an object; skipped",
+			"list.yaml:15: Node n2: spec.podCIDR: json: cannot unmarshal number into Go struct field NodeSpec.spec.podCIDR of type string; skipped",
+		},
+	}, {
+		name: "block List items and a List in a List: each item at its own line",
+		file: "list.yaml",
+		input: "# a List\napiVersion: v1\nkind: List\nitems:\n" +
+			"- apiVersion: v1\n  kind: Service\n  metadata:\n    name: s1\n" +
+			"- apiVersion: v1\n  kind: Service\n  metadata:\n    name: s2\n  spec:\n    ports: [{port: x}]\n" +
+			"- apiVersion: v1\n  kind: ServiceList\n  items:\n  - apiVersion: v1\n    kind: Service\n    metadata: {name: s3}\n" +
+			"  - apiVersion: v1\n    kind: Service\n    metadata: {name: s4, creationTimestamp: x}\n",
+		want: []string{"Service default/s1", "Service default/s3"},
+		warnings: []string{
+			"list.yaml:9: Service default/s2: spec.ports.port: json: cannot unmarshal string into Go struct field ServicePort.spec.ports.port of type int32; skipped",
+			`list.yaml:21: Service default/s4: metadata.creationTimestamp: want a time such as "2006-01-02T15:04:05Z" (RFC 3339) or null; skipped`,
+		},
+	}, {
+		name: "JSON List items each at their own line",
+		file: "list.json",
+		input: "{\"apiVersion\": \"v1\", \"kind\": \"List\", \"items\": [\n" +
+			"  {\"apiVersion\": \"v1\", \"kind\": \"Service\", \"metadata\": {\"name\": \"s1\"}},\n" +
+			"  7,\n" +
+			"  {\"apiVersion\": \"v1\", \"kind\": \"List\", \"items\": [\n    {\"apiVersion\": \"v1\", \"kind\": \"Service\", \"metadata\": {\"name\": \"s2\"}, \"spec\": {\"ports\": [{\"port\": \"x\"}]}}]}\n" +
+			"]}\n",
+		want: []string{"Service default/s1"},
+		warnings: []string{
+			"list.json:3: List item 1 is not an object; skipped",
+			"list.json:5: Service default/s2: spec.ports.port: json: cannot unmarshal string into Go struct field ServicePort.spec.ports.port of type int32; skipped",
 		},
 	}, {
 		name:     "List whose items is not an array warns",

@@ -130,6 +130,7 @@ func yamlError(name string, d document, err error) *ParseError {
 type jsonValue struct {
 	raw  []byte
 	line int
+	pos  positions // where its List items are; nil: raw is as in the file
 }
 
 // lineCounter maps byte offsets of data to file lines, in amortised linear
