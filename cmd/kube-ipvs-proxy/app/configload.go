@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 )
 
 // LoadConfigFile reads a KubeProxyConfiguration file (YAML or JSON). See
@@ -77,6 +79,35 @@ func LoadConfig(name string, data []byte) (KubeProxyConfiguration, []string, err
 // the same ConfigMap would fail. Syntax errors carry the line number in
 // the whole file.
 func loadConfigDocuments(name string, data []byte) (KubeProxyConfiguration, *ownDocument, []string, error) {
+	cfg, own, warnings, err := decodeDocuments(name, data)
+	for i, w := range warnings {
+		warnings[i] = policy.CutQuoted(w)
+	}
+	return cfg, own, warnings, cutValues(err)
+}
+
+// cutValues cuts the long values err's message quotes (policy.CutQuoted),
+// keeping err to unwrap: a file's value can be 2 MiB long, and the
+// message is printed, and logged on every node.
+func cutValues(err error) error {
+	if err == nil {
+		return nil
+	}
+	if msg := policy.CutQuoted(err.Error()); msg != err.Error() {
+		return &cutError{msg: msg, err: err}
+	}
+	return err
+}
+
+type cutError struct {
+	msg string
+	err error
+}
+
+func (e *cutError) Error() string { return e.msg }
+func (e *cutError) Unwrap() error { return e.err }
+
+func decodeDocuments(name string, data []byte) (KubeProxyConfiguration, *ownDocument, []string, error) {
 	if len(data) > maxConfigSize {
 		return KubeProxyConfiguration{}, nil, nil, fmt.Errorf("%s: larger than %d MiB, the most kube-ipvs-proxy reads (a ConfigMap holds at most 1 MiB)", name, maxConfigSize>>20)
 	}

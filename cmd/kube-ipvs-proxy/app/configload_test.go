@@ -131,6 +131,10 @@ func TestLoadConfig(t *testing.T) {
 		{"150 unknown fields beside a bad value give 150 warnings", manyUnknown + "  syncPeriod: 30\n", manyWarnings,
 			[]string{`c.yaml: ipvs.syncPeriod: want a duration such as "30s", got a number`}},
 
+		{"a long bad value is cut in the message", typeMeta + "ipvs:\n  tcpTimeout: " + strings.Repeat("9", 200) + "x\n", nil,
+			[]string{`c.yaml: ipvs.tcpTimeout: time: invalid duration "` + strings.Repeat("9", 64) + `"… (201 bytes)`}},
+		{"a long apiVersion is cut in the message", "apiVersion: " + strings.Repeat("v", 100) + "\nkind: KubeProxyConfiguration\n", nil,
+			[]string{`c.yaml: apiVersion "` + strings.Repeat("v", 64) + `"… (100 bytes), kind "KubeProxyConfiguration": want apiVersion kubeproxy.config.k8s.io/v1alpha1, kind KubeProxyConfiguration`}},
 		{"a repeated key is an error naming it and its line", typeMeta + "mode: ipvs\nmode: iptables\n", nil,
 			[]string{`c.yaml: 4: key "mode" repeated`}},
 		{"a repeated nested key is an error naming it and its line", "# x\n" + typeMeta + "ipvs:\n  scheduler: rr\n  syncPeriod: 1s\n  scheduler: lc\n", nil,

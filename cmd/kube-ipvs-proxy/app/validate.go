@@ -81,6 +81,9 @@ func (o *Options) Validate() error {
 			errs = append(errs, err)
 		}
 	}
+	for i, err := range errs {
+		errs[i] = cutValues(err)
+	}
 	return errors.Join(errs...)
 }
 

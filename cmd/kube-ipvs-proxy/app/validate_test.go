@@ -43,6 +43,8 @@ func TestValidateRefusesWhatKubeProxyRefuses(t *testing.T) {
 		{"a vmodule level over int32", "logging: {vmodule: [{filePattern: a, verbosity: 2147483648}]}\n", "refuses", "c.yaml: logging.vmodule[0]: must be <= 2147483647, got 2147483648"},
 		{"showHiddenMetricsForVersion the previous minor", "showHiddenMetricsForVersion: \"1.35\"\n", "accepts", ""},
 		{"showHiddenMetricsForVersion another version", "showHiddenMetricsForVersion: \"1.34\"\n", "refuses", `c.yaml: showHiddenMetricsForVersion: "1.34": must be omitted or have the value '1.35'; only the previous minor version is allowed`},
+		{"a long bad value is cut in the message", "bindAddress: " + strings.Repeat("x", 300) + "\n", "refuses",
+			`c.yaml: bindAddress: "` + strings.Repeat("x", 64) + `"… (300 bytes) is not an IP address`},
 		{"a serviceProxyName that is a label value", ownTypeMeta + "serviceProxyName: my-proxy.v2\n", "accepts", ""},
 		{"a serviceProxyName that no label can hold", ownTypeMeta + "serviceProxyName: my proxy\n", "refuses",
 			`c.yaml: serviceProxyName: "my proxy" is not a valid label value (services are selected by the label service.kubernetes.io/service-proxy-name): a valid label must be an empty string or consist of alphanumeric characters`},
