@@ -136,7 +136,7 @@ func (o *Options) validateConfig() []error {
 		}
 	}
 	for i, s := range c.IPVS.ExcludeCIDRs {
-		if _, err := netip.ParsePrefix(strings.TrimSpace(s)); err != nil {
+		if _, err := netip.ParsePrefix(s); err != nil {
 			add("ipvs-exclude-cidrs", "ipvs.excludeCIDRs["+strconv.Itoa(i)+"]", "invalid CIDR %q", s)
 		}
 	}

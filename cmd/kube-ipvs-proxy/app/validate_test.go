@@ -35,6 +35,8 @@ func TestValidateRefusesWhatKubeProxyRefuses(t *testing.T) {
 		{"nftables.masqueradeBit is not validated in the ipvs mode", "nftables: {masqueradeBit: 40}\n", "accepts", ""},
 		{"negative clientConnection.burst", "clientConnection: {burst: -1}\n", "refuses", "c.yaml: clientConnection.burst: must be greater than or equal to 0, got -1"},
 		{"a zone in bindAddress", "bindAddress: fe80::1%eth0\n", "refuses", `c.yaml: bindAddress: "fe80::1%eth0" is not an IP address`},
+		{"an ipvs.excludeCIDRs entry with a space", "ipvs: {excludeCIDRs: [10.0.0.0/8, ' 10.1.0.0/16']}\n", "refuses", `c.yaml: ipvs.excludeCIDRs[1]: invalid CIDR " 10.1.0.0/16"`},
+		{"ipvs.excludeCIDRs entries", "ipvs: {excludeCIDRs: [10.0.0.0/8, 'fd00::/64']}\n", "accepts", ""},
 		{"negative logging.flushFrequency", "logging: {flushFrequency: -1s}\n", "refuses", "c.yaml: logging.flushFrequency: must be greater than zero, got -1s"},
 		{"a vmodule pattern with an equal sign", "logging: {vmodule: [{filePattern: a=b, verbosity: 1}]}\n", "refuses", `c.yaml: logging.vmodule[0]: file pattern "a=b" must not contain equal sign or comma`},
 		{"a vmodule pattern with a comma", "logging: {vmodule: [{filePattern: x, verbosity: 1}, {filePattern: 'a,b', verbosity: 1}]}\n", "refuses", `c.yaml: logging.vmodule[1]: file pattern "a,b" must not contain equal sign or comma`},
