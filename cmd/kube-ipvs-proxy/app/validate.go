@@ -123,18 +123,6 @@ func (o *Options) validateConfig() []error {
 	if d := c.ConfigSyncPeriod.Duration; d <= 0 {
 		add("config-sync-period", "configSyncPeriod", "must be greater than 0, got %s", d)
 	}
-	for _, t := range []struct {
-		flag, field string
-		d           time.Duration
-	}{
-		{"ipvs-tcp-timeout", "ipvs.tcpTimeout", c.IPVS.TCPTimeout.Duration},
-		{"ipvs-tcpfin-timeout", "ipvs.tcpFinTimeout", c.IPVS.TCPFinTimeout.Duration},
-		{"ipvs-udp-timeout", "ipvs.udpTimeout", c.IPVS.UDPTimeout.Duration},
-	} {
-		if t.d < 0 {
-			add(t.flag, t.field, "must be greater than or equal to 0, got %s", t.d)
-		}
-	}
 	for i, s := range c.IPVS.ExcludeCIDRs {
 		if _, err := netip.ParsePrefix(s); err != nil {
 			add("ipvs-exclude-cidrs", "ipvs.excludeCIDRs["+strconv.Itoa(i)+"]", "invalid CIDR %q", s)
@@ -174,28 +162,40 @@ func (o *Options) validateConfig() []error {
 	if c.ClientConnection.Burst < 0 {
 		add("kube-api-burst", "clientConnection.burst", "must be greater than or equal to 0, got %d", c.ClientConnection.Burst)
 	}
-	validateConntrack(c, add)
+	validateTimeouts(c, add)
 	validateLogging(c, add)
 	if v := c.ShowHiddenMetricsForVersion; v != "" && v != showHiddenMetricsVersion {
 		add("show-hidden-metrics-for-version", "showHiddenMetricsForVersion", "%q: must be omitted or have the value '%s'; only the previous minor version is allowed", v, showHiddenMetricsVersion)
 	}
-	if s := o.ServiceProxyName; s != "" {
-		if msgs := validation.IsValidLabelValue(s); len(msgs) > 0 {
-			errs = append(errs, fmt.Errorf("%s: %q is not a valid label value (services are selected by the label %s): %s",
-				o.origin("service-proxy-name"), s, kubeapi.LabelServiceProxyName, strings.Join(msgs, "; ")))
-		}
+	if err := o.validateServiceProxyName(); err != nil {
+		errs = append(errs, err)
 	}
 	return errs
+}
+
+// validateServiceProxyName refuses a name no label value can hold: the
+// label selector would refuse it, and the dry run would skip every
+// Service as another proxy's.
+func (o *Options) validateServiceProxyName() error {
+	s := o.ServiceProxyName
+	if s == "" {
+		return nil
+	}
+	if msgs := validation.IsValidLabelValue(s); len(msgs) > 0 {
+		return fmt.Errorf("%s: %q is not a valid label value (services are selected by the label %s): %s",
+			o.origin("service-proxy-name"), s, kubeapi.LabelServiceProxyName, strings.Join(msgs, "; "))
+	}
+	return nil
 }
 
 // showHiddenMetricsVersion is the one value kube-proxy v1.36 takes for
 // showHiddenMetricsForVersion: the previous minor version.
 const showHiddenMetricsVersion = "1.35"
 
-// validateConntrack refuses the negative values kube-proxy's validation
-// refuses: the conntrack package would read them as "leave as is" or
-// write them to the kernel.
-func validateConntrack(c *KubeProxyConfiguration, add func(flag, field, format string, a ...any)) {
+// validateTimeouts refuses the negative conntrack and IPVS values
+// kube-proxy's validation refuses: the conntrack package and the IPVS
+// writer would read them as "leave as is" or write them to the kernel.
+func validateTimeouts(c *KubeProxyConfiguration, add func(flag, field, format string, a ...any)) {
 	for _, n := range []struct {
 		flag, field string
 		v           *int32
@@ -217,6 +217,9 @@ func validateConntrack(c *KubeProxyConfiguration, add func(flag, field, format s
 		flag, field string
 		d           time.Duration
 	}{
+		{"ipvs-tcp-timeout", "ipvs.tcpTimeout", c.IPVS.TCPTimeout.Duration},
+		{"ipvs-tcpfin-timeout", "ipvs.tcpFinTimeout", c.IPVS.TCPFinTimeout.Duration},
+		{"ipvs-udp-timeout", "ipvs.udpTimeout", c.IPVS.UDPTimeout.Duration},
 		{"conntrack-tcp-timeout-established", "conntrack.tcpEstablishedTimeout", duration(c.Conntrack.TCPEstablishedTimeout)},
 		{"conntrack-tcp-timeout-close-wait", "conntrack.tcpCloseWaitTimeout", duration(c.Conntrack.TCPCloseWaitTimeout)},
 		{"conntrack-udp-timeout", "conntrack.udpTimeout", c.Conntrack.UDPTimeout.Duration},
