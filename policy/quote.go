@@ -30,28 +30,31 @@ func quoted(v string) string {
 // through another error's text (netip's `ParseAddr("...")`), which
 // quoted cannot reach.
 func CutQuoted(msg string) string {
-	if len(msg) <= maxQuoted {
-		return msg
-	}
-	var b strings.Builder
+	var b strings.Builder // written from the first cut on
+	done := 0             // msg[:done] is in b
 	for i := 0; i < len(msg); {
-		if msg[i] != '"' {
-			b.WriteByte(msg[i])
-			i++
-			continue
+		j := strings.IndexByte(msg[i:], '"')
+		if j < 0 {
+			break
 		}
+		i += j
 		q, err := strconv.QuotedPrefix(msg[i:])
 		if err != nil {
-			b.WriteByte(msg[i])
 			i++
 			continue
 		}
-		if s, err := strconv.Unquote(q); err == nil && len(s) > maxQuoted {
-			b.WriteString(quoted(s))
-		} else {
-			b.WriteString(q)
+		if len(q) > maxQuoted+2 {
+			if s, err := strconv.Unquote(q); err == nil && len(s) > maxQuoted {
+				b.WriteString(msg[done:i])
+				b.WriteString(quoted(s))
+				done = i + len(q)
+			}
 		}
 		i += len(q)
 	}
+	if done == 0 {
+		return msg
+	}
+	b.WriteString(msg[done:])
 	return b.String()
 }

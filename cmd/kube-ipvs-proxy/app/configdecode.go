@@ -66,6 +66,8 @@ type walker struct {
 	// Answers that depend only on the field, by its path in the
 	// document decodeAt builds (list indexes all 0).
 	duration, takes map[string]bool
+	buf             bytes.Buffer           // decodeAt's document
+	scratch         KubeProxyConfiguration // what decodeAt decodes into, unused
 }
 
 // nullMember is a map member holding a null that its field refuses.
@@ -92,7 +94,7 @@ func (w *walker) walk(path []step, v any, listed []string, err error) {
 		}
 		for _, k := range slices.Sorted(maps.Keys(c)) {
 			sub := append(slices.Clip(path), k)
-			l, e := decodeAt(sub, c[k])
+			l, e := w.decodeAt(sub, c[k])
 			if e != nil && c[k] == nil {
 				w.nulls = append(w.nulls, nullMember{c, k})
 				continue
@@ -105,7 +107,7 @@ func (w *walker) walk(path []step, v any, listed []string, err error) {
 		}
 		for i, e := range c {
 			sub := append(slices.Clip(path), i)
-			l, subErr := decodeAt(sub, e)
+			l, subErr := w.decodeAt(sub, e)
 			w.walk(sub, e, l, subErr)
 		}
 	}
@@ -129,7 +131,7 @@ func (w *walker) takesContainer(path []step, empty any) bool {
 	key := fieldKey(path) + "\x00" + jsonKind(empty)
 	ok, seen := w.takes[key]
 	if !seen {
-		_, err := decodeAt(path, empty)
+		_, err := w.decodeAt(path, empty)
 		ok = err == nil
 		w.takes[key] = ok
 	}
@@ -191,10 +193,12 @@ func strictJSON(data []byte, dst *KubeProxyConfiguration) ([]string, error) {
 // decodeAt decodes the document holding only v at path and returns the
 // unknown fields listed and the error. A list on the path holds v alone,
 // as its element 0: all elements of a list decode alike.
-func decodeAt(path []step, v any) ([]string, error) {
-	// Written directly, not as nested maps for json.Marshal: the walk
-	// decodes every member of a failed container this way.
-	var b bytes.Buffer
+func (w *walker) decodeAt(path []step, v any) ([]string, error) {
+	// Written directly, not as nested maps for json.Marshal, into one
+	// buffer and one KubeProxyConfiguration: the walk decodes every
+	// member of a failed container this way.
+	b := &w.buf
+	b.Reset()
 	for _, s := range path {
 		switch s := s.(type) {
 		case string:
@@ -221,7 +225,8 @@ func decodeAt(path []step, v any) ([]string, error) {
 			b.WriteByte('}')
 		}
 	}
-	return strictJSON(b.Bytes(), &KubeProxyConfiguration{})
+	w.scratch = KubeProxyConfiguration{}
+	return strictJSON(b.Bytes(), &w.scratch)
 }
 
 // describe is the bad value v's error: "want T, got V" for a type error
@@ -256,8 +261,8 @@ func (w *walker) isDuration(path []step) bool {
 	key := fieldKey(path)
 	d, seen := w.duration[key]
 	if !seen {
-		_, ok := decodeAt(path, "30s")
-		_, notX := decodeAt(path, "x")
+		_, ok := w.decodeAt(path, "30s")
+		_, notX := w.decodeAt(path, "x")
 		d = ok == nil && notX != nil
 		w.duration[key] = d
 	}

@@ -93,8 +93,9 @@ func cutValues(err error) error {
 	if err == nil {
 		return nil
 	}
-	if msg := policy.CutQuoted(err.Error()); msg != err.Error() {
-		return &cutError{msg: msg, err: err}
+	text := err.Error()
+	if cut := policy.CutQuoted(text); len(cut) != len(text) {
+		return &cutError{msg: cut, err: err}
 	}
 	return err
 }
