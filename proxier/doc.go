@@ -59,7 +59,7 @@
 //     mirror of the kernel into ordered steps (add, update, prune) and
 //     run phase by phase, each phase's changes in one Kernel.Write, which
 //     on Linux is
-//  8. proxier/ipvs/batchwrite_linux.go (mobyKernel.Write, opWriter.write):
+//  8. proxier/ipvs/batchwrite_linux.go (netlinkKernel.Write, opWriter.write):
 //     the changes encoded as IPVS generic netlink requests
 //     (proxier/ipvs/ipvsmsg.go) and sent in as few sendmsg calls as the
 //     socket buffers allow.

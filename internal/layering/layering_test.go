@@ -81,6 +81,8 @@ var rules = []rule{
 		why: "proxier/doc.go: no kernel library itself, only through its writer subpackages"},
 	{pkg: "cmd/kube-ipvs-proxy", deps: clientsets,
 		why: "internal/kubeclient/doc.go: the proxy links no client-go clientset, typed client or informer factory"},
+	{pkg: "cmd/kube-ipvs-proxy", deps: []string{"github.com/moby/ipvs", "github.com/sirupsen/logrus"},
+		why: "proxier/ipvs/doc.go: IPVS through our own generic netlink sockets; no moby/ipvs (its modprobe exec) or logrus (logs outside klog)"},
 	{pkg: "internal/kubeclient", deps: join(thisModule, kernelLibs, clientsets),
 		why: "internal/kubeclient/doc.go: client-go's REST client and a scheme of core/v1 and discovery/v1 only"},
 	{pkg: "internal/httpserve", deps: join(thisModule, clientGo, prometheus, kernelLibs),

@@ -2,7 +2,7 @@ package ipvs
 
 // Write implements Kernel.Write for the Linux adapter (kernel_linux.go):
 // the changes go out in batches, through its opWriter.
-func (m *mobyKernel) Write(ops []Op) []error {
+func (m *netlinkKernel) Write(ops []Op) []error {
 	if len(ops) == 0 {
 		return nil
 	}

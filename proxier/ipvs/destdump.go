@@ -60,19 +60,26 @@ func getDestinationsRequest(k Key) ([]byte, error) {
 	if !ok || !k.Address.IsValid() {
 		return nil, fmt.Errorf("virtual server %s: not one IPVS can list", k)
 	}
-	ae := netlink.NewAttributeEncoder()
-	ae.Nested(ipvsCmdAttrService, func(nae *netlink.AttributeEncoder) error {
-		nae.Uint16(ipvsSvcAttrAF, family(k.Address))
-		nae.Uint16(ipvsSvcAttrProtocol, uint16(proto))
-		nae.Bytes(ipvsSvcAttrAddr, k.Address.AsSlice())
-		nae.Bytes(ipvsSvcAttrPort, binary.BigEndian.AppendUint16(nil, k.Port))
-		return nil
-	})
-	attrs, err := ae.Encode()
+	attrs, err := keyAttrs(k, uint16(proto))
 	if err != nil {
 		return nil, fmt.Errorf("encode the destinations request of %s: %w", k, err)
 	}
 	return append(genlHeader(ipvsCmdGetDest), attrs...), nil
+}
+
+// keyAttrs encodes virtual server k's key (family, protocol, address,
+// port) as an IPVS_CMD_ATTR_SERVICE, all a request about an existing
+// virtual server needs.
+func keyAttrs(k Key, proto uint16) ([]byte, error) {
+	ae := netlink.NewAttributeEncoder()
+	ae.Nested(ipvsCmdAttrService, func(nae *netlink.AttributeEncoder) error {
+		nae.Uint16(ipvsSvcAttrAF, family(k.Address))
+		nae.Uint16(ipvsSvcAttrProtocol, proto)
+		nae.Bytes(ipvsSvcAttrAddr, k.Address.AsSlice())
+		nae.Bytes(ipvsSvcAttrPort, binary.BigEndian.AppendUint16(nil, k.Port))
+		return nil
+	})
+	return ae.Encode()
 }
 
 // errDumpInterrupted: the kernel marked a message of a dump as

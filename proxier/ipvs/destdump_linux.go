@@ -13,8 +13,8 @@ import (
 
 // dumpReader lists the virtual servers and their destinations on its
 // own generic netlink socket (destdump.go and svcdump.go say why not
-// through moby/ipvs). Like a moby handle, it is used by one goroutine
-// at a time.
+// through moby/ipvs), and makes the Kernel's single reads and the
+// timeouts' change there. It is used by one goroutine at a time.
 type dumpReader struct {
 	s      *nlSocket
 	family uint16
@@ -30,8 +30,9 @@ func newDumpReader() (*dumpReader, error) {
 }
 
 // openIPVSSocket opens a generic netlink socket and looks up the IPVS
-// family's id on it, which needs the ip_vs module loaded (moby/ipvs
-// loads it when it opens its first handle).
+// family's id on it, which needs the ip_vs module loaded: the proxy
+// loads none (the node's modules-load.d does, as kube-proxy's IPVS
+// guide asks), so this lookup is its module check.
 func openIPVSSocket() (*nlSocket, uint16, error) {
 	s, err := openGenlSocket()
 	if err != nil {
@@ -221,3 +222,46 @@ func (s *nlSocket) discard() {
 }
 
 func (s *nlSocket) Close() { unix.Close(s.fd) }
+
+// virtualServer reads virtual server k alone; ESRCH when it does not
+// exist, as the kernel answers.
+func (r *dumpReader) virtualServer(k Key) (VirtualServer, error) {
+	body, err := getServiceRequest(k)
+	if err != nil {
+		return VirtualServer{}, err
+	}
+	var out []VirtualServer
+	err = r.s.execute(r.family, 0, body, func(msgs []netlink.Message) error {
+		var err error
+		out, err = parseVirtualServers(msgs, out)
+		return err
+	})
+	if err != nil {
+		return VirtualServer{}, err
+	}
+	if len(out) != 1 || out[0].Key != k {
+		return VirtualServer{}, fmt.Errorf("virtual server %s: the kernel answered with %d others", k, len(out))
+	}
+	return out[0], nil
+}
+
+// timeouts reads the IPVS timeouts.
+func (r *dumpReader) timeouts() (Timeouts, error) {
+	var t Timeouts
+	err := r.s.execute(r.family, 0, getConfigRequest(), func(msgs []netlink.Message) error {
+		var err error
+		t, err = parseTimeouts(msgs)
+		return err
+	})
+	return t, err
+}
+
+// setTimeouts changes the non-zero IPVS timeouts, and waits for the
+// kernel's acknowledgement.
+func (r *dumpReader) setTimeouts(t Timeouts) error {
+	body, err := setConfigRequest(t)
+	if err != nil {
+		return err
+	}
+	return r.s.execute(r.family, unix.NLM_F_ACK, body, func([]netlink.Message) error { return nil })
+}

@@ -23,16 +23,20 @@
 //
 // The kernel is seen through four small interfaces (Kernel, Links,
 // Conntrack, and sysctl.Files, the seam package conntrack uses too),
-// with real adapters in *_linux.go files (github.com/moby/ipvs,
-// github.com/vishvananda/netlink) and in package internal/sysctl, and
-// kernel-faithful fakes in fake.go for tests of this package and of its
-// callers. Two reads are not moby's: the virtual servers and a virtual
-// server's destinations are listed by dumpReader (svcdump.go,
-// destdump.go), the same requests on a blocking socket of our own that
-// keeps its read buffer, because moby/ipvs zeroes a large buffer per
-// read and copies every attribute, and a Repair reads the whole table;
+// with real adapters in *_linux.go files (IPVS's generic netlink family
+// on sockets of our own, github.com/vishvananda/netlink) and in package
+// internal/sysctl, and kernel-faithful fakes in fake.go for tests of
+// this package and of its callers. IPVS is not reached through
+// github.com/moby/ipvs: its first handle execs `modprobe -va ip_vs` and
+// logs through logrus, outside the proxy's logging, and its reads zero a
+// large buffer per read and copy every attribute where a Repair reads
+// the whole table. The virtual servers and a virtual server's
+// destinations are listed by dumpReader (svcdump.go, destdump.go), on a
+// blocking socket of our own that keeps its read buffer, which also
+// makes the single reads and the timeouts' change (config.go);
 // github.com/mdlayher/netlink encodes the requests, and internal/nlattr
-// walks the answers in place.
+// walks the answers in place. The family lookup is the module check: a
+// node without ip_vs fails at start with the module named.
 //
 // Changes go to the kernel in batches. A sync's IPVS changes are made
 // phase by phase (add, update, prune), and each phase's in one
@@ -40,11 +44,10 @@
 // its socket buffers allow, and generic netlink processes them in order,
 // each on its own, answering only those that fail (and the last), so a
 // failure is matched to its change by sequence number and stays its
-// service's while the rest of the batch stands. moby/ipvs has no batch
-// API (one request, one wait for its answer, per call), so these
-// requests are encoded here (ipvsmsg.go), with mdlayher/netlink's
-// attribute encoder, and sent on a blocking socket of our own
-// (batchwrite_linux.go, nlbatch_linux.go); reads stay moby's. The dummy
+// service's while the rest of the batch stands. These requests are
+// encoded here (ipvsmsg.go), with mdlayher/netlink's attribute encoder,
+// and sent on a blocking socket of our own (batchwrite_linux.go,
+// nlbatch_linux.go); a single change is a batch of one. The dummy
 // interface's addresses are added and deleted in batches the same way,
 // on a route netlink socket (addrmsg.go). BENCHMARKS.md has the
 // measurement against one request per change.

@@ -2,28 +2,26 @@ package ipvs
 
 import (
 	"fmt"
-	"net"
 	"net/netip"
 
-	mobyipvs "github.com/moby/ipvs"
 	"golang.org/x/sys/unix"
-
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/nlfamily"
 )
 
-// mobyKernel is the Kernel over github.com/moby/ipvs (generic netlink),
-// but for VirtualServers and Destinations, which a dumpReader lists, and
-// Write, which an opWriter sends in batches. The single-change methods stay moby's: the
-// Writer changes IPVS through Write only, and they are the
-// one-request-per-op path Write is measured against.
-type mobyKernel struct {
-	h      *mobyipvs.Handle
+// netlinkKernel is the Kernel over IPVS's generic netlink family, on
+// sockets of our own: dumpReader lists (svcdump.go, destdump.go),
+// opWriter changes in batches (ipvsmsg.go), and the single reads and
+// changes (a virtual server, the timeouts) go through the dumpReader's
+// socket. github.com/moby/ipvs is not used: its first handle runs
+// `modprobe -va ip_vs` and reports a failure through logrus, outside the
+// proxy's logging; here a kernel without IPVS is an error naming the
+// module, found by the family lookup.
+type netlinkKernel struct {
 	dests  *dumpReader
 	ops    *opWriter
 	counts *procTable
 }
 
-var _ Kernel = (*mobyKernel)(nil)
+var _ Kernel = (*netlinkKernel)(nil)
 
 func family(a netip.Addr) uint16 {
 	if a.Is4() {
@@ -32,145 +30,70 @@ func family(a netip.Addr) uint16 {
 	return unix.AF_INET6
 }
 
-// mobyService is the moby form of a key or virtual server. The netmask is
-// kube-proxy's: /32 or /128 (only used by persistence).
-func mobyService(vs VirtualServer) *mobyipvs.Service {
-	proto, _ := vs.Protocol.Number() // 0, which the kernel refuses, for another protocol
-	s := &mobyipvs.Service{
-		Address:       net.IP(vs.Address.AsSlice()),
-		Protocol:      uint16(proto),
-		Port:          vs.Port,
-		SchedName:     vs.Scheduler,
-		Flags:         vs.Flags,
-		Timeout:       vs.Timeout,
-		AddressFamily: family(vs.Address),
-		Netmask:       0xffffffff,
-	}
-	if vs.Address.Is6() {
-		s.Netmask = 128
-	}
-	return s
-}
+func (m *netlinkKernel) VirtualServers() ([]VirtualServer, error) { return m.dests.virtualServers() }
 
-func mobyDestination(d Destination) *mobyipvs.Destination {
-	return &mobyipvs.Destination{
-		Address:         net.IP(d.Addr.AsSlice()),
-		Port:            d.Port,
-		Weight:          int(d.Weight),
-		ConnectionFlags: uint32(d.Forward),
-		AddressFamily:   family(d.Addr),
-	}
-}
+func (m *netlinkKernel) VirtualServer(k Key) (VirtualServer, error) { return m.dests.virtualServer(k) }
 
-func (m *mobyKernel) VirtualServers() ([]VirtualServer, error) { return m.dests.virtualServers() }
-
-// virtualServerOf converts an address-based virtual server; false for a
-// firewall-mark one (never ours) or one of an unknown protocol.
-func virtualServerOf(s *mobyipvs.Service) (VirtualServer, bool) {
-	if s.FWMark != 0 {
-		return VirtualServer{}, false
-	}
-	addr, ok := netip.AddrFromSlice(s.Address)
-	proto, known := protocolOf(s.Protocol)
-	if !ok || !known {
-		return VirtualServer{}, false
-	}
-	return VirtualServer{
-		Key:       Key{Address: addr.Unmap(), Protocol: proto, Port: s.Port},
-		Scheduler: s.SchedName,
-		Flags:     s.Flags &^ FlagHashed,
-		Timeout:   s.Timeout,
-	}, true
-}
-
-func (m *mobyKernel) VirtualServer(k Key) (VirtualServer, error) {
-	s, err := m.h.GetService(mobyService(VirtualServer{Key: k}))
-	if err != nil {
-		return VirtualServer{}, err
-	}
-	vs, ok := virtualServerOf(s)
-	if !ok {
-		return VirtualServer{}, fmt.Errorf("virtual server %s: the kernel answered with another (%v:%d proto %d)", k, s.Address, s.Port, s.Protocol)
-	}
-	return vs, nil
-}
-
-func (m *mobyKernel) Destinations(k Key) ([]Destination, error) {
+func (m *netlinkKernel) Destinations(k Key) ([]Destination, error) {
 	return m.dests.destinations(k)
 }
 
-func (m *mobyKernel) AddVirtualServer(vs VirtualServer) error {
-	return m.h.NewService(mobyService(vs))
+// one makes a single change as a batch of one.
+func (m *netlinkKernel) one(o Op) error { return m.ops.write([]Op{o})[0] }
+
+func (m *netlinkKernel) AddVirtualServer(vs VirtualServer) error {
+	return m.one(Op{Kind: OpAddService, VS: vs})
 }
 
-func (m *mobyKernel) UpdateVirtualServer(vs VirtualServer) error {
-	return m.h.UpdateService(mobyService(vs))
+func (m *netlinkKernel) UpdateVirtualServer(vs VirtualServer) error {
+	return m.one(Op{Kind: OpUpdateService, VS: vs})
 }
 
-func (m *mobyKernel) DeleteVirtualServer(k Key) error {
-	return m.h.DelService(mobyService(VirtualServer{Key: k}))
+func (m *netlinkKernel) DeleteVirtualServer(k Key) error {
+	return m.one(Op{Kind: OpDeleteService, VS: VirtualServer{Key: k}})
 }
 
-func (m *mobyKernel) AddDestination(k Key, d Destination) error {
-	return m.h.NewDestination(mobyService(VirtualServer{Key: k}), mobyDestination(d))
+func (m *netlinkKernel) AddDestination(k Key, d Destination) error {
+	return m.one(Op{Kind: OpAddDestination, VS: VirtualServer{Key: k}, Dest: d})
 }
 
-func (m *mobyKernel) UpdateDestination(k Key, d Destination) error {
-	return m.h.UpdateDestination(mobyService(VirtualServer{Key: k}), mobyDestination(d))
+func (m *netlinkKernel) UpdateDestination(k Key, d Destination) error {
+	return m.one(Op{Kind: OpUpdateDestination, VS: VirtualServer{Key: k}, Dest: d})
 }
 
-func (m *mobyKernel) DeleteDestination(k Key, d Destination) error {
-	return m.h.DelDestination(mobyService(VirtualServer{Key: k}), mobyDestination(d))
+func (m *netlinkKernel) DeleteDestination(k Key, d Destination) error {
+	return m.one(Op{Kind: OpDeleteDestination, VS: VirtualServer{Key: k}, Dest: d})
 }
 
-func (m *mobyKernel) Timeouts() (Timeouts, error) {
-	c, err := m.h.GetConfig()
-	if err != nil {
-		return Timeouts{}, err
-	}
-	return Timeouts{TCP: c.TimeoutTCP, TCPFin: c.TimeoutTCPFin, UDP: c.TimeoutUDP}, nil
-}
+func (m *netlinkKernel) Timeouts() (Timeouts, error) { return m.dests.timeouts() }
 
-func (m *mobyKernel) SetTimeouts(t Timeouts) error {
-	return m.h.SetConfig(&mobyipvs.Config{TimeoutTCP: t.TCP, TimeoutTCPFin: t.TCPFin, TimeoutUDP: t.UDP})
-}
+func (m *netlinkKernel) SetTimeouts(t Timeouts) error { return m.dests.setTimeouts(t) }
 
-func (m *mobyKernel) Close() {
-	m.h.Close()
+func (m *netlinkKernel) Close() {
 	m.dests.Close()
 	m.ops.Close()
 	m.counts.Close()
 }
 
 // DestinationCounts implements Kernel: one read of /proc/net/ip_vs.
-func (m *mobyKernel) DestinationCounts() (map[Key]int, error) { return m.counts.counts() }
+func (m *netlinkKernel) DestinationCounts() (map[Key]int, error) { return m.counts.counts() }
 
-func mobyipvsNew() (*mobyKernel, error) {
-	h, err := mobyipvs.New("")
-	if err != nil {
-		return nil, nlfamily.Error("ipvs", unix.NETLINK_GENERIC, err)
-	}
-	// moby/ipvs resolves the IPVS generic netlink family once and only
-	// logs a failure, after which its handle panics on the first
-	// request; so the family is looked up on our own socket (after
-	// mobyipvs.New, which loads the module) before moby is asked
-	// anything, and a node without ip_vs fails here with the module
-	// named.
+// newNetlinkKernel opens the IPVS sockets. The family lookup on the
+// first is the module check: a node without ip_vs fails here, with the
+// module named; the proxy loads no module itself.
+func newNetlinkKernel() (*netlinkKernel, error) {
 	dests, err := newDumpReader()
 	if err != nil {
-		h.Close()
 		return nil, fmt.Errorf("the kernel has no IPVS generic netlink family (load module ip_vs): %w", err)
 	}
-	if _, err := h.GetConfig(); err != nil {
-		h.Close()
+	if _, err := dests.timeouts(); err != nil {
 		dests.Close()
 		return nil, fmt.Errorf("the IPVS generic netlink family does not answer: %w", err)
 	}
 	ops, err := newOpWriter()
 	if err != nil {
-		h.Close()
 		dests.Close()
 		return nil, fmt.Errorf("ipvs write socket: %w", err)
 	}
-	return &mobyKernel{h: h, dests: dests, ops: ops, counts: openProcTable()}, nil
+	return &netlinkKernel{dests: dests, ops: ops, counts: openProcTable()}, nil
 }

@@ -6,10 +6,10 @@ import (
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/sysctl"
 )
 
-// NewLinux returns a Writer over the running kernel: IPVS through
-// github.com/moby/ipvs (which runs `modprobe -va ip_vs` once per process
-// when it opens its first handle; a second handle is the Repair's
-// RepairReader), the dummy interface and conntrack
+// NewLinux returns a Writer over the running kernel: IPVS through its
+// generic netlink family on sockets of our own (a second set is the
+// Repair's RepairReader; nothing is loaded or exec'd: a node without
+// ip_vs is an error naming the module), the dummy interface and conntrack
 // through github.com/vishvananda/netlink, sysctls through /proc/sys.
 func NewLinux(cfg Config) (*Writer, error) {
 	if cfg.KernelRelease == "" {
@@ -24,7 +24,7 @@ func NewLinux(cfg Config) (*Writer, error) {
 		return nil, err
 	}
 	if cfg.RepairReader == nil {
-		reader, err := mobyipvsNew()
+		reader, err := newNetlinkKernel()
 		if err != nil {
 			closeAll()
 			return nil, fmt.Errorf("repair reader: %w", err)
@@ -43,7 +43,7 @@ func NewLinuxAdapters() (k Kernel, l Links, ct Conntrack, sys sysctl.Files, clos
 	if err != nil {
 		return nil, nil, nil, nil, nil, err
 	}
-	h, err := mobyipvsNew()
+	h, err := newNetlinkKernel()
 	if err != nil {
 		links.Close()
 		return nil, nil, nil, nil, nil, err
