@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -173,3 +174,97 @@ func TestWatchUnreachableAPIServer(t *testing.T) {
 
 // informerStopWaitForTest is proxier's bound on waiting for the informers.
 const informerStopWaitForTest = 2 * time.Second
+
+// TestHandledErrorsOncePerIntervalEach: an error client-go reports
+// through utilruntime.HandleError (a reflector's failed list on a 403 or
+// a 500) is logged at the default level at most once per interval for
+// each distinct error, with the count of those not logged; one that only
+// wraps the transport failure already logged is not logged again.
+func TestHandledErrorsOncePerIntervalEach(t *testing.T) {
+	forbidden := errors.New(`failed to list *v1.Service: services is forbidden: User "x" cannot list resource "services"`)
+	internal := errors.New("failed to list *v1.Node: an error on the server has prevented the request from succeeding")
+	refused := errors.New("dial tcp 10.0.0.1:6443: connect: connection refused")
+	wrapped := errors.New(`failed to list *v1.Service: Get "https://10.0.0.1:6443/api/v1/services": dial tcp 10.0.0.1:6443: connect: connection refused`)
+	type step struct {
+		at        time.Duration
+		transport bool // a transport failure (nil err: a success)
+		err       error
+		want      string // "": nothing logged
+	}
+	tests := []struct {
+		name  string
+		steps []step
+	}{
+		{"the first of an error is logged at once", []step{
+			{at: 0, err: forbidden, want: `"Failed to watch" err="failed to list *v1.Service: services is forbidden`},
+		}},
+		{"repeats within the interval are counted, then logged with the count", []step{
+			{at: 0, err: forbidden, want: "Failed to watch"},
+			{at: time.Second, err: forbidden},
+			{at: 20 * time.Second, err: forbidden},
+			{at: 31 * time.Second, err: forbidden, want: `type="*v1.Service" failuresSinceLastLog=2`},
+			{at: 32 * time.Second, err: forbidden},
+		}},
+		{"distinct errors are limited each on its own", []step{
+			{at: 0, err: forbidden, want: "services is forbidden"},
+			{at: time.Second, err: internal, want: "an error on the server"},
+			{at: 2 * time.Second, err: forbidden},
+			{at: 3 * time.Second, err: internal},
+		}},
+		{"an error wrapping the logged transport failure is not logged again", []step{
+			{at: 0, transport: true, err: refused, want: "Cannot reach the API server"},
+			{at: time.Second, err: wrapped},
+			{at: 31 * time.Second, transport: true, err: refused, want: "failuresSinceLastLog=1"},
+		}},
+		{"after recovery, the wrapping error is logged", []step{
+			{at: 0, transport: true, err: refused, want: "Cannot reach the API server"},
+			{at: time.Second, transport: true, want: "API server reachable again"},
+			{at: 2 * time.Second, err: wrapped, want: "connection refused"},
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			logger, buf := bufferLogger()
+			ctx := klog.NewContext(context.Background(), logger)
+			l := newAPIErrorLog(logger)
+			start := time.Unix(1000, 0)
+			var now time.Time
+			l.now = func() time.Time { return now }
+			for i, s := range tc.steps {
+				before := len(buf.String())
+				now = start.Add(s.at)
+				switch {
+				case s.transport && s.err != nil:
+					l.failed("10.0.0.1:6443", s.err)
+				case s.transport:
+					l.succeeded("10.0.0.1:6443")
+				default:
+					l.handleError(ctx, s.err, "Failed to watch", "reflector", "informers.go:82", "type", "*v1.Service")
+				}
+				got := buf.String()[before:]
+				if (s.want == "") != (got == "") || !strings.Contains(got, s.want) {
+					t.Errorf("step %d: logged %q, want %q", i, got, s.want)
+				}
+				if strings.Count(got, "\n") > 1 {
+					t.Errorf("step %d: logged %d lines, want at most one", i, strings.Count(got, "\n"))
+				}
+			}
+		})
+	}
+}
+
+// TestHandledErrorsAreRememberedBoundedly: a stream of distinct errors
+// keeps at most maxHandledErrors of them.
+func TestHandledErrorsAreRememberedBoundedly(t *testing.T) {
+	logger, _ := bufferLogger()
+	l := newAPIErrorLog(logger)
+	now := time.Unix(1000, 0)
+	l.now = func() time.Time { return now }
+	for i := range 3 * maxHandledErrors {
+		now = now.Add(time.Millisecond)
+		l.handleError(context.Background(), fmt.Errorf("error %d", i), "Failed to watch")
+	}
+	if n := len(l.handled); n > maxHandledErrors {
+		t.Errorf("%d distinct errors remembered, want at most %d", n, maxHandledErrors)
+	}
+}
