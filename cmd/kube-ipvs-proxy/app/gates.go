@@ -19,6 +19,13 @@ const (
 
 // gateRule is what a kube-proxy feature gate's values mean to us.
 type gateRule struct {
+	// stage is the gate's in kube-proxy v1.36 ("ALPHA", "BETA", "" for
+	// GA), as kubernetes_feature_enabled labels it.
+	stage string
+	// def is the value when none is given: kube-proxy's default, but for
+	// a gate whose on value we refuse, which we behave as off whatever
+	// kube-proxy's default.
+	def bool
 	// refuse, by value ("true", "false"), is why that value refuses the
 	// start; a value missing here is implemented or has no effect on a
 	// Linux IPVS proxy.
@@ -28,20 +35,29 @@ type gateRule struct {
 // gateRules are the gates kube-proxy v1.36 consults (pkg/proxy,
 // cmd/kube-proxy, component-base's logging, metrics and zpages).
 var gateRules = map[string]gateRule{
-	gateAllowServiceExternalIPs:     {},
-	"PreferSameTrafficDistribution": {refuse: map[string]string{"false": "locked to true in kube-proxy v1.36"}},
-	"MultiCIDRServiceAllocator":     {refuse: map[string]string{"false": "locked to true in kube-proxy v1.36"}},
-	"ComponentFlagz":                {refuse: map[string]string{"true": "kube-proxy serves /flagz with it; kube-ipvs-proxy does not"}},
-	"ComponentStatusz":              {refuse: map[string]string{"true": "kube-proxy serves /statusz with it; kube-ipvs-proxy does not"}},
-	"NativeHistograms":              {refuse: map[string]string{"true": "kube-ipvs-proxy's /metrics has no native histograms"}},
-	"WinDSR":                        {}, // Windows only
-	"WinOverlay":                    {}, // Windows only
-	"ContextualLogging":             {},
-	"LoggingAlphaOptions":           {}, // the options it allows are ignored with a notice
-	"LoggingBetaOptions":            {},
-	"AllAlpha":                      {},
-	"AllBeta":                       {},
+	gateAllowServiceExternalIPs:     {stage: stageGA, def: true},
+	"PreferSameTrafficDistribution": {stage: stageGA, def: true, refuse: map[string]string{"false": "locked to true in kube-proxy v1.36"}},
+	"MultiCIDRServiceAllocator":     {stage: stageGA, def: true, refuse: map[string]string{"false": "locked to true in kube-proxy v1.36"}},
+	// kube-proxy v1.36 serves /flagz and /statusz by default (BETA).
+	"ComponentFlagz":      {stage: stageBeta, refuse: map[string]string{"true": "kube-proxy serves /flagz with it; kube-ipvs-proxy does not"}},
+	"ComponentStatusz":    {stage: stageBeta, refuse: map[string]string{"true": "kube-proxy serves /statusz with it; kube-ipvs-proxy does not"}},
+	"NativeHistograms":    {stage: stageAlpha, refuse: map[string]string{"true": "kube-ipvs-proxy's /metrics has no native histograms"}},
+	"WinDSR":              {stage: stageGA, def: true}, // Windows only
+	"WinOverlay":          {stage: stageGA, def: true}, // Windows only
+	"ContextualLogging":   {stage: stageBeta, def: true},
+	"LoggingAlphaOptions": {stage: stageAlpha}, // the options it allows are ignored with a notice
+	"LoggingBetaOptions":  {stage: stageBeta, def: true},
+	"AllAlpha":            {stage: stageAlpha},
+	"AllBeta":             {stage: stageBeta},
 }
+
+// The stages kubernetes_feature_enabled labels a gate with
+// (component-base's featuregate.prerelease).
+const (
+	stageAlpha = "ALPHA"
+	stageBeta  = "BETA"
+	stageGA    = ""
+)
 
 // gateErrors names each gate whose value refuses the start: one kube-proxy
 // locks, one kube-proxy acts on that we do not implement, and client-go's

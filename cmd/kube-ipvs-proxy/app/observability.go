@@ -63,27 +63,19 @@ func installComponentRoutes(mux *http.ServeMux, cfg *KubeProxyConfiguration) err
 	return nil
 }
 
-// implementedGates are the kube-proxy feature gates we implement, with
-// their stage in kube-proxy v1.36 ("" is GA) and the value we behave as.
-var implementedGates = []struct {
-	name, stage string
-	enabled     bool
-}{
-	{"AllowServiceExternalIPs", "BETA", true},
-	{"PreferSameTrafficDistribution", "", true},
-}
-
 // recordFeatures sets kubernetes_feature_enabled, as kube-proxy's
 // feature gate does: client-go's gates with their stage and effective
-// value, and the kube-proxy gates we implement.
-func recordFeatures(ctx context.Context) {
+// value, and each kube-proxy gate we know (gateRules) with its stage in
+// kube-proxy v1.36 and the value the proxy acts on: the one given in
+// gates (--feature-gates, featureGates:), else its default.
+func recordFeatures(ctx context.Context, gates map[string]bool) {
 	featuremetrics.ResetFeatureInfoMetric()
-	gates := clientfeatures.FeatureGates()
+	client := clientfeatures.FeatureGates()
 	for name, spec := range clientGateSpecs {
-		featuremetrics.RecordFeatureInfo(ctx, string(name), string(spec.PreRelease), gates.Enabled(name))
+		featuremetrics.RecordFeatureInfo(ctx, string(name), string(spec.PreRelease), client.Enabled(name))
 	}
-	for _, g := range implementedGates {
-		featuremetrics.RecordFeatureInfo(ctx, g.name, g.stage, g.enabled)
+	for name, r := range gateRules {
+		featuremetrics.RecordFeatureInfo(ctx, name, r.stage, gateOn(gates, name, r.def))
 	}
 }
 

@@ -49,7 +49,7 @@ func TestComponentRoutes(t *testing.T) {
 	if err := installComponentRoutes(mux, &o.Config); err != nil {
 		t.Fatal(err)
 	}
-	recordFeatures(t.Context())
+	recordFeatures(t.Context(), nil)
 	get := func(path string) (int, string) {
 		rec := httptest.NewRecorder()
 		mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
@@ -94,5 +94,44 @@ func TestJSONLogging(t *testing.T) {
 	var line map[string]any
 	if err := json.Unmarshal(bytes.TrimSpace(buf.Bytes()), &line); err != nil || line["msg"] != "Hello" || line["node"] != "n" {
 		t.Errorf("log line %q: %v, want JSON with msg and node", buf.String(), err)
+	}
+}
+
+// TestFeatureMetricIsTheGatesAsSeen: kubernetes_feature_enabled labels
+// each kube-proxy gate with its v1.36 stage and reports the value the
+// proxy acts on: the one given, else the default.
+func TestFeatureMetricIsTheGatesAsSeen(t *testing.T) {
+	tests := []struct {
+		name  string
+		gates map[string]bool
+		want  []string
+	}{
+		{"defaults: GA external IPs on, BETA flagz off (not served)", nil, []string{
+			`kubernetes_feature_enabled{name="AllowServiceExternalIPs",stage=""} 1`,
+			`kubernetes_feature_enabled{name="PreferSameTrafficDistribution",stage=""} 1`,
+			`kubernetes_feature_enabled{name="ContextualLogging",stage="BETA"} 1`,
+			`kubernetes_feature_enabled{name="ComponentFlagz",stage="BETA"} 0`,
+			`kubernetes_feature_enabled{name="LoggingAlphaOptions",stage="ALPHA"} 0`,
+		}},
+		{"external IPs turned off", map[string]bool{gateAllowServiceExternalIPs: false}, []string{
+			`kubernetes_feature_enabled{name="AllowServiceExternalIPs",stage=""} 0`,
+		}},
+		{"given values win over defaults", map[string]bool{"ContextualLogging": false, "LoggingAlphaOptions": true}, []string{
+			`kubernetes_feature_enabled{name="ContextualLogging",stage="BETA"} 0`,
+			`kubernetes_feature_enabled{name="LoggingAlphaOptions",stage="ALPHA"} 1`,
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			recordFeatures(t.Context(), tc.gates)
+			rec := httptest.NewRecorder()
+			metricsHandler(servedGatherer(prometheus.NewRegistry()), false).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+			body := rec.Body.String()
+			for _, w := range tc.want {
+				if !strings.Contains(body, w+"\n") {
+					t.Errorf("/metrics lacks %s:\n%s", w, grepLines(body, "kubernetes_feature_enabled"))
+				}
+			}
+		})
 	}
 }

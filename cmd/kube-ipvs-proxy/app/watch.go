@@ -45,7 +45,7 @@ func Watch(ctx context.Context, o *Options, open DataPlaneOpener, stdout io.Writ
 	}
 	rc := o.RunConfig()
 	installClientGates(rc.FeatureGates)
-	recordFeatures(ctx)
+	recordFeatures(ctx, rc.FeatureGates)
 	restCfg, err := restConfig(rc.Client)
 	if err != nil {
 		return fmt.Errorf("api client: %w", err)
