@@ -98,7 +98,7 @@ func (s *flagState) kubeProxyFlags() []kubeProxyFlag {
 		used("cluster-cidr", &c.ClusterCIDR, "The pods' CIDR range, or a comma-separated dual-stack pair; ClusterIP traffic from outside it is masqueraded."),
 		used("nodeport-addresses", &c.NodePortAddresses, "CIDRs selecting the node IPs NodePorts accept connections on, or \"primary\" (the Node's primary IP per family); "+
 			"default: every address of the host's interfaces but kube-ipvs0's, loopback and IPv6 link-local ones (--dry-run, without a host: the Node's InternalIP and ExternalIP addresses)."),
-		used("profiling", &c.EnableProfiling, "Serve Go's profiles (/debug/pprof/) on the metrics server, as kube-proxy."),
+		used("profiling", &c.EnableProfiling, "Serve Go's profiles (/debug/pprof/) and the log verbosity (/debug/flags/v) on the metrics server, as kube-proxy."),
 		used("config-sync-period", &c.ConfigSyncPeriod.Duration, "How often the informers resync from the apiserver; must be greater than 0."),
 		used("feature-gates", &featureGatesValue{m: &c.FeatureGates}, "key=bool pairs of kube-proxy feature gates, client-go's among them (e.g. WatchListClient=false); a gate kube-proxy acts on and we do not implement refuses the start, unknown gates are warned about and ignored."),
 		used("healthz-port", &s.healthzPort, "Deprecated: port of the health check server, 0 to disable; use --healthz-bind-address."),

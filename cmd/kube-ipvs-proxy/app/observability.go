@@ -87,7 +87,10 @@ func setupLogging(o *Options, stderr io.Writer) {
 	if lc.Format != "json" {
 		return
 	}
-	logger, _ := jsonlog.NewJSONLogger(lc.Verbosity, jsonlog.AddNopSync(stderr), nil, nil)
+	logger, control := jsonlog.NewJSONLogger(lc.Verbosity, jsonlog.AddNopSync(stderr), nil, nil)
+	verbosityMu.Lock()
+	verbositySetters = append(verbositySetters, control.SetVerbosityLevel)
+	verbosityMu.Unlock()
 	klog.SetLoggerWithOptions(logger, klog.ContextualLogger(true), klog.FlushLogger(func() {}))
 }
 
