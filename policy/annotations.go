@@ -57,6 +57,24 @@ type settings struct {
 // IsScheduler reports whether name is a valid IPVS scheduler.
 func IsScheduler(name string) bool { return slices.Contains(Schedulers, name) }
 
+// IsSchedulerName reports whether name can name a kernel IPVS scheduler
+// (1 to 15 lowercase letters, digits or _; IP_VS_SCHEDNAME_MAXLEN is 16
+// with the NUL). kube-proxy takes any --ipvs-scheduler and lets the
+// kernel decide at start; the proxy checks the kernel at start too
+// (ipvs.Writer.CheckScheduler), so a scheduler newer than Schedulers
+// ("twos") or "none" is not refused here.
+func IsSchedulerName(name string) bool {
+	if name == "" || len(name) > 15 {
+		return false
+	}
+	for _, c := range name {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
 func annotationField(name string) string { return "metadata.annotations[" + name + "]" }
 
 // parseSettings reads the annotations. Bad values are warned about and

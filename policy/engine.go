@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
-	"strings"
 )
 
 // Config is the node-wide configuration of the engine.
@@ -128,8 +127,8 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.Scheduler == "" {
 		cfg.Scheduler = DefaultScheduler
 	}
-	if !IsScheduler(cfg.Scheduler) {
-		return nil, fmt.Errorf("invalid scheduler %q: want one of %s", cfg.Scheduler, strings.Join(Schedulers, ", "))
+	if !IsSchedulerName(cfg.Scheduler) {
+		return nil, fmt.Errorf("invalid scheduler %q: not an IPVS scheduler name", cfg.Scheduler)
 	}
 	e := &Engine{
 		cfg:        cfg,

@@ -472,7 +472,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		cfg  Config
 		want string
 	}{
-		{"unknown default scheduler", Config{Scheduler: "fast"}, `invalid scheduler "fast"`},
+		{"a default scheduler that cannot be a kernel scheduler's name", Config{Scheduler: "Fast!"}, `invalid scheduler "Fast!"`},
 		{"nodeport address that is not a CIDR", Config{NodePortAddresses: []string{"10.0.0.1"}}, `invalid nodeport address "10.0.0.1"`},
 	}
 	for _, tc := range tests {

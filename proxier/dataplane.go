@@ -37,6 +37,9 @@ type DataPlaneConfig struct {
 	// IPVS timeouts (--ipvs-tcp-timeout, --ipvs-tcpfin-timeout,
 	// --ipvs-udp-timeout); 0 leaves the kernel's value.
 	TCPTimeout, TCPFinTimeout, UDPTimeout time.Duration
+	// Scheduler is the default IPVS scheduler (--ipvs-scheduler; "" is
+	// rr), which the kernel must have: checked when the data plane opens.
+	Scheduler string
 }
 
 func (c DataPlaneConfig) ipvsConfig() ipvs.Config {
@@ -138,7 +141,30 @@ func NewDataPlane(cfg DataPlaneConfig) (*DataPlane, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open ipvs: %w", err)
 	}
+	if err := i.CheckScheduler(cfg.Scheduler); err != nil {
+		i.Close()
+		return nil, fmt.Errorf("can't use the IPVS proxier: %w", err)
+	}
 	return &DataPlane{nft: n, ipvs: i}, nil
+}
+
+// InitKernel does what kube-proxy's --init-only does in IPVS mode, and
+// nothing else: it checks that the kernel has IPVS and the scheduler, and
+// sets the IPVS sysctls and timeouts (ipvs.Writer.Tune). No virtual
+// server, address or nftables table is made.
+func InitKernel(cfg DataPlaneConfig) error {
+	i, err := ipvs.NewLinux(cfg.ipvsConfig())
+	if err != nil {
+		return fmt.Errorf("open ipvs: %w", err)
+	}
+	defer i.Close()
+	if err := i.CheckScheduler(cfg.Scheduler); err != nil {
+		return fmt.Errorf("can't use the IPVS proxier: %w", err)
+	}
+	if err := i.Tune(); err != nil {
+		return fmt.Errorf("set the IPVS sysctls and timeouts: %w", err)
+	}
+	return nil
 }
 
 // WatchForeignEdits makes Check see at once, until ctx ends, an edit of

@@ -38,7 +38,7 @@ func TestNew(t *testing.T) {
 		{"negative min sync period", func(c *Config) { c.MinSyncPeriod = -time.Second }, "min sync period -1s"},
 		{"min sync period above the sync period", func(c *Config) { c.MinSyncPeriod, c.SyncPeriod = time.Minute, time.Second },
 			"min sync period 1m0s"},
-		{"invalid scheduler", func(c *Config) { c.Engine.Scheduler = "nope" }, `invalid scheduler "nope"`},
+		{"a scheduler that cannot be a kernel scheduler's name", func(c *Config) { c.Engine.Scheduler = "No Pe" }, `invalid scheduler "No Pe"`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

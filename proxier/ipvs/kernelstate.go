@@ -286,6 +286,11 @@ func kernelVersion(release string) ([2]int, bool) {
 // versionLess orders kernel versions.
 func versionLess(a, b [2]int) bool { return a[0] < b[0] || a[0] == b[0] && a[1] < b[1] }
 
+// Tune sets the sysctls and IPVS timeouts kube-proxy's IPVS mode sets,
+// writing only what differs: what --init-only does; the first sync does
+// it too.
+func (w *Writer) Tune() error { return w.tune() }
+
 // tune sets the sysctls and IPVS timeouts, writing only what differs.
 func (w *Writer) tune() error {
 	var errs []error

@@ -161,7 +161,7 @@ func TestConfigPrecedence(t *testing.T) {
 // the file and field, all at once.
 func TestValidateNamesFileFields(t *testing.T) {
 	path := writeFile(t, t.TempDir(), "c.yaml", typeMeta+
-		"ipvs: {syncPeriod: -1s, scheduler: fast, excludeCIDRs: [x]}\nclusterCIDR: 10.0.0.0/40\nmetricsBindAddress: 1.2.3.4:0\n")
+		"ipvs: {syncPeriod: -1s, scheduler: Fast!, excludeCIDRs: [x]}\nclusterCIDR: 10.0.0.0/40\nmetricsBindAddress: 1.2.3.4:0\n")
 	o, _, err := parse(t, "--config", path)
 	if err != nil {
 		t.Fatal(err)
@@ -169,7 +169,7 @@ func TestValidateNamesFileFields(t *testing.T) {
 	err = o.Validate()
 	for _, want := range []string{
 		path + ": ipvs.syncPeriod: must be greater than 0, got -1s",
-		path + `: ipvs.scheduler: unknown scheduler "fast"`,
+		path + `: ipvs.scheduler: "Fast!" is not an IPVS scheduler name`,
 		path + `: ipvs.excludeCIDRs[0]: invalid CIDR "x"`,
 		path + `: clusterCIDR: invalid cluster CIDR "10.0.0.0/40"`,
 		path + `: metricsBindAddress: "1.2.3.4:0": port must be 1-65535`,

@@ -249,7 +249,7 @@ func TestFlagErrors(t *testing.T) {
 		want string
 	}{
 		{"unknown output format", []string{"--dry-run", "--objects", "x", "--output", "yaml"}, "--output must be json or text"},
-		{"unknown scheduler", []string{"--dry-run", "--objects", "x", "--ipvs-scheduler", "fast"}, `unknown scheduler "fast"`},
+		{"not a scheduler name", []string{"--dry-run", "--objects", "x", "--ipvs-scheduler", "round robin"}, `"round robin" is not an IPVS scheduler name`},
 		{"objects without dry-run", []string{"--objects", "x"}, "--objects needs --dry-run"},
 		{"bad cluster CIDR", []string{"--dry-run", "--objects", "x", "--cluster-cidr", "10.244.0.0"}, "invalid cluster CIDR"},
 		{"bad notrack service", []string{"--dry-run", "--objects", "x", "--notrack-services", "kube-dns"}, `"kube-dns" is not namespace/name`},

@@ -89,7 +89,7 @@ func (s *flagState) kubeProxyFlags() []kubeProxyFlag {
 		used("masquerade-all", &c.IPTables.MasqueradeAll, "Masquerade all traffic sent to cluster IPs."),
 		used("ipvs-sync-period", &c.IPVS.SyncPeriod.Duration, "How often IPVS and nftables are fully resynchronised (e.g. '5s', '1m'); must be greater than 0."),
 		used("ipvs-min-sync-period", &c.IPVS.MinSyncPeriod.Duration, "Minimum interval between syncs; 0 syncs on every Service or EndpointSlice change."),
-		used("ipvs-scheduler", &c.IPVS.Scheduler, "Default IPVS scheduler, empty meaning rr: "+strings.Join(policy.Schedulers, ", ")+"."),
+		used("ipvs-scheduler", &c.IPVS.Scheduler, "Default IPVS scheduler, empty meaning rr: any the kernel has (e.g. "+strings.Join(policy.Schedulers, ", ")+", twos, none), checked at start."),
 		used("ipvs-exclude-cidrs", &c.IPVS.ExcludeCIDRs, "Comma-separated CIDRs whose IPVS virtual servers are never touched."),
 		used("ipvs-strict-arp", &c.IPVS.StrictARP, "Enable strict ARP (arp_ignore=1, arp_announce=2)."),
 		used("ipvs-tcp-timeout", &c.IPVS.TCPTimeout.Duration, "IPVS timeout of idle TCP connections; 0 leaves the kernel's value."),

@@ -107,7 +107,7 @@ func (o *Options) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Master, "master", "", "The address of the Kubernetes API server (overrides any value in kubeconfig).")
 	fs.BoolVar(&o.Cleanup, "cleanup", false, "Remove our IPVS virtual servers, dummy interface and nftables table, list them on stderr, then exit; nothing foreign is touched. With --dry-run, list what it would remove and remove nothing.")
 	fs.BoolVar(&o.CleanupTableOnly, "cleanup-table-only", false, "With --cleanup, remove only our nftables table: after a rollback to kube-proxy, which has taken the IPVS virtual servers and kube-ipvs0 back.")
-	fs.BoolVar(&o.InitOnly, "init-only", false, "Exit at once: kube-ipvs-proxy needs no separate privileged initialisation (kube-proxy compatibility).")
+	fs.BoolVar(&o.InitOnly, "init-only", false, "Do the privileged initialisation (check IPVS and the scheduler; set the IPVS and conntrack sysctls and the IPVS timeouts) and exit, as kube-proxy's, for a privileged init container.")
 	fs.StringVar(&o.Version, "version", "false", "Print version information and exit.")
 	fs.Lookup("version").NoOptDefVal = "true"
 

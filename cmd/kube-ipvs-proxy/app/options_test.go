@@ -314,7 +314,7 @@ func TestDefaults(t *testing.T) {
 // TestValidateCollectsErrors: every problem is reported at once, each
 // naming its flag.
 func TestValidateCollectsErrors(t *testing.T) {
-	o, _, err := parse(t, "--ipvs-sync-period", "0", "--ipvs-min-sync-period", "-1s", "--ipvs-scheduler", "fast",
+	o, _, err := parse(t, "--ipvs-sync-period", "0", "--ipvs-min-sync-period", "-1s", "--ipvs-scheduler", "Fast",
 		"--ipvs-exclude-cidrs", "10.0.0.0/33", "--cluster-cidr", "10.0.0.0/8,10.1.0.0/16", "--nodeport-addresses", "primary,10.0.0.0/8",
 		"--bind-address", "host", "--healthz-bind-address", "1.2.3.4:99999", "--metrics-bind-address", "[::1]",
 		"--iptables-masquerade-bit", "32", "--kube-api-burst", "-1", "--config-sync-period", "0", "--ipvs-tcp-timeout", "-1s",
@@ -330,7 +330,7 @@ func TestValidateCollectsErrors(t *testing.T) {
 	for _, want := range []string{
 		"--ipvs-sync-period: must be greater than 0",
 		"--ipvs-min-sync-period: must be greater than or equal to 0",
-		`--ipvs-scheduler: unknown scheduler "fast"`,
+		`--ipvs-scheduler: "Fast" is not an IPVS scheduler name`,
 		`--ipvs-exclude-cidrs: invalid CIDR "10.0.0.0/33"`,
 		"--cluster-cidr: invalid cluster CIDR list",
 		`--nodeport-addresses: "primary" cannot be combined with CIDRs`,
@@ -423,7 +423,6 @@ func TestRunModes(t *testing.T) {
 	}{
 		{"the real mode with an unreadable kubeconfig fails before touching the kernel", []string{"--proxy-mode", "ipvs", "--kubeconfig", "/nonexistent/kubeconfig"}, ExitError, "", "api client: stat /nonexistent/kubeconfig"},
 		{"--dry-run without --objects watches, and fails clearly without an API server", []string{"--dry-run", "--kubeconfig", "/nonexistent/kubeconfig"}, ExitError, "", "api client: stat /nonexistent/kubeconfig"},
-		{"--init-only exits 0", []string{"--init-only"}, ExitOK, "", "--init-only: nothing to initialise separately"},
 		{"--version prints and exits 0", []string{"--version"}, ExitOK, "kube-ipvs-proxy ", ""},
 	}
 	for _, tc := range tests {
@@ -461,6 +460,43 @@ func TestValidateIPVSInterface(t *testing.T) {
 				t.Errorf("Validate: %v", err)
 			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
 				t.Errorf("Validate: %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestIPVSSchedulerTakesAnyKernelSchedulerName: as kube-proxy,
+// --ipvs-scheduler takes any scheduler the kernel may have ("twos",
+// "none", one newer than the proxy), which the start checks against the
+// kernel; only what cannot name one is refused here. The data plane is
+// handed the name to check.
+func TestIPVSSchedulerTakesAnyKernelSchedulerName(t *testing.T) {
+	tests := []struct {
+		scheduler string
+		wantErr   string
+	}{
+		{"rr", ""}, {"mh", ""}, {"twos", ""}, {"none", ""}, {"some_new2", ""},
+		{"Fast", `"Fast" is not an IPVS scheduler name`},
+		{"round robin", `"round robin" is not an IPVS scheduler name`},
+		{"abcdefghijklmnop", `"abcdefghijklmnop" is not an IPVS scheduler name`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.scheduler, func(t *testing.T) {
+			o, _, err := parse(t, "--hostname-override", "n", "--ipvs-scheduler", tc.scheduler)
+			if err == nil {
+				err = o.Validate()
+			}
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want one saying %s", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rc := o.RunConfig(); rc.DataPlane.Scheduler != tc.scheduler || rc.Policy.Scheduler != tc.scheduler {
+				t.Errorf("scheduler to the data plane %q and the policy %q, want %q", rc.DataPlane.Scheduler, rc.Policy.Scheduler, tc.scheduler)
 			}
 		})
 	}

@@ -22,8 +22,7 @@ func Run(ctx context.Context, o *Options, stdout, stderr io.Writer) int {
 	case o.Cleanup:
 		return runCleanup(o, stderr)
 	case o.InitOnly:
-		fmt.Fprintln(stderr, "kube-ipvs-proxy: --init-only: nothing to initialise separately; exiting")
-		return ExitOK
+		return runInitOnly(ctx, o, stderr, hostInit)
 	case o.DryRun && len(o.Objects) > 0:
 		return runDryRun(o, stdout, stderr)
 	case o.DryRun:

@@ -93,6 +93,7 @@ func (o *Options) RunConfig() RunConfig {
 			TCPTimeout:         c.IPVS.TCPTimeout.Duration,
 			TCPFinTimeout:      c.IPVS.TCPFinTimeout.Duration,
 			UDPTimeout:         c.IPVS.UDPTimeout.Duration,
+			Scheduler:          c.IPVS.Scheduler,
 		},
 		SyncPeriod:          c.IPVS.SyncPeriod.Duration,
 		MinSyncPeriod:       c.IPVS.MinSyncPeriod.Duration,

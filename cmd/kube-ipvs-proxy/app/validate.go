@@ -108,8 +108,8 @@ func (o *Options) validateConfig() []error {
 	if c.Mode != ModeIPVS && !(o.ConfigFile == "" && o.proxyModeFlag != "") {
 		add("proxy-mode", "mode", "%q: %s", c.Mode, onlyIPVS)
 	}
-	if s := c.IPVS.Scheduler; s != "" && !policy.IsScheduler(s) {
-		add("ipvs-scheduler", "ipvs.scheduler", "unknown scheduler %q, want one of %s", s, strings.Join(policy.Schedulers, ", "))
+	if s := c.IPVS.Scheduler; s != "" && !policy.IsSchedulerName(s) {
+		add("ipvs-scheduler", "ipvs.scheduler", "%q is not an IPVS scheduler name (1 to 15 lowercase letters, digits or _)", s)
 	}
 	sync, minSync := c.IPVS.SyncPeriod.Duration, c.IPVS.MinSyncPeriod.Duration
 	if sync <= 0 {
