@@ -17,7 +17,11 @@
 // There are no globals: New registers everything on the Registerer it is
 // given, and *Metrics implements the sync loop's proxier.Observer seam
 // (and health.ProbeObserver) without importing either package. Serve
-// serves /metrics, kube-proxy's /proxyMode ("ipvs") and /healthz ("ok").
+// serves /metrics, kube-proxy's /proxyMode ("ipvs") and /healthz ("ok",
+// the API server's healthz handler with its ping check, as kube-proxy
+// installs it); the one exception to no globals is that handler's
+// observation of each check in component-base's health-check SLIs
+// (slis.Registry, served on /metrics/slis by the caller), as there.
 //
 // metrics must not import package proxier, client-go informers or clients,
 // or kernel libraries (netlink, nftables, ipvs); it only counts what it is

@@ -4,10 +4,14 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/component-base/metrics/prometheus/slis"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/httpserve"
 )
@@ -43,9 +47,47 @@ func Mux(g prometheus.Gatherer) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", Handler(g))
 	mux.HandleFunc("/proxyMode", func(w http.ResponseWriter, _ *http.Request) { plain(w, ProxyMode) })
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { plain(w, "ok") })
+	mux.HandleFunc("/healthz", healthz)
 	mux.HandleFunc("/healthz/ping", func(w http.ResponseWriter, _ *http.Request) { plain(w, "ok") })
 	return mux
+}
+
+// pingCheck is the one check of the metrics server's /healthz: kube-proxy
+// installs the API server's healthz handler there with no check of its
+// own, which then has its ping check alone.
+const pingCheck = "ping"
+
+// healthz answers /healthz as the API server's healthz handler answers
+// with its ping check (k8s.io/apiserver's healthz.InstallHandler, which
+// kube-proxy uses): "ok", or with ?verbose each check and the verdict;
+// ?exclude=ping leaves the check out. Each check run is observed in the
+// health-check SLIs (kubernetes_healthcheck and
+// kubernetes_healthchecks_total, type "healthz", on /metrics/slis).
+func healthz(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	excluded := q["exclude"]
+	var out strings.Builder
+	if slices.Contains(excluded, pingCheck) {
+		fmt.Fprintf(&out, "[+]%s excluded: ok\n", pingCheck)
+	} else {
+		_ = slis.ObserveHealthcheck(r.Context(), pingCheck, "healthz", slis.Success)
+		fmt.Fprintf(&out, "[+]%s ok\n", pingCheck)
+	}
+	var unknown []string
+	for _, name := range excluded {
+		if name != pingCheck && !slices.Contains(unknown, strconv.Quote(name)) {
+			unknown = append(unknown, strconv.Quote(name))
+		}
+	}
+	if len(unknown) > 0 {
+		slices.Sort(unknown)
+		fmt.Fprintf(&out, "warn: some health checks cannot be excluded: no matches for %s\n", strings.Join(unknown, ","))
+	}
+	if _, verbose := q["verbose"]; !verbose {
+		plain(w, "ok")
+		return
+	}
+	plain(w, out.String()+"healthz check passed\n")
 }
 
 func plain(w http.ResponseWriter, body string) {

@@ -8,7 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/component-base/metrics/prometheus/slis"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testsupport/httpservetest"
 )
@@ -91,4 +93,57 @@ func TestServe(t *testing.T) {
 			t.Errorf("Serve on a bound port = %v", err)
 		}
 	})
+}
+
+// TestHealthzIsObservedInTheSLIs: the metrics server's /healthz answers as
+// the API server's healthz handler kube-proxy installs there (its ping
+// check), and each run of the check is a health-check SLI on
+// /metrics/slis; an excluded check is not run.
+func TestHealthzIsObservedInTheSLIs(t *testing.T) {
+	mux := Mux(prometheus.NewRegistry())
+	slis.SLIMetricsWithReset{}.Install(mux)
+	get := func(method, path string) string {
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, httptest.NewRequest(method, path, nil))
+		if rec.Code != http.StatusOK {
+			t.Fatalf("%s %s = %d %s", method, path, rec.Code, rec.Body.String())
+		}
+		return rec.Body.String()
+	}
+	get(http.MethodDelete, "/metrics/slis") // reset: other tests may have run the check
+	tests := []struct {
+		name, path, wantBody string
+		wantSLIs             []string // "": the series absent
+	}{
+		{"no check run, no series", "", "", []string{}},
+		{"a check run", "/healthz", "ok", []string{
+			`kubernetes_healthcheck{name="ping",type="healthz"} 1`,
+			`kubernetes_healthchecks_total{name="ping",status="success",type="healthz"} 1`,
+		}},
+		{"verbose lists the check, and counts", "/healthz?verbose", "[+]ping ok\nhealthz check passed\n", []string{
+			`kubernetes_healthchecks_total{name="ping",status="success",type="healthz"} 2`,
+		}},
+		{"an excluded check is not run", "/healthz?verbose&exclude=ping&exclude=etcd",
+			"[+]ping excluded: ok\nwarn: some health checks cannot be excluded: no matches for \"etcd\"\nhealthz check passed\n", []string{
+				`kubernetes_healthchecks_total{name="ping",status="success",type="healthz"} 2`,
+			}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.path != "" {
+				if got := get(http.MethodGet, tc.path); got != tc.wantBody {
+					t.Errorf("GET %s = %q, want %q", tc.path, got, tc.wantBody)
+				}
+			}
+			body := get(http.MethodGet, "/metrics/slis")
+			if len(tc.wantSLIs) == 0 && strings.Contains(body, "kubernetes_healthcheck") {
+				t.Errorf("/metrics/slis has health-check series before any check:\n%s", body)
+			}
+			for _, w := range tc.wantSLIs {
+				if !strings.Contains(body, w+"\n") {
+					t.Errorf("/metrics/slis lacks %s:\n%s", w, body)
+				}
+			}
+		})
+	}
 }
