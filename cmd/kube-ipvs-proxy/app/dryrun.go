@@ -55,7 +55,7 @@ type DryRunResult struct {
 // out endpoints and the skipped Services.
 func (r DryRunResult) write(w io.Writer, nftCfg nft.Config, format string) error {
 	if format != OutputText {
-		return writePlan(w, r.Plan, nftCfg, format)
+		return writePlanExplained(w, r.Plan, nftCfg, r.Skipped, r.leftOutList())
 	}
 	if err := r.Plan.WriteTextExplained(w, r.LeftOut); err != nil {
 		return err
@@ -180,23 +180,56 @@ func dryRunNodes(engine *policy.Engine, objs *manifest.Objects, at func(any, str
 
 func skipped(err error) string { return err.Error() + "; skipped" }
 
-// dryRunOutput is the --output json document: the plan, and the
-// nftables table that would be programmed for it.
+// dryRunOutput is the --output json document: the plan, the nftables
+// table that would be programmed for it, and, for --objects, what the
+// text output explains too: the Services not proxied and each virtual
+// server's endpoints that are not its destinations.
 type dryRunOutput struct {
 	policy.Plan
-	NFTables string `json:"nftables"`
+	NFTables string          `json:"nftables"`
+	Skipped  []string        `json:"skipped,omitempty"`
+	LeftOut  []leftOutOutput `json:"leftOut,omitempty"`
+}
+
+// leftOutOutput is one endpoint a virtual server leaves out, and the rule
+// that does.
+type leftOutOutput struct {
+	VirtualServer string            `json:"virtualServer"`
+	Service       policy.ServiceKey `json:"service"`
+	Endpoint      string            `json:"endpoint"`
+	Rule          string            `json:"rule"`
+}
+
+// leftOutList is every virtual server's left-out endpoints, in the plan's
+// order.
+func (r DryRunResult) leftOutList() []leftOutOutput {
+	if r.LeftOut == nil {
+		return nil
+	}
+	var out []leftOutOutput
+	for i := range r.Plan.VirtualServers {
+		vs := &r.Plan.VirtualServers[i]
+		for _, l := range r.LeftOut(vs) {
+			out = append(out, leftOutOutput{VirtualServer: vs.Key().String(), Service: vs.Service, Endpoint: l.Endpoint.String(), Rule: l.Rule})
+		}
+	}
+	return out
 }
 
 func writePlan(w io.Writer, plan policy.Plan, nftCfg nft.Config, format string) error {
-	table := nft.Render(nftCfg, plan)
 	if format == OutputText {
 		if err := plan.WriteText(w); err != nil {
 			return err
 		}
-		_, err := io.WriteString(w, "\nnftables:\n"+table)
+		_, err := io.WriteString(w, "\nnftables:\n"+nft.Render(nftCfg, plan))
 		return err
 	}
-	data, err := json.MarshalIndent(dryRunOutput{plan, table}, "", "  ")
+	return writePlanExplained(w, plan, nftCfg, nil, nil)
+}
+
+// writePlanExplained writes the --output json document.
+func writePlanExplained(w io.Writer, plan policy.Plan, nftCfg nft.Config, skipped []string, leftOut []leftOutOutput) error {
+	data, err := json.MarshalIndent(dryRunOutput{plan, nft.Render(nftCfg, plan), skipped, leftOut}, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode plan: %w", err)
 	}

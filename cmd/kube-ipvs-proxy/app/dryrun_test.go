@@ -3,8 +3,11 @@ package app
 import (
 	"bytes"
 	"encoding/json"
+	"net"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -261,6 +264,62 @@ func TestFlagErrors(t *testing.T) {
 			code, _, errOut := run(t, append(tc.args, "--hostname-override", "n")...)
 			if code != ExitUsage || !strings.Contains(errOut, tc.want) {
 				t.Errorf("exit %d stderr %q, want %d and %q", code, errOut, ExitUsage, tc.want)
+			}
+		})
+	}
+}
+
+// TestJSONExplainsSkippedAndLeftOut: --output json says what the text
+// output says beside the plan: each Service not proxied and why, and
+// each endpoint a virtual server of the plan leaves out, with the rule.
+func TestJSONExplainsSkippedAndLeftOut(t *testing.T) {
+	code, out, _ := run(t, "--dry-run", "--objects", filepath.Join("..", "..", "..", "examples"), "--hostname-override", "node-a",
+		"--cluster-cidr", exampleClusterCIDR)
+	if code != ExitOK {
+		t.Fatalf("exit %d", code)
+	}
+	var doc struct {
+		VirtualServers []struct {
+			Address  string `json:"address"`
+			Port     int    `json:"port"`
+			Protocol string `json:"protocol"`
+		} `json:"virtualServers"`
+		Skipped []string `json:"skipped"`
+		LeftOut []struct {
+			VirtualServer, Service, Endpoint, Rule string
+		} `json:"leftOut"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	keys := map[string]bool{}
+	for _, vs := range doc.VirtualServers {
+		keys[net.JoinHostPort(vs.Address, strconv.Itoa(vs.Port))+"/"+vs.Protocol] = true
+	}
+	tests := []struct {
+		name string
+		ok   func() bool
+	}{
+		{"a headless Service is skipped, with why", func() bool { return slices.Contains(doc.Skipped, "Service shop/db: headless (clusterIP None)") }},
+		{"an ExternalName Service is skipped, with why", func() bool { return slices.Contains(doc.Skipped, "Service shop/payments: type ExternalName") }},
+		{"another proxy's Service is skipped, with why", func() bool {
+			return slices.Contains(doc.Skipped, "Service shop/mesh-gateway: labelled service.kubernetes.io/service-proxy-name=other-proxy")
+		}},
+		{"a serving-terminating endpoint left out while others are ready is listed", func() bool {
+			return slices.ContainsFunc(doc.LeftOut, func(l struct{ VirtualServer, Service, Endpoint, Rule string }) bool {
+				return l.VirtualServer == "10.96.0.10:53/UDP" && l.Endpoint == "10.244.4.10:53" && strings.HasPrefix(l.Rule, "serving-terminating")
+			})
+		}},
+		{"every left-out entry names a virtual server of the plan, its service, endpoint and rule", func() bool {
+			return len(doc.LeftOut) > 0 && !slices.ContainsFunc(doc.LeftOut, func(l struct{ VirtualServer, Service, Endpoint, Rule string }) bool {
+				return !keys[l.VirtualServer] || l.Service == "" || l.Endpoint == "" || l.Rule == ""
+			})
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if !tc.ok() {
+				t.Errorf("skipped %q\nleftOut %+v", doc.Skipped, doc.LeftOut)
 			}
 		})
 	}
