@@ -59,7 +59,7 @@ func TestFlagHelpMatchesBehaviour(t *testing.T) {
 		{"nodeport-addresses", []string{"every address of the host's interfaces", "--dry-run, without a host: the Node's InternalIP and ExternalIP"},
 			[]string{"default: every InternalIP and ExternalIP"}},
 		{"cleanup", []string{"list them", "With --dry-run, list what it would remove"}, nil},
-		{"logging-format", nil, []string{"only text logging is implemented"}},
+		{"logging-format", []string{"Log format: text or json, as kube-proxy's"}, []string{"only text logging is implemented", "Accepted for kube-proxy compatibility and ignored:"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.flag, func(t *testing.T) {

@@ -119,7 +119,11 @@ func (s *flagState) kubeProxyFlags() []kubeProxyFlag {
 		used("conntrack-udp-timeout-stream", &c.Conntrack.UDPStreamTimeout.Duration, "Idle timeout for ASSURED UDP connections (0 to leave as-is)."),
 		used("oom-score-adj", c.OOMScoreAdj, "The oom_score_adj value for the proxy process, within [-1000, 1000], written to /proc/self/oom_score_adj at startup."),
 		ign("show-hidden-metrics-for-version", &c.ShowHiddenMetricsForVersion, "no metrics are hidden", true),
-		withSupported(ign("logging-format", &c.Logging.Format, "only text and json logging are implemented", true), isLogFormat),
+		// Used for text and json; only another format is ignored, so the
+		// help says what the flag does before what it ignores.
+		withSupported(kubeProxyFlag{name: "logging-format", ptr: &c.Logging.Format, inConfig: true,
+			usage:   "Log format: text or json, as kube-proxy's; another format is accepted for kube-proxy compatibility and ignored (logs are text).",
+			ignored: "only text and json logging are implemented"}, isLogFormat),
 		ign("log-flush-frequency", &c.Logging.FlushFrequency.Duration.Duration, "logs are written unbuffered", true),
 		ign("log-text-split-stream", &c.Logging.Options.Text.SplitStream, notSupported, true),
 		ign("log-text-info-buffer-size", &throwaway.infoText, notSupported, false),
