@@ -1,8 +1,9 @@
 // Package nft owns the nftables half of the data plane: one table, inet
 // kube-ipvs-proxy, programmed over netlink with github.com/google/nftables.
 // It rejects or drops traffic to virtual servers without destinations,
-// marks traffic for masquerade (always, or from outside --cluster-cidr)
-// and masquerades it with hairpin traffic, applies NOTRACK, enforces
+// marks traffic for masquerade (always, from outside --cluster-cidr, and
+// the node's own traffic from a service address whatever the cluster
+// CIDRs) and masquerades it with hairpin traffic, applies NOTRACK, enforces
 // LoadBalancer source ranges, and rejects connections to virtual server
 // addresses on ports that are no service (kube-proxy's KUBE-IPVS-FILTER).
 // It also records in the table, which outlives the process, the NodePort

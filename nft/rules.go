@@ -310,6 +310,18 @@ func ruleSpecs(cfg Config) []ruleSpec {
 	perFamily(func(f *family) ruleSpec {
 		return newRule(f).dnatVia(setInternalVia).in(chainNATOutput)
 	})
+	// The node's own connection to a virtual server from a service
+	// address: the kernel picks the VIP on kube-ipvs0 as the source of a
+	// connection to it, and a remote destination's reply would go to its
+	// own node, which holds the same VIP. Marked whatever the cluster
+	// CIDRs and the plan's masquerade mode, as kube-proxy's IPVS mode
+	// does without a local detector (KUBE-CLUSTER-IP src,dst); with one,
+	// masquerade-off-cluster marks it already. After the DNAT, which ends
+	// the chain for the eTP=Local addresses that internal-via-keys marked.
+	perFamily(func(f *family) ruleSpec {
+		return newRule(f).inSet([]source{srcSaddr}, setServiceIPs, false).
+			inSet(vsKeySrcs, setServicePorts, false).markSet(mark, false).in(chainNATOutput)
+	})
 	rs = append(rs, newRule(nil).markTest(mark).markSet(mark, true).
 		then("masquerade fully-random", &expr.Masq{FullyRandom: true}).in(chainNATPostrouting))
 	perFamily(func(f *family) ruleSpec {
