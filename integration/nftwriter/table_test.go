@@ -343,7 +343,7 @@ collect:
 		len(gens[0].Changes), counts[nftables.MonitorEventTypeDelTable], counts[nftables.MonitorEventTypeNewTable],
 		counts[nftables.MonitorEventTypeNewSet], counts[nftables.MonitorEventTypeNewSetElem], counts[nftables.MonitorEventTypeNewRule])
 	if counts[nftables.MonitorEventTypeDelTable] != 1 || counts[nftables.MonitorEventTypeNewTable] < 1 ||
-		counts[nftables.MonitorEventTypeNewRule] != 39 || counts[nftables.MonitorEventTypeNewSetElem] == 0 {
+		counts[nftables.MonitorEventTypeNewRule] != 43 || counts[nftables.MonitorEventTypeNewSetElem] == 0 {
 		t.Errorf("the generation does not hold the whole replacement: %v", counts)
 	}
 	if got := kernelDump(t, c); got != first {
