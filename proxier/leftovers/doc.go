@@ -17,9 +17,15 @@
 // google/nftables, in one batch per family that deletes every rule
 // jumping to one of the chains, then flushes and deletes the chains.
 // Rules written by iptables-legacy live in the kernel's x_tables, which
-// this package cannot edit without running iptables; an ipset they still
-// reference cannot be destroyed, and Remove reports it as Stuck, with the
-// legacy tables that exist, so the caller can say so. ipsets are
+// this package cannot edit without running iptables (a change there
+// replaces a whole table with the blob iptables-legacy builds for every
+// extension its rules use: not something to re-implement); an ipset they
+// still reference cannot be destroyed, and Remove reports it as Stuck,
+// with the legacy tables that exist, so the caller can say so. Those
+// chains keep running, frozen with their ipsets, beside our table until
+// the operator removes them with iptables-legacy or reboots the node:
+// the top-level README ("Nodes whose iptables is iptables-legacy") says
+// what they still do and how to remove them. ipsets are
 // destroyed through vishvananda/netlink, and only where the ip_set module
 // is already loaded: a netlink request would load it otherwise.
 //
