@@ -29,6 +29,16 @@
 // destroyed through vishvananda/netlink, and only where the ip_set module
 // is already loaded: a netlink request would load it otherwise.
 //
+// After a rollback, KubeProxyServesOnHost tells --cleanup-table-only
+// that kube-proxy's rules are in the kernel, in each form kube-proxy
+// writes them: iptables-nft's chains (nftables objects), iptables-legacy's
+// (LegacyNATChains: the nat table read from x_tables with getsockopt
+// IPT_SO_GET_INFO and IPT_SO_GET_ENTRIES, as iptables-legacy-save reads
+// it, only when /proc lists it, since asking for an absent table loads
+// its module; hand-written in xtables.go, chain names and rule counts
+// only, as no Go library reads x_tables without running the binary), and
+// its nftables mode's tables ip/ip6 kube-proxy (KubeProxyNFTablesServes).
+//
 // It never runs iptables or ipset, never touches a table other than
 // filter, nat and mangle of the ip and ip6 families, and imports only the
 // kernel libraries; not policy, client-go or the writers.
