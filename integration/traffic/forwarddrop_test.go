@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/google/nftables"
+	"github.com/google/nftables/userdata"
 	"golang.org/x/sys/unix"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
@@ -138,8 +139,8 @@ func addInetForwardDrop(t *testing.T) {
 	}
 }
 
-// inetForwardRules lists the comments of inet filter forward's rules,
-// one a line.
+// inetForwardRules lists the comments of inet filter forward's rules
+// (empty for a rule without one), one a line.
 func inetForwardRules(t *testing.T) string {
 	t.Helper()
 	c, err := nftables.New()
@@ -153,7 +154,8 @@ func inetForwardRules(t *testing.T) string {
 	}
 	var b strings.Builder
 	for _, r := range rules {
-		b.WriteString(string(r.UserData) + "\n")
+		c, _ := userdata.GetString(r.UserData, userdata.TypeComment)
+		b.WriteString(c + "\n")
 	}
 	return b.String()
 }

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/kubeclient"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxier"
@@ -126,8 +127,13 @@ func nodeEvent(o *Options, reason, msg string) error {
 	if err != nil {
 		return fmt.Errorf("API client: %w", err)
 	}
-	now := metav1.NewTime(time.Now())
-	node := rc.NodeName
+	return recordNodeEvent(cs.EventSink(), rc.NodeName, reason, msg, time.Now())
+}
+
+// recordNodeEvent creates a Warning Event on Node node, as the proxy's
+// recorder would (in namespace default, the Node's name as its UID).
+func recordNodeEvent(sink record.EventSink, node, reason, msg string, at time.Time) error {
+	now := metav1.NewTime(at)
 	ev := &corev1.Event{
 		ObjectMeta:     metav1.ObjectMeta{GenerateName: node + ".", Namespace: metav1.NamespaceDefault},
 		InvolvedObject: corev1.ObjectReference{Kind: "Node", Name: node, UID: types.UID(node)},
@@ -135,7 +141,7 @@ func nodeEvent(o *Options, reason, msg string) error {
 		Source:         corev1.EventSource{Component: "kube-ipvs-proxy", Host: node},
 		FirstTimestamp: now, LastTimestamp: now, Count: 1,
 	}
-	if _, err := cs.EventSink().Create(ev); err != nil {
+	if _, err := sink.Create(ev); err != nil {
 		return fmt.Errorf("create Event on Node %s: %w", node, err)
 	}
 	return nil

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/record"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxier"
@@ -178,5 +180,33 @@ func TestTableCleanupTimeoutSaysWhatStaysAndHowToGoOn(t *testing.T) {
 	}
 	if len(truncateEvent(strings.Repeat("x", 5000))) > 1024 {
 		t.Errorf("an Event message is not truncated to 1024 bytes")
+	}
+}
+
+// eventSink keeps the Events created.
+type eventSink struct {
+	record.EventSink
+	created []*corev1.Event
+}
+
+func (s *eventSink) Create(e *corev1.Event) (*corev1.Event, error) {
+	s.created = append(s.created, e)
+	return e, nil
+}
+
+// TestTableCleanupTimeoutIsANodeEvent: the wait's end is one Warning
+// Event on the Node, where kubectl describe node shows it.
+func TestTableCleanupTimeoutIsANodeEvent(t *testing.T) {
+	var sink eventSink
+	if err := recordNodeEvent(&sink, "node-a", reasonKubeProxyRulesMissing, strings.Repeat("m", 2000), time.Unix(1, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if len(sink.created) != 1 {
+		t.Fatalf("%d Events, want 1", len(sink.created))
+	}
+	e := sink.created[0]
+	if e.InvolvedObject.Kind != "Node" || e.InvolvedObject.Name != "node-a" || e.Namespace != "default" ||
+		e.Type != corev1.EventTypeWarning || e.Reason != "KubeProxyRulesMissing" || len(e.Message) > 1024 || e.Source.Host != "node-a" {
+		t.Errorf("Event %+v: want a Warning KubeProxyRulesMissing on Node node-a, in default, its message at most 1024 bytes", e)
 	}
 }
