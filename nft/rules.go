@@ -335,22 +335,23 @@ func ruleSpecs(cfg Config) []ruleSpec {
 	perFamily(func(f *family) ruleSpec {
 		return newRule(f).dnatVia(setInternalVia).in(chainNATOutput)
 	})
-	// The node's own connection to a virtual server from a service
-	// address: the kernel picks the VIP on kube-ipvs0 as the source of a
-	// connection to it, and a remote destination's reply would go to its
-	// own node, which holds the same VIP. Marked whatever the cluster
-	// CIDRs and the plan's masquerade mode, as kube-proxy's IPVS mode
-	// does without a local detector (KUBE-CLUSTER-IP src,dst); with one,
-	// masquerade-off-cluster marks it already. After the DNAT, which ends
-	// the chain for the eTP=Local addresses that internal-via-keys marked.
-	perFamily(func(f *family) ruleSpec {
-		return newRule(f).inSet([]source{srcSaddr}, setServiceIPs, false).
-			inSet(vsKeySrcs, setServicePorts, false).markSet(mark, false).in(chainNATOutput)
-	})
 	rs = append(rs, newRule(nil).markTest(mark).markSet(mark, true).
 		then("masquerade fully-random", &expr.Masq{FullyRandom: true}).in(chainNATPostrouting))
 	perFamily(func(f *family) ruleSpec {
 		return newRule(f).inSet(hairpinSrcs, setHairpin, false).then("masquerade", &expr.Masq{}).in(chainNATPostrouting)
+	})
+	// The node's own connection from a service address leaving the node:
+	// the kernel sources a connection to a VIP from that VIP (on
+	// kube-ipvs0), and when IPVS sends it to a remote destination, the
+	// reply goes to the destination's own node, which holds the same VIP.
+	// Masqueraded whatever the cluster CIDRs and the plan's masquerade
+	// mode, as kube-proxy's IPVS mode does without a local detector
+	// (KUBE-CLUSTER-IP src,dst); with one, masquerade-off-cluster marks
+	// it already. Not what is delivered here: with a source of its own,
+	// it needs none, and a load balancer's ranges allow that source.
+	perFamily(func(f *family) ruleSpec {
+		return newRule(f).inSet([]source{srcSaddr}, setServiceIPs, false).daddrNotLocal().
+			then("masquerade fully-random", &expr.Masq{FullyRandom: true}).in(chainNATPostrouting)
 	})
 	perFamily(func(f *family) ruleSpec {
 		return newRule(f).ctState("{ new, untracked }", ctNewUntracked).vmap(vsKeySrcs, setEmptyServices).in(chainFilterInput)

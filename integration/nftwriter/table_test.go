@@ -47,6 +47,17 @@ func newConn(t *testing.T) *nftables.Conn {
 	return c
 }
 
+// ruleReader reads rules as the writer does (nft.NewRuleReader):
+// google/nftables alone cannot decode filter-forward's ct expressions.
+func ruleReader(t *testing.T) *nftables.Conn {
+	t.Helper()
+	c, err := nft.NewRuleReader()
+	if err != nil {
+		t.Fatalf("NewRuleReader: %v", err)
+	}
+	return c
+}
+
 // kernelDump reads our table back from the kernel.
 func kernelDump(t *testing.T, c *nftables.Conn) string {
 	t.Helper()
@@ -79,7 +90,7 @@ func ruleCounts(t *testing.T, c *nftables.Conn, table *nftables.Table) map[strin
 		if ch.Table.Name != table.Name {
 			continue
 		}
-		rules, err := c.GetRules(table, ch)
+		rules, err := ruleReader(t).GetRules(table, ch)
 		if err != nil {
 			t.Fatalf("GetRules %s: %v", ch.Name, err)
 		}

@@ -107,9 +107,11 @@ var cases = []traceCase{
 	{name: "internal-via-keys: the host sourcing from the load balancer address on kube-ipvs0 is masqueraded too", host: true, src: "localep-lb", dst: "localep-lb:80", backend: "pod-c",
 		want: "send masq=mark dnat=nat-output#4>localep:80,ipvs>pod-c:8080", proves: []string{"nat-output#3", "nat-output#4"}},
 	{name: "service-ips source: the host's connection from a VIP to a ClusterIP is masqueraded without a cluster CIDR", host: true, src: "no-cidr", dst: "no-cidr:80", backend: "pod-c",
-		want: "send masq=mark dnat=ipvs>pod-c:8080", proves: []string{"!nat-output#2", "nat-output#5", "nat-postrouting#1"}},
+		want: "send masq=service-ips dnat=ipvs>pod-c:8080", proves: []string{"!nat-output#2", "!nat-postrouting#1", "nat-postrouting#3"}},
 	{name: "masquerade never: the host's connection from its node address to a ClusterIP without a cluster CIDR keeps it", host: true, src: "node", dst: "no-cidr:80", backend: "pod-c",
-		want: "send dnat=ipvs>pod-c:8080", proves: []string{"!nat-output#2", "!nat-output#5", "!nat-postrouting#1"}},
+		want: "send dnat=ipvs>pod-c:8080", proves: []string{"!nat-output#2", "!nat-postrouting#1", "!nat-postrouting#3"}},
+	{name: "service-ips source: the host's connection from a VIP to one of its own addresses is not masqueraded", host: true, src: "no-cidr", dst: "node:22",
+		want: "deliver", proves: []string{"!nat-postrouting#3"}},
 	{name: "filter-output: the host's connection to an eTP=Local address without local endpoints is not dropped", host: true, src: "node", dst: "local-ext:80",
 		want: "send masq=mark dnat=nat-output#4>local:80,ipvs>pod-c:8080", proves: []string{"!filter-output#1", "nat-output#4"}},
 
