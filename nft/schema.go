@@ -118,10 +118,7 @@ type setDef struct {
 	interval   bool
 	verdictMap bool
 	// data, for a data map: its value's fields (concatenated).
-	data []field
-	// record: no rule reads the set; it records in the kernel what we
-	// program, for a later process (--cleanup, a restart) to read.
-	record  bool
+	data    []field
 	comment string
 }
 
