@@ -67,7 +67,9 @@ demo: apiserver
 # (5.10), bookworm (6.1, the default) or trixie (6.12) picks the Debian
 # release whose cloud kernel boots, for it and for vm-e2e. Debian's iptables
 # (nft and legacy) and ipset are staged into the VM for integration/leftovers,
-# which makes kube-proxy's leftovers with them; the proxy never runs them.
+# which makes kube-proxy's leftovers with them, and for integration/traffic's
+# FORWARD policy DROP test (iptables-nft -P FORWARD DROP, -S FORWARD); the
+# proxy never runs them.
 ifneq ($(KERNEL),)
 export VMLAB_KERNEL := $(KERNEL)
 endif

@@ -1,8 +1,11 @@
 // Package nft owns the nftables half of the data plane: one table, inet
 // kube-ipvs-proxy, programmed over netlink with github.com/google/nftables.
 // It rejects or drops traffic to virtual servers without destinations,
-// marks traffic for masquerade (always, or from outside --cluster-cidr)
-// and masquerades it with hairpin traffic, applies NOTRACK, enforces
+// marks traffic for masquerade (always, from outside --cluster-cidr, and
+// the node's own traffic from a service address whatever the cluster
+// CIDRs) and masquerades it with hairpin traffic, marks the forwarded
+// packets of service connections for the accept rule it keeps in other
+// tables' forward chains of policy drop, applies NOTRACK, enforces
 // LoadBalancer source ranges, and rejects connections to virtual server
 // addresses on ports that are no service (kube-proxy's KUBE-IPVS-FILTER).
 // It also records in the table, which outlives the process, the NodePort
@@ -25,10 +28,12 @@
 // how to inspect the table.
 //
 // It makes no policy decisions (it reads them from policy.Plan), never
-// touches another table, never runs the nft binary, and never uses
-// iptables or ipset. It imports policy, the kernel libraries
-// google/nftables and mdlayher/netlink, and the netlink helpers of
-// internal (nlattr and nlsock for the set element reads of the repair,
-// parsed in place; nlfamily for start-up errors) only; not client-go,
-// moby/ipvs or the IPVS writer.
+// touches another table but to keep one accept rule of its own, owned by
+// its comment, in other tables' forward chains of policy drop
+// (forward.go), never runs the nft binary, and never uses iptables or
+// ipset. It imports policy, the kernel libraries google/nftables and
+// mdlayher/netlink, and the netlink helpers of internal (nlattr and
+// nlsock for the set element reads of the repair, parsed in place;
+// nlfamily for start-up errors) only; not client-go, moby/ipvs or the
+// IPVS writer.
 package nft

@@ -40,14 +40,23 @@ type fakeTableKey struct {
 }
 
 type fakeTable struct {
-	chains map[string]*fakeChain
-	sets   map[string]*fakeSet
-	anon   int // anonymous sets created so far, for __setN names
+	chains     map[string]*fakeChain
+	sets       map[string]*fakeSet
+	anon       int    // anonymous sets created so far, for __setN names
+	lastHandle uint64 // the kernel numbers a table's rules from 1
 }
 
 type fakeChain struct {
 	chain nftables.Chain
-	rules [][]expr.Any
+	rules []fakeRule
+}
+
+// fakeRule is a committed rule: its handle, expressions and user data
+// (a comment, for instance).
+type fakeRule struct {
+	handle   uint64
+	exprs    []expr.Any
+	userData []byte
 }
 
 type fakeSet struct {
@@ -139,10 +148,14 @@ func (f *Fake) AddChain(c *nftables.Chain) *nftables.Chain {
 }
 
 // AddRule queues a rule appended to its chain.
-func (f *Fake) AddRule(r *nftables.Rule) *nftables.Rule {
+func (f *Fake) AddRule(r *nftables.Rule) *nftables.Rule { return f.queueRule(r, false) }
+
+// queueRule queues a rule appended to its chain, or inserted at its head.
+func (f *Fake) queueRule(r *nftables.Rule, atHead bool) *nftables.Rule {
 	t, chain := r.Table, r.Chain.Name
-	exprs := slices.Clone(r.Exprs)
-	f.enqueue(fmt.Sprintf("add rule %s %s", tableText(t), chain), func(st map[fakeTableKey]*fakeTable, anon map[uint32]string) error {
+	exprs, ud := slices.Clone(r.Exprs), slices.Clone(r.UserData)
+	verb := map[bool]string{false: "add", true: "insert"}[atHead]
+	f.enqueue(fmt.Sprintf("%s rule %s %s", verb, tableText(t), chain), func(st map[fakeTableKey]*fakeTable, anon map[uint32]string) error {
 		ft, err := lookupTable(st, t)
 		if err != nil {
 			return err
@@ -158,7 +171,13 @@ func (f *Fake) AddRule(r *nftables.Rule) *nftables.Rule {
 		if err != nil {
 			return fmt.Errorf("rule in chain %s: %w", chain, err)
 		}
-		fc.rules = append(fc.rules, resolved)
+		ft.lastHandle++
+		fr := fakeRule{handle: ft.lastHandle, exprs: resolved, userData: ud}
+		if atHead {
+			fc.rules = slices.Insert(fc.rules, 0, fr)
+		} else {
+			fc.rules = append(fc.rules, fr)
+		}
 		return nil
 	})
 	return r
@@ -531,6 +550,7 @@ func cloneTables(in map[fakeTableKey]*fakeTable) map[fakeTableKey]*fakeTable {
 		nt := &fakeTable{chains: make(map[string]*fakeChain, len(t.chains)), sets: make(map[string]*fakeSet, len(t.sets)), anon: t.anon}
 		for name, c := range t.chains {
 			nt.chains[name] = &fakeChain{chain: c.chain, rules: slices.Clone(c.rules)}
+			nt.lastHandle = t.lastHandle
 		}
 		for name, s := range t.sets {
 			nt.sets[name] = &fakeSet{set: s.set, elems: maps.Clone(s.elems)}

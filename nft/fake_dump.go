@@ -13,6 +13,7 @@ import (
 	"github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
 	"github.com/google/nftables/expr"
+	"github.com/google/nftables/userdata"
 	"golang.org/x/sys/unix"
 )
 
@@ -97,9 +98,12 @@ func dumpChain(b *strings.Builder, t *fakeTable, c *fakeChain) {
 	}
 	b.WriteString("\n")
 	for _, r := range c.rules {
-		parts := make([]string, len(r))
-		for i, e := range r {
+		parts := make([]string, len(r.exprs))
+		for i, e := range r.exprs {
 			parts[i] = "[ " + formatExpr(t, e) + " ]"
+		}
+		if c, ok := userdata.GetString(r.userData, userdata.TypeComment); ok {
+			parts = append(parts, fmt.Sprintf("comment %q", c))
 		}
 		fmt.Fprintf(b, "\t\t%s\n", strings.Join(parts, " "))
 	}
@@ -238,8 +242,14 @@ func formatExpr(t *fakeTable, e expr.Any) string {
 	case *expr.Bitwise:
 		return fmt.Sprintf("bitwise reg %d = ( reg %d & %s ) ^ %s", e.DestRegister, e.SourceRegister, formatData(e.Mask), formatData(e.Xor))
 	case *expr.Ct:
-		if e.Key == expr.CtKeySTATE {
+		switch e.Key {
+		case expr.CtKeySTATE:
 			return fmt.Sprintf("ct load state => reg %d", e.Register)
+		case expr.CtKeyPROTOCOL:
+			return fmt.Sprintf("ct load protocol => reg %d", e.Register)
+		case expr.CtKeyDST, expr.CtKeyPROTODST:
+			name := map[expr.CtKey]string{expr.CtKeyDST: "dst", expr.CtKeyPROTODST: "proto_dst"}[e.Key]
+			return fmt.Sprintf("ct load %s => reg %d , dir %s", name, e.Register, [2]string{"original", "reply"}[e.Direction&1])
 		}
 		return fmt.Sprintf("ct load %d => reg %d", e.Key, e.Register)
 	case *expr.Lookup:

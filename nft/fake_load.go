@@ -41,7 +41,8 @@ func (f *Fake) Load(table *nftables.Table, sets []LoadedSet, chains []LoadedChai
 	for _, lc := range chains {
 		fc := &fakeChain{chain: *lc.Chain}
 		for _, r := range lc.Rules {
-			fc.rules = append(fc.rules, r.Exprs)
+			fc.rules = append(fc.rules, fakeRule{handle: r.Handle, exprs: r.Exprs, userData: r.UserData})
+			ft.lastHandle = max(ft.lastHandle, r.Handle)
 		}
 		ft.chains[lc.Chain.Name] = fc
 	}

@@ -69,8 +69,8 @@ func (f *Fake) GetRules(t *nftables.Table, c *nftables.Chain) ([]*nftables.Rule,
 		return nil, fmt.Errorf("chain %s: %w", c.Name, unix.ENOENT)
 	}
 	out := make([]*nftables.Rule, len(fc.rules))
-	for i, exprs := range fc.rules {
-		out[i] = &nftables.Rule{Table: t, Chain: c, Exprs: slices.Clone(exprs)}
+	for i, r := range fc.rules {
+		out[i] = &nftables.Rule{Table: t, Chain: c, Handle: r.handle, Exprs: slices.Clone(r.exprs), UserData: slices.Clone(r.userData)}
 	}
 	return out, nil
 }

@@ -21,6 +21,11 @@ type ResyncStats struct {
 	// Added and Deleted count the element changes of a drift repair: a
 	// map element with a wrong value counts once in each.
 	Added, Deleted int
+	// Forward is what was done to other tables' forward chains, and
+	// ForwardErr their last failure ("" for none), returned by Resync or
+	// the Repair only the first time (ensureForwardAccepts).
+	Forward    ForwardStats
+	ForwardErr string
 }
 
 // LastResync returns what the last Resync or Repair did.
@@ -40,13 +45,20 @@ func (w *Writer) LastResync() ResyncStats { return w.last }
 // elements and rules. Either way traffic never sees a half-written
 // table: each batch is atomic. LastResync tells which path was taken. A Repair in
 // progress (StartRepair) is abandoned.
+//
+// Then it keeps our accept rule in other tables' forward chains of policy
+// drop (forward.go); a failure there leaves our table in place and is
+// returned, wrapping ErrForwardAccepts, only the first time it is seen.
 func (w *Writer) Resync(plan policy.Plan) error {
 	w.cursor = nil
 	if err := w.cfg.Validate(); err != nil {
 		w.needsResync = true
 		return fmt.Errorf("resync table inet %s: %w", TableName, err)
 	}
-	return w.reconcile(mirrorOf(plan))
+	if err := w.reconcile(mirrorOf(plan)); err != nil {
+		return err
+	}
+	return w.ensureForwardAccepts()
 }
 
 // reconcile brings the table to m by a drift repair when the mirror is
@@ -136,7 +148,8 @@ func (w *Writer) StartRepair() error {
 // slice). A table found missing or not ours, a failed read or a refused
 // batch rebuild the whole table from the mirror at once. It returns done
 // when the whole table was checked (LastResync then tells what the
-// Repair did), and at once with ErrNeedsResync if a call failed since
+// Repair did; our accept rules in other tables' forward chains are then
+// kept as Resync keeps them), and at once with ErrNeedsResync if a call failed since
 // StartRepair.
 func (w *Writer) RepairStep(budget time.Duration, stop func() bool) (done bool, err error) {
 	c := w.cursor
@@ -184,5 +197,5 @@ func (w *Writer) endRepair(err error) (bool, error) {
 		return true, w.rebuild(w.mirror, st)
 	}
 	w.last = st
-	return true, nil
+	return true, w.ensureForwardAccepts()
 }

@@ -228,6 +228,29 @@ func (b *ruleBuilder) daddrNotLocal() *ruleBuilder {
 	return b
 }
 
+// ctOriginalInSet matches the virtual server a packet's connection was
+// made to: the conntrack entry's original destination address, protocol
+// and port ("ct original ip daddr . ct protocol . ct original
+// proto-dst") in the vsKey set base. IPVS with net.ipv4.vs.conntrack=1
+// leaves the original tuple as the client sent it and rewrites only the
+// reply tuple, so a reply's entry still names the virtual server. The
+// address is loaded with NFT_CT_DST, which google/nftables sends with
+// its direction (NFT_CT_DST_IP needs one too, and it sends none for
+// it): the kernel writes 4 bytes of it for an IPv4 connection, so the
+// protocol and the port are loaded after the family's address length.
+func (b *ruleBuilder) ctOriginalInSet(base string) *ruleBuilder {
+	b.dependency()
+	name := base + b.fam.suffix
+	w := b.fam.addrLen / 4
+	b.text = append(b.text, fmt.Sprintf("ct original %s daddr . ct protocol . ct original proto-dst @%s", b.fam.keyword, name))
+	b.exprs = append(b.exprs,
+		&expr.Ct{Register: unix.NFT_REG_1, Key: expr.CtKeyDST, Direction: ctDirOriginal},
+		&expr.Ct{Register: reg32(w), Key: expr.CtKeyPROTOCOL},
+		&expr.Ct{Register: reg32(w + 1), Key: expr.CtKeyPROTODST, Direction: ctDirOriginal},
+		&expr.Lookup{SourceRegister: unix.NFT_REG_1, SetName: name})
+	return b
+}
+
 // then ends the rule with a statement.
 func (b *ruleBuilder) then(text string, e ...expr.Any) *ruleBuilder {
 	b.text = append(b.text, text)
@@ -246,7 +269,9 @@ var (
 )
 
 const (
-	ctNewUntracked = expr.CtStateBitNEW | expr.CtStateBitUNTRACKED
+	ctNewUntracked       = expr.CtStateBitNEW | expr.CtStateBitUNTRACKED
+	ctEstablishedRelated = expr.CtStateBitESTABLISHED | expr.CtStateBitRELATED
+	ctDirOriginal        = 0 // IP_CT_DIR_ORIGINAL: the tuple as the client sent it
 )
 
 // ruleSpecs returns every rule of the table of a defaulted config, in
@@ -315,6 +340,19 @@ func ruleSpecs(cfg Config) []ruleSpec {
 	perFamily(func(f *family) ruleSpec {
 		return newRule(f).inSet(hairpinSrcs, setHairpin, false).then("masquerade", &expr.Masq{}).in(chainNATPostrouting)
 	})
+	// The node's own connection from a service address leaving the node:
+	// the kernel sources a connection to a VIP from that VIP (on
+	// kube-ipvs0), and when IPVS sends it to a remote destination, the
+	// reply goes to the destination's own node, which holds the same VIP.
+	// Masqueraded whatever the cluster CIDRs and the plan's masquerade
+	// mode, as kube-proxy's IPVS mode does without a local detector
+	// (KUBE-CLUSTER-IP src,dst); with one, masquerade-off-cluster marks
+	// it already. Not what is delivered here: with a source of its own,
+	// it needs none, and a load balancer's ranges allow that source.
+	perFamily(func(f *family) ruleSpec {
+		return newRule(f).inSet([]source{srcSaddr}, setServiceIPs, false).daddrNotLocal().
+			then("masquerade fully-random", &expr.Masq{FullyRandom: true}).in(chainNATPostrouting)
+	})
 	perFamily(func(f *family) ruleSpec {
 		return newRule(f).ctState("{ new, untracked }", ctNewUntracked).vmap(vsKeySrcs, setEmptyServices).in(chainFilterInput)
 	})
@@ -338,6 +376,18 @@ func ruleSpecs(cfg Config) []ruleSpec {
 	// come from its address on the dummy interface, which the ranges
 	// hold only when the node's IP is in one (NodeInSourceRanges).
 	perFamily(func(f *family) ruleSpec { return sourceRangesDrop(f, chainFilterOutput) })
+	// Forwarded packets of service connections (in IPVS's NAT mode, the
+	// replies to clients that are not on this node) get the masquerade
+	// mark, which the accept rule we keep in other tables' forward chains
+	// of policy drop lets through (forward.go): an accept here would not
+	// override their drop. Established and related packets only: IPVS
+	// takes a connection's requests in INPUT, never in FORWARD.
+	for _, set := range []string{setServicePorts, setNodePortServices} {
+		perFamily(func(f *family) ruleSpec {
+			return newRule(f).ctState("{ established, related }", ctEstablishedRelated).
+				ctOriginalInSet(set).markSet(mark, false).in(chainFilterForward)
+		})
+	}
 	rs = append(rs,
 		newRule(nil).l4proto("tcp", unix.IPPROTO_TCP).
 			then("reject with tcp reset", &expr.Reject{Type: unix.NFT_REJECT_TCP_RST}).in(chainRejectPacket),

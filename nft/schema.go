@@ -24,6 +24,7 @@ const (
 	chainNATPostrouting = "nat-postrouting"
 	chainFilterInput    = "filter-input"
 	chainFilterOutput   = "filter-output"
+	chainFilterForward  = "filter-forward"
 	chainRejectPacket   = "reject-packet" // regular chain, the target of empty-services' Reject
 )
 
@@ -36,7 +37,7 @@ const (
 	setEmptyServices    = "empty-services"         // vsKey : verdict, virtual servers without destinations
 	setMasqueradeAlways = "masquerade-always"      // vsKey, Masquerade=Always
 	setMasqueradeOff    = "masquerade-off-cluster" // vsKey, Masquerade=OffCluster
-	setNodePortServices = "nodeport-services"      // vsKey of virtual servers on node addresses (not Bound): a record for --cleanup, read by no rule
+	setNodePortServices = "nodeport-services"      // vsKey of virtual servers on node addresses (not Bound): a record for --cleanup, and filter-forward's
 	setNoTrackServices  = "notrack-services"       // vsKey, NoTrack
 	setNoTrackPods      = "notrack-endpoint-addrs" // destination addresses of NoTrack virtual servers
 	setNoTrackEndpoints = "notrack-endpoints"      // destination vsKey of NoTrack virtual servers
@@ -50,6 +51,11 @@ const (
 const (
 	defaultMasqueradeBit = 14
 	priorityFilterOutput = -110 // after conntrack (-200), before IPVS's LOCAL_OUT hooks (-99, -98)
+	// priorityFilterForward puts the forward chain's mark before the
+	// chains that may drop forwarded packets (iptables-nft's mangle and
+	// filter FORWARD at -150 and 0, firewalld's at 10): those are the
+	// chains its accept rule goes into (forward.go).
+	priorityFilterForward = -300
 	// elementsPerMessage bounds one NEWSETELEM/DELSETELEM message: its
 	// element list is one netlink attribute, whose length is 16 bits.
 	elementsPerMessage = 512
@@ -112,10 +118,7 @@ type setDef struct {
 	interval   bool
 	verdictMap bool
 	// data, for a data map: its value's fields (concatenated).
-	data []field
-	// record: no rule reads the set; it records in the kernel what we
-	// program, for a later process (--cleanup, a restart) to read.
-	record  bool
+	data    []field
 	comment string
 }
 
@@ -131,7 +134,7 @@ var setDefs = []setDef{
 	{base: setLBSourceRanged, fields: vsKeyFields, comment: "load balancer virtual servers with source ranges"},
 	{base: setMasqueradeAlways, fields: vsKeyFields, comment: "virtual servers always masqueraded"},
 	{base: setMasqueradeOff, fields: vsKeyFields, comment: "virtual servers masqueraded from outside the cluster CIDRs"},
-	{base: setNodePortServices, fields: vsKeyFields, record: true, comment: "NodePort virtual servers this proxy programs (read by --cleanup)"},
+	{base: setNodePortServices, fields: vsKeyFields, comment: "NodePort virtual servers this proxy programs (read by --cleanup)"},
 	{base: setNoTrackPods, fields: []field{fieldAddr}, comment: "addresses of NOTRACK destinations: their own connections stay tracked (a hairpin needs masquerade)"},
 	{base: setNoTrackEndpoints, fields: vsKeyFields, comment: "destinations of NOTRACK virtual servers"},
 	{base: setNoTrackServices, fields: vsKeyFields, comment: "NOTRACK virtual servers"},
@@ -196,5 +199,6 @@ var chainDefs = []chainDef{
 	{name: chainNATPostrouting, typ: nftables.ChainTypeNAT, hook: nftables.ChainHookPostrouting, priority: *nftables.ChainPriorityNATSource},
 	{name: chainFilterInput, typ: nftables.ChainTypeFilter, hook: nftables.ChainHookInput, priority: *nftables.ChainPriorityFilter},
 	{name: chainFilterOutput, typ: nftables.ChainTypeFilter, hook: nftables.ChainHookOutput, priority: priorityFilterOutput},
+	{name: chainFilterForward, typ: nftables.ChainTypeFilter, hook: nftables.ChainHookForward, priority: priorityFilterForward},
 	{name: chainRejectPacket},
 }

@@ -13,10 +13,18 @@ import (
 )
 
 // linuxConn is the Conn of NewLinux: google/nftables for everything but
-// the set element reads, which its elementReader makes.
+// the set element reads, which its elementReader makes, and the rule
+// reads, which go through NewRuleReader.
 type linuxConn struct {
 	*nftables.Conn
+	rules *nftables.Conn // NewRuleReader's, for GetRules
 	elems *elementReader
+}
+
+// GetRules reads a chain's rules with the rule reader, which decodes the
+// ct expressions google/nftables alone cannot.
+func (c *linuxConn) GetRules(t *nftables.Table, ch *nftables.Chain) ([]*nftables.Rule, error) {
+	return c.rules.GetRules(t, ch)
 }
 
 // EachSetElement reads a set's elements with one dump on the reader's

@@ -106,8 +106,14 @@ type Conn interface {
 	// ListChainsOfTableFamily reads the chains of every table of a
 	// family (each with its Table).
 	ListChainsOfTableFamily(family nftables.TableFamily) ([]*nftables.Chain, error)
-	// GetRules reads a chain's rules: ENOENT if it does not exist.
+	// GetRules reads a chain's rules, with their handles and user data:
+	// ENOENT if it does not exist.
 	GetRules(t *nftables.Table, c *nftables.Chain) ([]*nftables.Rule, error)
+	// InsertRule queues a rule inserted at the head of its chain.
+	InsertRule(r *nftables.Rule) *nftables.Rule
+	// DelRule queues the deletion of the rule r.Handle names: ENOENT at
+	// Flush if it does not exist; an error at once for a zero handle.
+	DelRule(r *nftables.Rule) error
 }
 
 // ErrNeedsResync is returned by Apply when the kernel state is unknown
@@ -134,6 +140,9 @@ type Writer struct {
 	// reads it on every call, and rendering the rules takes as long as
 	// the netlink read.
 	rules map[string]int
+	// forwardErr is the last failure to keep our accept rules in other
+	// tables' forward chains ("" after a success): reported once.
+	forwardErr string
 }
 
 // New returns a writer over c. Nothing is sent until Resync.
@@ -461,7 +470,8 @@ func cidrElements(prefixes []netip.Prefix, fam *family) []nftables.SetElement {
 	return vals
 }
 
-// Cleanup deletes our table, if it exists, and nothing else.
+// Cleanup deletes our table, if it exists, and our accept rules from
+// other tables' forward chains; nothing else.
 func (w *Writer) Cleanup() error {
 	w.conn.AddTable(w.table)
 	w.conn.DelTable(w.table)
@@ -469,7 +479,11 @@ func (w *Writer) Cleanup() error {
 	w.needsResync = true
 	w.mirror = newMirror()
 	if err != nil {
-		return fmt.Errorf("delete table inet %s: %w", TableName, err)
+		err = fmt.Errorf("delete table inet %s: %w", TableName, err)
 	}
-	return nil
+	_, ferr := w.syncForwardAccepts(func(*nftables.Chain) bool { return false })
+	if ferr != nil {
+		ferr = fmt.Errorf("remove %w: %w", ErrForwardAccepts, ferr)
+	}
+	return errors.Join(err, ferr)
 }

@@ -27,7 +27,11 @@ func NewLinux(cfg Config) (*Writer, error) {
 	if err != nil {
 		return nil, nlfamily.Error("nftables", unix.NETLINK_NETFILTER, err)
 	}
-	return New(cfg, &linuxConn{Conn: c, elems: newElementReader()}), nil
+	rules, err := NewRuleReader()
+	if err != nil {
+		return nil, nlfamily.Error("nftables", unix.NETLINK_NETFILTER, err)
+	}
+	return New(cfg, &linuxConn{Conn: c, rules: rules, elems: newElementReader()}), nil
 }
 
 // largeBuffers raises the socket buffers with SO_SNDBUFFORCE and

@@ -131,15 +131,15 @@ func TestKubeProxyServesOnlyOnceItsFirstSyncWroteItsRules(t *testing.T) {
 	}
 	nftIPT(t, "-t", "nat", "-A", "PREROUTING", "-m", "comment", "--comment", "kubernetes service portals", "-j", "KUBE-SERVICES")
 	nftIPT(t, "-t", "nat", "-A", "POSTROUTING", "-m", "comment", "--comment", "kubernetes postrouting rules", "-j", "KUBE-POSTROUTING")
-	if serves, err := leftovers.KubeProxyServesOnHost(); err != nil || serves {
-		t.Errorf("KubeProxyServesOnHost = %v, %v with kube-proxy's chains created and linked, still empty; want false", serves, err)
+	if form, err := leftovers.KubeProxyServesOnHost(); err != nil || form != "" {
+		t.Errorf("KubeProxyServesOnHost = %q, %v with kube-proxy's chains created and linked, still empty; want none", form, err)
 	}
 	nftIPT(t, "-t", "nat", "-A", "KUBE-MARK-MASQ", "-j", "MARK", "--or-mark", "0x4000")
 	nftIPT(t, "-t", "nat", "-A", "KUBE-POSTROUTING", "-m", "mark", "!", "--mark", "0x4000/0x4000", "-j", "RETURN")
 	nftIPT(t, "-t", "nat", "-A", "KUBE-POSTROUTING", "-j", "MASQUERADE", "--random-fully")
 	nftIPT(t, "-t", "nat", "-A", "KUBE-SERVICES", "-s", "127.0.0.0/8", "-j", "RETURN")
-	if serves, err := leftovers.KubeProxyServesOnHost(); err != nil || !serves {
-		t.Errorf("KubeProxyServesOnHost = %v, %v with kube-proxy's masquerade written; want true", serves, err)
+	if form, err := leftovers.KubeProxyServesOnHost(); err != nil || form != "iptables-nft" {
+		t.Errorf("KubeProxyServesOnHost = %q, %v with kube-proxy's masquerade written; want iptables-nft", form, err)
 	}
 }
 
@@ -151,8 +151,8 @@ func TestKubeProxyServesOnlyOnceItsFirstSyncWroteItsRules(t *testing.T) {
 // nothing.
 func TestKubeProxysIptablesNftChainsAndIPSetsAreRemovedOthersStay(t *testing.T) {
 	kubeProxyState(t)
-	if serves, err := leftovers.KubeProxyServesOnHost(); err != nil || !serves {
-		t.Errorf("KubeProxyServesOnHost = %v, %v with kube-proxy's chains written by iptables-nft; want true", serves, err)
+	if form, err := leftovers.KubeProxyServesOnHost(); err != nil || form != "iptables-nft" {
+		t.Errorf("KubeProxyServesOnHost = %q, %v with kube-proxy's chains written by iptables-nft; want iptables-nft", form, err)
 	}
 	res, err := leftovers.RemoveFromHost()
 	if err != nil {
@@ -179,8 +179,8 @@ func TestKubeProxysIptablesNftChainsAndIPSetsAreRemovedOthersStay(t *testing.T) 
 	if got, want := ipsetNames(t), []string{"cni-foreign"}; !slices.Equal(got, want) {
 		t.Errorf("ipsets left: %v; want %v", got, want)
 	}
-	if serves, err := leftovers.KubeProxyServesOnHost(); err != nil || serves {
-		t.Errorf("KubeProxyServesOnHost = %v, %v after Remove; want false", serves, err)
+	if form, err := leftovers.KubeProxyServesOnHost(); err != nil || form != "" {
+		t.Errorf("KubeProxyServesOnHost = %q, %v after Remove; want none", form, err)
 	}
 	again, err := leftovers.RemoveFromHost()
 	if err != nil || !again.Empty() {

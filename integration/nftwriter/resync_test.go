@@ -170,7 +170,7 @@ func dumpTable(t *testing.T, c *nftables.Conn) (elements int) {
 	}
 	for _, ch := range chains {
 		if ch.Table.Name == nft.TableName {
-			if _, err := c.GetRules(ourTable, ch); err != nil {
+			if _, err := ruleReader(t).GetRules(ourTable, ch); err != nil {
 				t.Fatalf("GetRules %s: %v", ch.Name, err)
 			}
 		}

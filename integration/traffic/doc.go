@@ -55,6 +55,12 @@
 // independent within one VM boot; a teardown check fails the test if a
 // harness link is left in the root namespace.
 //
+// TestForwardPolicyDropStillForwardsServiceReplies sets node-a's FORWARD
+// policy to DROP with Debian's iptables-nft (staged into the VM by `make
+// integration`, as for integration/leftovers; the proxy never runs it)
+// and with an nftables inet filter chain, and lists the chains as their
+// owners do.
+//
 // The harness self-tests (TestHarness, TestHarnessMeasurements) program
 // IPVS by hand with moby/ipvs and masquerade with a hand-written
 // google/nftables rule, to prove the lab without the project's data

@@ -64,7 +64,15 @@ func newLab(t *testing.T, opts ...func(*policy.Config)) *lab {
 			Labels:      map[string]string{policy.LabelTopologyZone: n.zone, labelHostname: name},
 			InternalIPs: []netip.Addr{n.v4, n.v6}})
 	}
-	dp, err := proxier.NewDataPlane(proxier.DataPlaneConfig{Interface: "kube-ipvs0", ClusterCIDRs: clusterCIDRs, GracefulPeriod: time.Second})
+	// The data plane gets the engine's cluster CIDRs, as the proxy's
+	// --cluster-cidr feeds both.
+	var dpCIDRs []netip.Prefix
+	for _, c := range cfg.ClusterCIDRs {
+		p, err := netip.ParsePrefix(c)
+		h.must(err)
+		dpCIDRs = append(dpCIDRs, p)
+	}
+	dp, err := proxier.NewDataPlane(proxier.DataPlaneConfig{Interface: "kube-ipvs0", ClusterCIDRs: dpCIDRs, GracefulPeriod: time.Second})
 	if err != nil {
 		t.Fatalf("NewDataPlane: %v", err)
 	}

@@ -17,11 +17,27 @@
 // google/nftables, in one batch per family that deletes every rule
 // jumping to one of the chains, then flushes and deletes the chains.
 // Rules written by iptables-legacy live in the kernel's x_tables, which
-// this package cannot edit without running iptables; an ipset they still
-// reference cannot be destroyed, and Remove reports it as Stuck, with the
-// legacy tables that exist, so the caller can say so. ipsets are
+// this package cannot edit without running iptables (a change there
+// replaces a whole table with the blob iptables-legacy builds for every
+// extension its rules use: not something to re-implement); an ipset they
+// still reference cannot be destroyed, and Remove reports it as Stuck,
+// with the legacy tables that exist, so the caller can say so. Those
+// chains keep running, frozen with their ipsets, beside our table until
+// the operator removes them with iptables-legacy or reboots the node:
+// the top-level README ("Nodes whose iptables is iptables-legacy") says
+// what they still do and how to remove them. ipsets are
 // destroyed through vishvananda/netlink, and only where the ip_set module
 // is already loaded: a netlink request would load it otherwise.
+//
+// After a rollback, KubeProxyServesOnHost tells --cleanup-table-only
+// that kube-proxy's rules are in the kernel, in each form kube-proxy
+// writes them: iptables-nft's chains (nftables objects), iptables-legacy's
+// (LegacyNATChains: the nat table read from x_tables with getsockopt
+// IPT_SO_GET_INFO and IPT_SO_GET_ENTRIES, as iptables-legacy-save reads
+// it, only when /proc lists it, since asking for an absent table loads
+// its module; hand-written in xtables.go, chain names and rule counts
+// only, as no Go library reads x_tables without running the binary), and
+// its nftables mode's tables ip/ip6 kube-proxy (KubeProxyNFTablesServes).
 //
 // It never runs iptables or ipset, never touches a table other than
 // filter, nat and mangle of the ip and ip6 families, and imports only the

@@ -106,12 +106,36 @@ func (h Host) LegacyTables() []string {
 	return out
 }
 
-// KubeProxyServesOnHost is KubeProxyServes against the running kernel.
-func KubeProxyServesOnHost() (bool, error) {
+// KubeProxyServesOnHost says whether kube-proxy's rules are in the
+// running kernel, in any form it writes them: iptables-nft's
+// (KubeProxyServes), iptables-legacy's (LegacyNATChains: the same two
+// chains filled) or its nftables mode's (KubeProxyNFTablesServes). It
+// returns the form found ("iptables-nft", "iptables-legacy",
+// "nftables"), "" when none is; an error of one read does not hide a
+// form another read finds.
+func KubeProxyServesOnHost() (string, error) {
 	conn, err := nftables.New()
 	if err != nil {
-		return false, fmt.Errorf("open nftables: %w", err)
+		return "", fmt.Errorf("open nftables: %w", err)
 	}
 	defer conn.CloseLasting()
-	return KubeProxyServes(conn)
+	h := Host{Proc: "/proc", Sys: "/sys"}
+	var errs []error
+	for _, f := range []struct {
+		name   string
+		serves func() (bool, error)
+	}{
+		{"iptables-nft", func() (bool, error) { return KubeProxyServes(conn) }},
+		{"nftables", func() (bool, error) { return KubeProxyNFTablesServes(conn) }},
+		{"iptables-legacy", func() (bool, error) { return legacyServes(h.LegacyNATChains) }},
+	} {
+		ok, err := f.serves()
+		if ok {
+			return f.name, nil
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", f.name, err))
+		}
+	}
+	return "", errors.Join(errs...)
 }

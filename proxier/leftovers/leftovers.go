@@ -252,7 +252,7 @@ var (
 // kube-proxy's first sync creates them and links them empty, then fills
 // its ipsets and programs IPVS, and only at its end writes every rule in
 // one iptables-restore, which also fills KUBE-POSTROUTING. Rules of
-// iptables-legacy are not seen.
+// iptables-legacy are not seen here (LegacyNATChains reads them).
 func KubeProxyServes(t Tables) (bool, error) {
 	for _, fam := range []nftables.TableFamily{nftables.TableFamilyIPv4, nftables.TableFamilyIPv6} {
 		chains, err := t.ListChainsOfTableFamily(fam)
@@ -274,6 +274,41 @@ func KubeProxyServes(t Tables) (bool, error) {
 		}
 		if filled == 2 {
 			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// kubeProxyNFTTable and kubeProxyNFTMasquerading are kube-proxy's
+// nftables mode's table (in families ip and ip6) and the chain its
+// masquerade rules are in.
+const (
+	kubeProxyNFTTable        = "kube-proxy"
+	kubeProxyNFTMasquerading = "masquerading"
+)
+
+// KubeProxyNFTablesServes says whether kube-proxy's nftables mode (mode:
+// nftables, upstream's way out of IPVS mode) has synced in a family: its
+// table's masquerading chain holds rules. kube-proxy writes its whole
+// table, every service's rules with the masquerade, in one transaction
+// per sync, so rules there mean its first sync is in.
+func KubeProxyNFTablesServes(t Tables) (bool, error) {
+	for _, fam := range []nftables.TableFamily{nftables.TableFamilyIPv4, nftables.TableFamilyIPv6} {
+		chains, err := t.ListChainsOfTableFamily(fam)
+		if err != nil {
+			return false, fmt.Errorf("list chains: %w", err)
+		}
+		for _, c := range chains {
+			if c.Table.Name != kubeProxyNFTTable || c.Name != kubeProxyNFTMasquerading {
+				continue
+			}
+			rules, err := t.GetRules(c.Table, c)
+			if err != nil {
+				return false, fmt.Errorf("list rules of chain %s in table %s: %w", c.Name, c.Table.Name, err)
+			}
+			if len(rules) > 0 {
+				return true, nil
+			}
 		}
 	}
 	return false, nil

@@ -42,6 +42,10 @@ type Options struct {
 	InitOnly         bool   // --init-only
 	Version          string // --version: "false", "true" or "raw"
 
+	// CleanupWait is --cleanup-wait: how long --cleanup-table-only waits
+	// for kube-proxy's rules; 0 removes the table at once.
+	CleanupWait time.Duration
+
 	// kube-ipvs-proxy's own flags. From ServiceProxyName on, each is
 	// also a field of the --config file's KubeIPVSProxyConfiguration
 	// document (ownconfig.go); the flag, if given, wins.
@@ -107,6 +111,7 @@ func (o *Options) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Master, "master", "", "The address of the Kubernetes API server (overrides any value in kubeconfig).")
 	fs.BoolVar(&o.Cleanup, "cleanup", false, "Remove our IPVS virtual servers, dummy interface and nftables table, list them on stderr, then exit; nothing foreign is touched. With --dry-run, list what it would remove and remove nothing.")
 	fs.BoolVar(&o.CleanupTableOnly, "cleanup-table-only", false, "With --cleanup, remove only our nftables table: after a rollback to kube-proxy, which has taken the IPVS virtual servers and kube-ipvs0 back.")
+	fs.DurationVar(&o.CleanupWait, "cleanup-wait", 5*time.Minute, "With --cleanup-table-only, how long to wait for kube-proxy's rules (iptables-nft, iptables-legacy or its nftables mode) before removing our table; past it the table stays, a Node Event says so, and the exit is 0. 0 removes the table at once.")
 	fs.BoolVar(&o.InitOnly, "init-only", false, "Do the privileged initialisation (check IPVS and the scheduler; set the IPVS and conntrack sysctls and the IPVS timeouts) and exit, as kube-proxy's, for a privileged init container.")
 	fs.StringVar(&o.Version, "version", "false", "Print version information and exit.")
 	fs.Lookup("version").NoOptDefVal = "true"

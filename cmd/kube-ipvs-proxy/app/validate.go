@@ -45,6 +45,9 @@ func (o *Options) Validate() error {
 	if o.CleanupTableOnly && !o.Cleanup {
 		add("--cleanup-table-only needs --cleanup")
 	}
+	if o.CleanupWait < 0 {
+		add("--cleanup-wait must not be negative (0: do not wait), got %s", o.CleanupWait)
+	}
 	if o.Cleanup && len(o.Objects) > 0 {
 		add("--cleanup takes no --objects (--cleanup --dry-run lists what --cleanup would remove)")
 	}

@@ -9,7 +9,8 @@ import (
 )
 
 // DumpTable reads one table back from the kernel (ListTablesOfFamily,
-// GetSets, GetSetElements, ListChainsOfTableFamily, GetRules) and prints
+// GetSets, GetSetElements, ListChainsOfTableFamily, and GetRules through
+// nft.NewRuleReader) and prints
 // it in nft.Fake.Dump's format. It returns "" for a missing table.
 func DumpTable(c *nftables.Conn, family nftables.TableFamily, name string) (string, error) {
 	tables, err := c.ListTablesOfFamily(family)
@@ -33,12 +34,18 @@ func DumpTable(c *nftables.Conn, family nftables.TableFamily, name string) (stri
 	if err != nil {
 		return "", fmt.Errorf("list chains: %w", err)
 	}
+	// google/nftables alone cannot decode the ct expressions of
+	// filter-forward: rules are read as the writer reads them.
+	rr, err := nft.NewRuleReader()
+	if err != nil {
+		return "", fmt.Errorf("rule reader: %w", err)
+	}
 	var loaded []nft.LoadedChain
 	for _, ch := range chains {
 		if ch.Table.Name != name {
 			continue
 		}
-		rules, err := c.GetRules(table, ch)
+		rules, err := rr.GetRules(table, ch)
 		if err != nil {
 			return "", fmt.Errorf("rules of chain %s: %w", ch.Name, err)
 		}

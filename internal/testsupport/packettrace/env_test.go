@@ -41,6 +41,7 @@ var hosts = map[string][2]string{
 	"ranged-lb":      {"172.16.0.50", "fd00:172:16::50"},
 	"node-ranged-lb": {"172.16.0.51", "fd00:172:16::51"}, // ranged, the node's address in a range
 	"dns":            {"10.96.0.60", "fd00:10:96::60"},
+	"no-cidr":        {"10.96.0.70", "fd00:10:96::70"}, // a ClusterIP of a family without a cluster CIDR
 }
 
 // onNode are the hosts whose endpoints run on this node (Local).
@@ -131,6 +132,9 @@ var specs = []vsSpec{
 	{service: "default/node-ranged", kind: policy.KindLoadBalancer, at: "node-ranged-lb:443", masq: policy.MasqueradeAlways, dests: []string{"pod-c:8443"}, rangedNode: true},
 	// An external IP that is the node's address: served unbound, as kube-proxy.
 	{service: "ingress/nginx", kind: policy.KindExternalIP, at: "node:8443", masq: policy.MasqueradeAlways, dests: []string{"pod-c:8443"}, onNode: true},
+	// A ClusterIP of a family without a cluster CIDR: Never, as the
+	// engine decides without --cluster-cidr.
+	{service: "default/no-cidr", kind: policy.KindClusterIP, at: "no-cidr:80", masq: policy.MasqueradeNever, dests: []string{"pod-c:8080"}},
 	// NOTRACK, with a host-network destination (the node's address).
 	{service: "kube-system/dns", kind: policy.KindClusterIP, at: "dns:53", proto: policy.ProtocolUDP, masq: policy.MasqueradeOffCluster, noTrack: true,
 		dests: []string{"node:5353", "pod-a:5353", "pod-c:5353"}},

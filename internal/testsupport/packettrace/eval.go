@@ -91,10 +91,7 @@ func (w *walk) evalExpr(c *chain, r *rule, g *regs, e expr.Any) (v *expr.Verdict
 	case *expr.Bitwise:
 		return nil, false, bitwise(g, e)
 	case *expr.Ct:
-		if e.SourceRegister || e.Key != expr.CtKeySTATE {
-			return nil, false, fmt.Errorf("ct key %d (set %t): %w", e.Key, e.SourceRegister, ErrUnsupported)
-		}
-		return nil, false, g.store(e.Register, binaryutil.NativeEndian.PutUint32(w.p.ctStateBits()))
+		return w.ct(g, e)
 	case *expr.Fib:
 		if !e.FlagDADDR || e.FlagSADDR || e.FlagMARK || e.FlagIIF || e.FlagOIF || e.FlagPRESENT || e.ResultOIF || e.ResultADDRTYPE == e.ResultOIFNAME {
 			return nil, false, fmt.Errorf("fib other than daddr type or daddr oifname: %w", ErrUnsupported)
@@ -357,4 +354,35 @@ func (w *walk) reject(r *rule, e *expr.Reject) (*expr.Verdict, bool, error) {
 		return nil, false, fmt.Errorf("reject type %d: %w", e.Type, ErrUnsupported)
 	}
 	return &expr.Verdict{Kind: expr.VerdictDrop}, false, nil
+}
+
+// ct evaluates a ct load: the state, or of the original tuple the
+// destination address, protocol and port (nft_ct_get_eval). Without a
+// conntrack entry (not seen yet, untracked) any key but the state breaks
+// the rule, as the kernel's.
+func (w *walk) ct(g *regs, e *expr.Ct) (*expr.Verdict, bool, error) {
+	if e.SourceRegister {
+		return nil, false, fmt.Errorf("ct set key %d: %w", e.Key, ErrUnsupported)
+	}
+	if e.Key == expr.CtKeySTATE {
+		return nil, false, g.store(e.Register, binaryutil.NativeEndian.PutUint32(w.p.ctStateBits()))
+	}
+	switch e.Key {
+	case expr.CtKeyDST, expr.CtKeyPROTOCOL, expr.CtKeyPROTODST:
+	default:
+		return nil, false, fmt.Errorf("ct key %d: %w", e.Key, ErrUnsupported)
+	}
+	if e.Key != expr.CtKeyPROTOCOL && e.Direction != 0 {
+		return nil, false, fmt.Errorf("ct key %d of the reply tuple: %w", e.Key, ErrUnsupported)
+	}
+	if w.p.ct != ctNew && w.p.ct != ctEstablished {
+		return nil, true, nil
+	}
+	switch e.Key {
+	case expr.CtKeyDST:
+		return nil, false, g.store(e.Register, w.p.orig.AsSlice())
+	case expr.CtKeyPROTOCOL:
+		return nil, false, g.store(e.Register, []byte{w.p.proto})
+	}
+	return nil, false, g.store(e.Register, binaryutil.BigEndian.PutUint16(w.p.origPort))
 }

@@ -70,7 +70,7 @@ func TestUnsupportedExpressionIsAnError(t *testing.T) {
 		{name: "a payload write", chain: "filter-input", e: &expr.Payload{OperationType: expr.PayloadWrite, SourceRegister: unix.NFT_REG_1, Base: expr.PayloadBaseNetworkHeader, Len: 4}},
 		{name: "a payload of the link layer", chain: "filter-input", e: &expr.Payload{DestRegister: unix.NFT_REG_1, Base: expr.PayloadBaseLLHeader, Len: 6}},
 		{name: "a meta key the tracer does not read", chain: "filter-input", e: &expr.Meta{Key: expr.MetaKeyIIFTYPE, Register: unix.NFT_REG_1}},
-		{name: "a ct key other than state", chain: "filter-input", e: &expr.Ct{Key: expr.CtKeyMARK, Register: unix.NFT_REG_1}},
+		{name: "a ct key other than state, original destination, protocol and original port", chain: "filter-input", e: &expr.Ct{Key: expr.CtKeyMARK, Register: unix.NFT_REG_1}},
 		{name: "a fib lookup other than daddr type", chain: "filter-input", e: &expr.Fib{Register: unix.NFT_REG_1, FlagSADDR: true, ResultADDRTYPE: true}},
 		{name: "a fib lookup of the output interface's index", chain: "filter-input", e: &expr.Fib{Register: unix.NFT_REG_1, FlagDADDR: true, ResultOIF: true}},
 		{name: "a verdict the tracer does not model (queue)", chain: "filter-input", e: &expr.Verdict{Kind: expr.VerdictQueue}},

@@ -70,6 +70,11 @@ type Packet struct {
 	// scheduler picks (it must be one); otherwise the first destination
 	// in address order is picked.
 	Backend netip.Addr
+	// Orig, when valid, is the destination of its connection's original
+	// tuple (what "ct original daddr" and "ct original proto-dst" read):
+	// a reply's is the virtual server its client connected to. Otherwise
+	// the packet is in its connection's original direction: Dst.
+	Orig netip.AddrPort
 }
 
 func (p Packet) String() string {
@@ -166,7 +171,8 @@ type Result struct {
 
 // Summary renders the verdict in one line, with addresses renamed by
 // name (those missing from it are printed as they are): "send notrack
-// masq=mark dnat=ipvs>pod-c:8080".
+// masq=mark dnat=ipvs>pod-c:8080"; a packet leaving unmasqueraded with a
+// mark says so ("send marked=0x4000").
 func (r *Result) Summary(name func(netip.Addr) string) string {
 	if name == nil {
 		name = netip.Addr.String
@@ -180,6 +186,9 @@ func (r *Result) Summary(name func(netip.Addr) string) string {
 	}
 	if r.Masquerade != "" {
 		parts = append(parts, "masq="+r.Masquerade)
+	}
+	if r.Action == Send && r.Masquerade == "" && r.Mark != 0 {
+		parts = append(parts, fmt.Sprintf("marked=%#x", r.Mark))
 	}
 	if len(r.DNAT) > 0 {
 		var d []string

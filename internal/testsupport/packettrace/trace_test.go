@@ -16,6 +16,7 @@ type traceCase struct {
 	proto   packettrace.Proto
 	state   packettrace.State
 	backend string // the IPVS destination picked, by host name
+	orig    string // the connection's original destination, "host:port" (Packet.Orig); empty: dst
 	iif     string // the interface it comes in on; empty: the route to its source's
 	want    string // Result.Summary with host names
 	// proves lists rules ("chain#n", nft/README.md's numbering per
@@ -105,6 +106,12 @@ var cases = []traceCase{
 		want: "send masq=mark dnat=nat-output#4>localep:80,ipvs>pod-c:8080", proves: []string{"nat-output#3", "nat-output#4", "nat-postrouting#1"}},
 	{name: "internal-via-keys: the host sourcing from the load balancer address on kube-ipvs0 is masqueraded too", host: true, src: "localep-lb", dst: "localep-lb:80", backend: "pod-c",
 		want: "send masq=mark dnat=nat-output#4>localep:80,ipvs>pod-c:8080", proves: []string{"nat-output#3", "nat-output#4"}},
+	{name: "service-ips source: the host's connection from a VIP to a ClusterIP is masqueraded without a cluster CIDR", host: true, src: "no-cidr", dst: "no-cidr:80", backend: "pod-c",
+		want: "send masq=service-ips dnat=ipvs>pod-c:8080", proves: []string{"!nat-output#2", "!nat-postrouting#1", "nat-postrouting#3"}},
+	{name: "masquerade never: the host's connection from its node address to a ClusterIP without a cluster CIDR keeps it", host: true, src: "node", dst: "no-cidr:80", backend: "pod-c",
+		want: "send dnat=ipvs>pod-c:8080", proves: []string{"!nat-output#2", "!nat-postrouting#1", "!nat-postrouting#3"}},
+	{name: "service-ips source: the host's connection from a VIP to one of its own addresses is not masqueraded", host: true, src: "no-cidr", dst: "node:22",
+		want: "deliver", proves: []string{"!nat-postrouting#3"}},
 	{name: "filter-output: the host's connection to an eTP=Local address without local endpoints is not dropped", host: true, src: "node", dst: "local-ext:80",
 		want: "send masq=mark dnat=nat-output#4>local:80,ipvs>pod-c:8080", proves: []string{"!filter-output#1", "nat-output#4"}},
 
@@ -129,6 +136,18 @@ var cases = []traceCase{
 		want: "send notrack", proves: []string{"raw-output#1"}},
 	{name: "raw-output: the node's own packet to a NOTRACK service stays tracked and is masqueraded", host: true, src: "node", dst: "dns:53", proto: packettrace.UDP, backend: "pod-c",
 		want: "send masq=mark dnat=ipvs>pod-c:5353", proves: []string{"!raw-output#1", "nat-output#2"}},
+
+	// Forwarded packets of service connections, marked for the accept
+	// rules in other tables' forward chains (nft/README.md, "Forwarded
+	// service traffic").
+	{name: "filter-forward: a remote destination's reply to an external client of a ClusterIP is marked", src: "pod-c:8080", dst: "client:40000", orig: "web:80", state: packettrace.StateEstablished,
+		want: "send marked=0x4000", proves: []string{"filter-forward#1", "!filter-forward#2"}},
+	{name: "filter-forward: a remote destination's reply to an external client of a NodePort is marked", src: "pod-c:8080", dst: "client:40000", orig: "node:30080", state: packettrace.StateEstablished,
+		want: "send marked=0x4000", proves: []string{"!filter-forward#1", "filter-forward#2"}},
+	{name: "filter-forward: forwarded traffic of a connection to no virtual server is not marked", src: "pod-c:8080", dst: "client:40000", state: packettrace.StateEstablished,
+		want: "send", proves: []string{"!filter-forward#1", "!filter-forward#2"}},
+	{name: "filter-forward: a new forwarded connection is not marked", src: "client:40000", dst: "pod-c:8080",
+		want: "send", proves: []string{"!filter-forward#1", "!filter-forward#2"}},
 
 	// The VIP filter (kube-proxy's KUBE-IPVS-FILTER).
 	{name: "service-ports: a TCP connection to a VIP on a port that is no service is rejected", src: "pod-b", dst: "web:81",
@@ -157,6 +176,9 @@ func (tc *traceCase) packet(t testing.TB, fam int) packettrace.Packet {
 	}
 	if tc.backend != "" {
 		p.Backend = addr(t, tc.backend, fam)
+	}
+	if tc.orig != "" {
+		p.Orig = addrPort(t, tc.orig, fam)
 	}
 	return p
 }

@@ -126,6 +126,10 @@ type pkt struct {
 	proto        uint8
 	mark         uint32
 	ct           ctInfo
+	// orig and origPort are the destination of the connection's
+	// original tuple (Packet.Orig).
+	orig     netip.Addr
+	origPort uint16
 	// iif and oif are the interfaces meta iifname and meta oifname read
 	// in the hook being run: no input interface on the OUTPUT path, no
 	// output interface before routing.
@@ -244,6 +248,13 @@ func newPkt(in Packet) (*pkt, error) {
 	p := &pkt{src: src, dst: dst, proto: proto}
 	if in.Proto != ICMP {
 		p.sport, p.dport = in.Src.Port(), in.Dst.Port()
+	}
+	p.orig, p.origPort = p.dst, p.dport
+	if in.Orig.IsValid() {
+		if in.Orig.Addr().Unmap().Is4() != dst.Is4() {
+			return nil, fmt.Errorf("packet %s: original destination %s of another family", in, in.Orig)
+		}
+		p.orig, p.origPort = in.Orig.Addr().Unmap(), in.Orig.Port()
 	}
 	return p, nil
 }
