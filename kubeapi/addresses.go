@@ -20,9 +20,9 @@ import (
 // canonical (one address written two ways is one value), each kept once,
 // and without the addresses no Service may take (policy.AddressRefusal).
 // What does not parse or is refused drops that address alone, with a
-// warning naming the field and its index, never the whole Service: the
-// API server does not validate status.loadBalancer, and one bad entry
-// must not take the ClusterIP and NodePorts with it.
+// warning naming the field and its index, never the whole Service: one
+// bad entry (a legacy object's, a --dry-run manifest's) must not take the
+// ClusterIP and NodePorts with it.
 
 // ParseIPSloppy parses an address as kube-proxy does (k8s.io/utils/net
 // ParseIPSloppy): an IPv4 octet with leading zeros is read as decimal
@@ -69,9 +69,8 @@ func ParsePrefixSloppy(s string) (netip.Prefix, error) {
 	return p.Masked(), nil
 }
 
-// maxQuoted bounds how much of a value a message quotes: the API server
-// does not bound status.loadBalancer, and a warning becomes a log line
-// and an Event.
+// maxQuoted bounds how much of a value a message quotes: a malformed
+// value may be long, and a warning becomes a log line and an Event.
 const maxQuoted = 64
 
 // quote quotes v, cut to maxQuoted bytes (on a rune boundary) with its
