@@ -6,7 +6,12 @@
 // back as a *policy.ObjectError naming the object and the field, wrapping
 // policy.ErrInvalid; a Service this proxy deliberately ignores (headless,
 // ExternalName, another proxy's, no cluster IP yet) wraps
-// policy.ErrNotProxied. It applies the API's defaults (nil conditions,
+// policy.ErrNotProxied. A Service's external and load-balancer IPs and
+// source ranges are normalised (addresses.go): parsed as kube-proxy parses
+// them, canonical, each kept once, without the addresses no Service may
+// take; a bad one is left out with a warning in Service.Warnings, the rest
+// of the Service kept. An endpoint on such an address is left out too
+// (EndpointSlice.Warnings). It applies the API's defaults (nil conditions,
 // nil protocols, the default affinity timeout) so the engine never sees a
 // nil.
 //

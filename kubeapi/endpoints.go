@@ -61,6 +61,7 @@ func endpointSlice(s *discoveryv1.EndpointSlice, in *Interner, keepValid bool) (
 	out.Endpoints = make([]policy.Endpoint, 0, len(s.Endpoints))
 	sh := sharing{places: placeSharing{in: in}}
 	var bad []error
+	var refused refusedEndpoints
 	for i := range s.Endpoints {
 		ep, err := endpoint(obj, i, &s.Endpoints[i], out.IPv4, &sh)
 		if err != nil && !keepValid {
@@ -70,8 +71,16 @@ func endpointSlice(s *discoveryv1.EndpointSlice, in *Interner, keepValid bool) (
 			bad = append(bad, err)
 			continue
 		}
+		// An endpoint on an address no Service may take is left out, the
+		// slice's others kept: the API server refuses some of these
+		// classes in EndpointSlices, not all (multicast, broadcast).
+		if why := policy.AddressRefusal(ep.Address); why != "" {
+			refused.add(why, fmt.Sprintf("endpoints[%d].addresses[0]", i), ep.Address)
+			continue
+		}
 		out.Endpoints = append(out.Endpoints, ep)
 	}
+	out.Warnings = refused.warnings(obj, out.Service)
 	return out, bad, nil
 }
 

@@ -38,6 +38,7 @@ func FuzzEndpointSlice(f *testing.F) {
 	f.Add("IPv6", "::ffff:10.1.0.1", "fe80::1%eth0", int32(65536), "tcp", uint16(fzProtocolNil|fzTerminatingSet|fzTerminating), "z", "n")
 	f.Add("FQDN", "db.example.com", "", int32(-1), "", uint16(fzHints), "", "")
 	f.Add("IPX", "1.2.3.4", "1.2.3.4", int32(1), "ICMP", uint16(fzNoLabel), "", "")
+	f.Add("IPv4", "127.0.0.1", "10.1.0.2", int32(8080), "TCP", uint16(0), "zone-1", "node-a")
 	f.Fuzz(func(t *testing.T, addressType, addr0, addr1 string, port int32, proto string, flags uint16, zone, node string) {
 		has := func(bit uint16) bool { return flags&bit != 0 }
 		p := discoveryv1.EndpointPort{Name: ptr("p"), Port: ptr(port), Protocol: ptr(corev1.Protocol(proto))}
@@ -114,6 +115,25 @@ func FuzzEndpointSlice(f *testing.F) {
 		}
 		if got.Name != "web-fuzz" || got.Service != (policy.ServiceKey{Namespace: "shop", Name: "web"}) {
 			t.Fatalf("Name/Service = %q/%v", got.Name, got.Service)
+		}
+		for i, ep := range got.Endpoints {
+			if why := policy.AddressRefusal(ep.Address); why != "" {
+				t.Fatalf("endpoint %d kept on %v, %s", i, ep.Address, why)
+			}
+		}
+		refused := 0
+		for _, e := range s.Endpoints {
+			if a, err := netip.ParseAddr(e.Addresses[0]); err == nil && policy.AddressRefusal(a) != "" {
+				refused++
+			}
+		}
+		if refused > 0 {
+			// Left out, with a warning per class; the others are checked
+			// by the inputs without such addresses.
+			if len(got.Endpoints)+refused != len(s.Endpoints) || len(got.Warnings) == 0 {
+				t.Fatalf("%d endpoints kept and warnings %v, with %d of %d refused", len(got.Endpoints), got.Warnings, refused, len(s.Endpoints))
+			}
+			return
 		}
 		if len(got.Endpoints) != len(s.Endpoints) {
 			t.Fatalf("got %d endpoints, want %d", len(got.Endpoints), len(s.Endpoints))

@@ -3,7 +3,6 @@ package kubeapi
 import (
 	"fmt"
 	"net/netip"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -16,7 +15,10 @@ const defaultAffinityTimeout = 10800
 
 // Service converts svc. proxyName is --service-proxy-name: when empty,
 // services carrying the service-proxy-name label are not proxied; when
-// set, exactly the services labelled with it are.
+// set, exactly the services labelled with it are. An external or
+// load-balancer IP or a source range that is malformed, refused or
+// repeated is left out with a warning in the result's Warnings
+// (addresses.go), the rest of the Service kept.
 func Service(svc *corev1.Service, proxyName string) (*policy.Service, error) {
 	obj := ObjectName("Service", svc.Namespace, svc.Name)
 	if svc.Name == "" {
@@ -37,16 +39,8 @@ func Service(svc *corev1.Service, proxyName string) (*policy.Service, error) {
 	if s.ClusterIPs, err = clusterIPs(obj, svc); err != nil {
 		return nil, err
 	}
-	if s.ExternalIPs, err = ipList(obj, "spec.externalIPs", svc.Spec.ExternalIPs); err != nil {
-		return nil, err
-	}
-	if s.LoadBalancerIPs, err = ingressIPs(obj, svc.Status.LoadBalancer.Ingress); err != nil {
-		return nil, err
-	}
+	s.Warnings = addresses(obj, svc, s)
 	if s.Ports, err = servicePorts(obj, svc.Spec.Ports); err != nil {
-		return nil, err
-	}
-	if s.LoadBalancerSourceRanges, err = sourceRanges(obj, svc.Spec.LoadBalancerSourceRanges); err != nil {
 		return nil, err
 	}
 	if s.PersistenceTimeoutSeconds, err = affinity(obj, svc); err != nil {
@@ -158,35 +152,6 @@ func ipList(obj, field string, raw []string) ([]netip.Addr, error) {
 		a, err := ParseIP(r)
 		if err != nil {
 			return nil, invalid(obj, fmt.Sprintf("%s[%d]", field, i), "invalid IP: %v", err)
-		}
-		out = append(out, a)
-	}
-	return out, nil
-}
-
-// sourceRanges parses loadBalancerSourceRanges; like kube-proxy it
-// tolerates surrounding spaces and host bits.
-func sourceRanges(obj string, raw []string) ([]netip.Prefix, error) {
-	var out []netip.Prefix
-	for i, r := range raw {
-		p, err := netip.ParsePrefix(strings.TrimSpace(r))
-		if err != nil {
-			return nil, invalid(obj, fmt.Sprintf("spec.loadBalancerSourceRanges[%d]", i), "invalid CIDR: %v", err)
-		}
-		out = append(out, p.Masked())
-	}
-	return out, nil
-}
-
-func ingressIPs(obj string, ingress []corev1.LoadBalancerIngress) ([]netip.Addr, error) {
-	var out []netip.Addr
-	for i, ing := range ingress {
-		if ing.IP == "" || (ing.IPMode != nil && *ing.IPMode == corev1.LoadBalancerIPModeProxy) {
-			continue
-		}
-		a, err := ParseIP(ing.IP)
-		if err != nil {
-			return nil, invalid(obj, fmt.Sprintf("status.loadBalancer.ingress[%d].ip", i), "invalid IP: %v", err)
 		}
 		out = append(out, a)
 	}

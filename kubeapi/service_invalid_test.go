@@ -20,11 +20,6 @@ func TestServiceInvalid(t *testing.T) {
 			wantField: "metadata.name",
 		},
 		{
-			name:      "an invalid loadBalancerSourceRanges entry is invalid",
-			svc:       testService(func(s *corev1.Service) { s.Spec.LoadBalancerSourceRanges = []string{"203.0.113.0/24", "203.0.113.0"} }),
-			wantField: "spec.loadBalancerSourceRanges[1]",
-		},
-		{
 			name:      "an unknown sessionAffinity is invalid, not None",
 			svc:       testService(func(s *corev1.Service) { s.Spec.SessionAffinity = "Sticky" }),
 			wantField: "spec.sessionAffinity",
@@ -97,52 +92,6 @@ func TestServiceInvalid(t *testing.T) {
 			name:      "CIDR as clusterIP is invalid",
 			svc:       testService(withClusterIPs("10.0.0.0/24")),
 			wantField: "spec.clusterIPs[0]",
-		},
-		// External IPs.
-		{
-			name:      "invalid first externalIP names externalIPs[0]",
-			svc:       testService(func(s *corev1.Service) { s.Spec.ExternalIPs = []string{"nope"} }),
-			wantField: "spec.externalIPs[0]",
-		},
-		{
-			name:      "invalid second externalIP names externalIPs[1]",
-			svc:       testService(func(s *corev1.Service) { s.Spec.ExternalIPs = []string{"192.0.2.1", "192.0.2.256"} }),
-			wantField: "spec.externalIPs[1]",
-		},
-		{
-			name:      "empty externalIP string is invalid",
-			svc:       testService(func(s *corev1.Service) { s.Spec.ExternalIPs = []string{""} }),
-			wantField: "spec.externalIPs[0]",
-		},
-		{
-			name:      "zoned externalIP is refused",
-			svc:       testService(func(s *corev1.Service) { s.Spec.ExternalIPs = []string{"fe80::1%2"} }),
-			wantField: "spec.externalIPs[0]",
-		},
-		{
-			name:      "IPv4-mapped IPv6 externalIP is refused",
-			svc:       testService(func(s *corev1.Service) { s.Spec.ExternalIPs = []string{"::ffff:192.0.2.1"} }),
-			wantField: "spec.externalIPs[0]",
-		},
-		// Load-balancer ingress.
-		{
-			name:      "invalid ingress IP with nil ipMode names its index",
-			svc:       testService(withIngress(lbIngress("192.0.2.10", nil), lbIngress("bad", nil))),
-			wantField: "status.loadBalancer.ingress[1].ip",
-		},
-		{
-			name:      "invalid ingress IP with ipMode VIP is invalid",
-			svc:       testService(withIngress(lbIngress("bad", ptr(corev1.LoadBalancerIPModeVIP)))),
-			wantField: "status.loadBalancer.ingress[0].ip",
-		},
-		{
-			name: "ingress index counts skipped entries",
-			svc: testService(withIngress(
-				corev1.LoadBalancerIngress{Hostname: "lb.example.com"},
-				lbIngress("192.0.2.10", ptr(corev1.LoadBalancerIPModeProxy)),
-				lbIngress("::ffff:192.0.2.11", nil),
-			)),
-			wantField: "status.loadBalancer.ingress[2].ip",
 		},
 		// Ports.
 		{
@@ -271,12 +220,6 @@ func TestServiceErrorStrings(t *testing.T) {
 			svc:      testService(withClusterIPs("10.0.0.10", "10.0.0.11")),
 			sentinel: policy.ErrInvalid,
 			want:     `Service shop/web: spec.clusterIPs[0]: "10.0.0.11" differs from spec.clusterIP "10.0.0.10"`,
-		},
-		{
-			name:     "zoned IP message says zoned address",
-			svc:      testService(func(s *corev1.Service) { s.Spec.ExternalIPs = []string{"fe80::1%eth0"} }),
-			sentinel: policy.ErrInvalid,
-			want:     `Service shop/web: spec.externalIPs[0]: invalid IP: zoned address "fe80::1%eth0"`,
 		},
 		{
 			name:     "IPv4-mapped message says IPv4-mapped",

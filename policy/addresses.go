@@ -87,7 +87,37 @@ const (
 	useOnNode                           // a node address: served unbound
 	useRefusedNode                      // a Node's address, refused (Config.RefuseNodeAddresses)
 	useRefusedCluster                   // a Service's ClusterIP
+	useRefusedClass                     // an address no Service may take (AddressRefusal)
 )
+
+// broadcast is the IPv4 limited broadcast address.
+var broadcast = netip.AddrFrom4([4]byte{255, 255, 255, 255})
+
+// AddressRefusal says why no Service may take a, as an external or
+// load-balancer IP or as an endpoint, and "" when one may: loopback and
+// unspecified addresses are the node's own (a Service on 127.0.0.1:2379
+// would take etcd's port on every control-plane node), link-local ones
+// belong to one link (169.254.169.254 is the cloud metadata service),
+// and multicast and broadcast addresses name no one host. An
+// IPv4-mapped IPv6 address is judged as its IPv4 address.
+func AddressRefusal(a netip.Addr) string {
+	a = a.Unmap()
+	switch {
+	case !a.IsValid():
+		return "not an address"
+	case a.IsLoopback():
+		return "a loopback address"
+	case a.IsUnspecified():
+		return "the unspecified address"
+	case a.IsLinkLocalUnicast():
+		return "a link-local address"
+	case a.IsMulticast():
+		return "a multicast address"
+	case a == broadcast:
+		return "the broadcast address"
+	}
+	return ""
+}
 
 // externalUse decides how an external or load-balancer IP is served. A
 // node address is a Node's InternalIP or ExternalIP (any Node the engine
@@ -95,6 +125,8 @@ const (
 // kube-proxy's IPVS mode binds none of its host's addresses.
 func (e *Engine) externalUse(a netip.Addr) addressUse {
 	switch {
+	case AddressRefusal(a) != "":
+		return useRefusedClass
 	case len(e.clusterIPOf[a]) > 0:
 		return useRefusedCluster
 	case e.isNodeAddress(a) && e.cfg.RefuseNodeAddresses:
@@ -175,14 +207,29 @@ func (e *Engine) reclaim(keys []ServiceKey) {
 }
 
 // addressWarnings names the external and load-balancer IPs of svc that
-// are not served as given: a Service's ClusterIP (refused), a Node's
-// address (served unbound, or refused).
+// are not served as given: of a family it has no ClusterIP of (not
+// served, as in kube-proxy, but said), an address no Service may take
+// (refused), a Service's ClusterIP (refused), a Node's address (served
+// unbound, or refused).
 func (e *Engine) addressWarnings(svc *Service) []Warning {
 	var ws []Warning
+	var has4, has6 bool
+	for _, c := range svc.ClusterIPs {
+		has4, has6 = has4 || c.Is4(), has6 || !c.Is4()
+	}
 	check := func(field string, addrs []netip.Addr) {
 		for _, a := range addrs {
 			w := Warning{Object: "Service " + svc.Key.String(), Field: field, Service: svc.Key}
+			if a.Is4() && !has4 || !a.Is4() && !has6 {
+				w.Reason = ReasonAddressFamilyNotServed
+				w.Message = fmt.Sprintf("%s is %s and the Service has no %s ClusterIP; not served", a, family(a), family(a))
+				ws = append(ws, w)
+				continue
+			}
 			switch e.externalUse(a) {
+			case useRefusedClass:
+				w.Reason = ReasonRefusedAddress
+				w.Message = fmt.Sprintf("%s is %s, which no Service may take; not served", a, AddressRefusal(a))
 			case useRefusedCluster:
 				w.Reason = ReasonClusterIPAddress
 				w.Message = fmt.Sprintf("%s is the ClusterIP of Service %s, which owns it on every port; not served here",
@@ -205,4 +252,12 @@ func (e *Engine) addressWarnings(svc *Service) []Warning {
 	check("spec.externalIPs", svc.ExternalIPs)
 	check("status.loadBalancer.ingress.ip", svc.LoadBalancerIPs)
 	return ws
+}
+
+// family names a's address family.
+func family(a netip.Addr) string {
+	if a.Is4() {
+		return "IPv4"
+	}
+	return "IPv6"
 }

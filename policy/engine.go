@@ -450,11 +450,12 @@ func (e *Engine) ComputeAll() []ServicePlan {
 }
 
 func (e *Engine) servicePlan(key ServiceKey, entry *serviceEntry) ServicePlan {
+	given := e.convertWarnings(key, entry.svc)
 	if w, over := e.overBudget(entry.svc); over {
-		return ServicePlan{Service: key, Warnings: []Warning{w}}
+		return ServicePlan{Service: key, Warnings: append(given, w)}
 	}
 	if w, over := e.overCeiling(entry.svc); over {
-		return ServicePlan{Service: key, Warnings: []Warning{w}}
+		return ServicePlan{Service: key, Warnings: append(given, w)}
 	}
 	var ntw []Warning
 	if entry.settings.noTrack {
@@ -466,9 +467,21 @@ func (e *Engine) servicePlan(key ServiceKey, entry *serviceEntry) ServicePlan {
 	}
 	vss, local := e.virtualServers(entry)
 	vss, ws := e.owned(key, vss)
-	ws = append(append(e.addressWarnings(entry.svc), ntw...), ws...)
+	ws = slices.Concat(given, e.addressWarnings(entry.svc), ntw, ws)
 	return ServicePlan{Service: key, VirtualServers: vss,
 		HealthCheckNodePort: entry.svc.HealthCheckNodePort, LocalReadyEndpoints: local, Warnings: ws}
+}
+
+// convertWarnings are the warnings converting the service and its
+// slices gave (Service.Warnings, EndpointSlice.Warnings), in a new
+// slice: what they left out stays said while it lasts.
+func (e *Engine) convertWarnings(key ServiceKey, svc *Service) []Warning {
+	var out []Warning
+	out = append(out, svc.Warnings...)
+	for _, s := range e.slices[key] {
+		out = append(out, s.Warnings...)
+	}
+	return out
 }
 
 // Compute returns the whole plan: Assemble(ComputeAll()).

@@ -45,9 +45,15 @@ type Service struct {
 	Created time.Time
 	// ClusterIPs holds at most one address per family. The service is
 	// served only in the families it has a cluster IP of.
-	ClusterIPs      []netip.Addr
+	ClusterIPs []netip.Addr
+	// ExternalIPs and LoadBalancerIPs (the ingress IPs whose ipMode is
+	// not Proxy) are distinct and canonical: no address twice, in one
+	// list or across both, and none no Service may take
+	// (AddressRefusal). Package kubeapi normalises them so; the engine
+	// refuses those addresses again, as a guard, but does not look for
+	// duplicates.
 	ExternalIPs     []netip.Addr
-	LoadBalancerIPs []netip.Addr // ingress IPs whose ipMode is not Proxy
+	LoadBalancerIPs []netip.Addr
 	Ports           []ServicePort
 	// InternalLocal is internalTrafficPolicy Local.
 	InternalLocal bool
@@ -66,6 +72,10 @@ type Service struct {
 	// Annotations are the Service's annotations; the engine reads the
 	// kube-ipvs-proxy.io ones.
 	Annotations map[string]string
+	// Warnings are what converting the Service worked around (an
+	// address left out, and why); each has a Reason and names the
+	// Service, and comes back with every plan of it.
+	Warnings []Warning
 }
 
 // ServicePort is one port of a Service.
@@ -83,6 +93,10 @@ type EndpointSlice struct {
 	IPv4      bool
 	Ports     []EndpointPort
 	Endpoints []Endpoint
+	// Warnings are what converting the slice worked around (endpoints
+	// left out, one warning per reason); each has a Reason and names
+	// the slice's Service, and comes back with its plans.
+	Warnings []Warning
 }
 
 // EndpointPort is a named port of an EndpointSlice.

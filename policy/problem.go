@@ -46,6 +46,21 @@ const (
 	// ReasonTooManyVirtualServers: a Service asks for more virtual
 	// servers than the per-service limit, and is not served.
 	ReasonTooManyVirtualServers = "TooManyVirtualServers"
+	// ReasonInvalidAddress: an external or load-balancer IP or a source
+	// range does not parse, and that address alone is left out; or a
+	// load-balancer IP is not served because its family's source ranges
+	// were all invalid.
+	ReasonInvalidAddress = "InvalidAddress"
+	// ReasonRefusedAddress: an address no Service may take (loopback,
+	// unspecified, link-local, multicast, broadcast) is not served, as an
+	// external or load-balancer IP or as an endpoint.
+	ReasonRefusedAddress = "RefusedAddress"
+	// ReasonDuplicateAddress: an external or load-balancer IP is listed
+	// again (in either list, in any spelling), and is served once.
+	ReasonDuplicateAddress = "DuplicateAddress"
+	// ReasonAddressFamilyNotServed: an external or load-balancer IP is of
+	// a family the Service has no ClusterIP of, and is not served.
+	ReasonAddressFamilyNotServed = "AddressFamilyNotServed"
 )
 
 func (w Warning) String() string {

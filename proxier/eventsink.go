@@ -15,12 +15,16 @@ import (
 // objects: every node would record the same Event. (A failure of this
 // node's kernel, KernelError, is this node's and keeps its own Event.)
 var clusterWideReasons = map[string]bool{
-	ReasonInvalidAnnotation:            true,
-	policy.ReasonVirtualServerConflict: true,
-	policy.ReasonClusterIPAddress:      true,
-	policy.ReasonNodeAddress:           true,
-	policy.ReasonNoTrackRefused:        true,
-	policy.ReasonTooManyVirtualServers: true,
+	ReasonInvalidAnnotation:             true,
+	policy.ReasonVirtualServerConflict:  true,
+	policy.ReasonClusterIPAddress:       true,
+	policy.ReasonNodeAddress:            true,
+	policy.ReasonNoTrackRefused:         true,
+	policy.ReasonTooManyVirtualServers:  true,
+	policy.ReasonInvalidAddress:         true,
+	policy.ReasonRefusedAddress:         true,
+	policy.ReasonDuplicateAddress:       true,
+	policy.ReasonAddressFamilyNotServed: true,
 }
 
 // ClusterWideEventSink wraps the sink the proxy's Event broadcaster

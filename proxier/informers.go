@@ -286,7 +286,7 @@ func newConvertedService(svc *corev1.Service, c serviceConv) *convertedService {
 	svc = interner.TrimService(svc)
 	conv, err := kubeapi.Service(svc, c.proxyName)
 	if conv != nil && c.dropExternalIPs {
-		conv.ExternalIPs = nil
+		kubeapi.DropExternalIPs(conv)
 	}
 	return &convertedService{identity: identityOf(&svc.ObjectMeta), conv: conv, err: err}
 }

@@ -75,10 +75,16 @@ func (e *planEvents) emit(logger klog.Logger, key policy.ServiceKey, before map[
 			continue
 		}
 		logger.Info("Service plan warning", "service", klog.KRef(key.Namespace, key.Name), "reason", w.Reason,
-			"field", w.Field, "problem", w.Message)
+			"object", w.Object, "field", w.Field, "problem", w.Message)
 		if e.recorder != nil {
 			ref := &corev1.ObjectReference{Kind: "Service", APIVersion: "v1", Namespace: key.Namespace, Name: key.Name}
-			e.recorder.Event(ref, corev1.EventTypeWarning, w.Reason, truncate(w.Field+": "+w.Message, maxEventMessage))
+			msg := w.Field + ": " + w.Message
+			if w.Object != "Service "+key.String() {
+				// About another object of the Service (an EndpointSlice):
+				// the Event on the Service names it.
+				msg = w.Object + ": " + msg
+			}
+			e.recorder.Event(ref, corev1.EventTypeWarning, w.Reason, truncate(msg, maxEventMessage))
 		}
 	}
 	return now

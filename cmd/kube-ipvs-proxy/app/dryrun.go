@@ -115,7 +115,7 @@ func dryRun(o *Options, res *DryRunResult) (policy.Plan, []string, error) {
 			continue
 		}
 		if !gateOn(o.Config.FeatureGates, gateAllowServiceExternalIPs, true) {
-			ps.ExternalIPs = nil
+			kubeapi.DropExternalIPs(ps)
 		}
 		services[ps.Key] = s
 		for _, w := range engine.UpsertService(ps) {
