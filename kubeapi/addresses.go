@@ -3,9 +3,7 @@ package kubeapi
 import (
 	"fmt"
 	"net/netip"
-	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	netutils "k8s.io/utils/net"
@@ -31,13 +29,13 @@ import (
 func ParseIPSloppy(s string) (netip.Addr, error) {
 	if a, err := netip.ParseAddr(s); err == nil {
 		if a.Zone() != "" {
-			return netip.Addr{}, fmt.Errorf("zoned address %s", quote(s))
+			return netip.Addr{}, fmt.Errorf("zoned address %s", policy.Quoted(s))
 		}
 		return a.Unmap(), nil
 	}
 	ip := netutils.ParseIPSloppy(s)
 	if ip == nil {
-		return netip.Addr{}, fmt.Errorf("%s is not an IP address", quote(s))
+		return netip.Addr{}, fmt.Errorf("%s is not an IP address", policy.Quoted(s))
 	}
 	a, _ := netip.AddrFromSlice(ip)
 	return a.Unmap(), nil
@@ -54,7 +52,7 @@ func ParsePrefixSloppy(s string) (netip.Prefix, error) {
 	if err != nil {
 		_, n, err := netutils.ParseCIDRSloppy(t)
 		if err != nil {
-			return netip.Prefix{}, fmt.Errorf("%s is not a CIDR", quote(s))
+			return netip.Prefix{}, fmt.Errorf("%s is not a CIDR", policy.Quoted(s))
 		}
 		a, _ := netip.AddrFromSlice(n.IP)
 		ones, _ := n.Mask.Size()
@@ -62,28 +60,11 @@ func ParsePrefixSloppy(s string) (netip.Prefix, error) {
 	}
 	if a := p.Addr(); a.Is4In6() {
 		if p.Bits() < 96 {
-			return netip.Prefix{}, fmt.Errorf("%s is an IPv4-mapped prefix shorter than /96", quote(s))
+			return netip.Prefix{}, fmt.Errorf("%s is an IPv4-mapped prefix shorter than /96", policy.Quoted(s))
 		}
 		p = netip.PrefixFrom(a.Unmap(), p.Bits()-96)
 	}
 	return p.Masked(), nil
-}
-
-// maxQuoted bounds how much of a value a message quotes: a malformed
-// value may be long, and a warning becomes a log line and an Event.
-const maxQuoted = 64
-
-// quote quotes v, cut to maxQuoted bytes (on a rune boundary) with its
-// full length when longer.
-func quote(v string) string {
-	if len(v) <= maxQuoted {
-		return strconv.Quote(v)
-	}
-	cut := maxQuoted
-	for cut > 0 && !utf8.RuneStart(v[cut]) {
-		cut--
-	}
-	return strconv.Quote(v[:cut]) + fmt.Sprintf("… (%d bytes)", len(v))
 }
 
 // serviceAddrs collects a Service's normalised external and

@@ -95,7 +95,7 @@ func parseSettings(obj string, ann map[string]string, internalLocal bool, defaul
 		case PolicyPreferLocal, PolicyPreferZone:
 			st.tiering = TrafficPolicy(v)
 		default:
-			warn(AnnotationTrafficPolicy, "unknown value %s (want PreferLocal or PreferZone); ignored", quoted(v))
+			warn(AnnotationTrafficPolicy, "unknown value %s (want PreferLocal or PreferZone); ignored", Quoted(v))
 		}
 	}
 	if v, ok := ann[AnnotationTopologyKeys]; ok {
@@ -118,7 +118,7 @@ func parseSettings(obj string, ann map[string]string, internalLocal bool, defaul
 		f, err := parseDecimal(v)
 		switch {
 		case err != nil || f < 1 || f > 100:
-			warn(AnnotationOverprovision, "invalid value %s (want a decimal from 1 to 100); no spill", quoted(v))
+			warn(AnnotationOverprovision, "invalid value %s (want a decimal from 1 to 100); no spill", Quoted(v))
 		case st.tiering == "":
 			warn(AnnotationOverprovision, "applies only with a tiered traffic-policy or topology-keys; ignored")
 		default:
@@ -129,7 +129,7 @@ func parseSettings(obj string, ann map[string]string, internalLocal bool, defaul
 		if IsScheduler(v) {
 			st.scheduler = v
 		} else {
-			warn(AnnotationScheduler, "unknown scheduler %s; using %s", quoted(v), defaultScheduler)
+			warn(AnnotationScheduler, "unknown scheduler %s; using %s", Quoted(v), defaultScheduler)
 		}
 	}
 	if v, ok := ann[AnnotationSchedulerFlags]; ok {
@@ -144,7 +144,7 @@ func parseSettings(obj string, ann map[string]string, internalLocal bool, defaul
 		case "true", "false":
 			st.noTrack = v == "true"
 		default:
-			warn(AnnotationNoTrack, "invalid value %s (want true or false); tracked", quoted(v))
+			warn(AnnotationNoTrack, "invalid value %s (want true or false); tracked", Quoted(v))
 		}
 	}
 	return st, ws
@@ -157,7 +157,7 @@ func parseSettings(obj string, ann map[string]string, internalLocal bool, defaul
 func parseDecimal(v string) (float64, error) {
 	intPart, frac, hasFrac := strings.Cut(v, ".")
 	if !allDigits(intPart) || (hasFrac && !allDigits(frac)) {
-		return 0, fmt.Errorf("%s is not a plain decimal number", quoted(v))
+		return 0, fmt.Errorf("%s is not a plain decimal number", Quoted(v))
 	}
 	return strconv.ParseFloat(v, 64)
 }
@@ -204,10 +204,10 @@ func parseTopologyKeys(v string) ([]string, error) {
 		case k == wildcardKey && i != len(parts)-1:
 			return nil, fmt.Errorf("%q must be the last key", wildcardKey)
 		case slices.Contains(keys, k):
-			return nil, fmt.Errorf("duplicate key %s", quoted(k))
+			return nil, fmt.Errorf("duplicate key %s", Quoted(k))
 		case k != wildcardKey:
 			if !isLabelKey(k) {
-				return nil, fmt.Errorf("invalid label key %s", quoted(k))
+				return nil, fmt.Errorf("invalid label key %s", Quoted(k))
 			}
 		}
 		keys = append(keys, k)
@@ -224,7 +224,7 @@ func parseSchedulerFlags(obj, v, scheduler string, ws []Warning) ([]string, []Wa
 		switch {
 		case f == "":
 		case !slices.Contains(allowed, f):
-			ws = append(ws, Warning{Object: obj, Field: field, Message: fmt.Sprintf("flag %s does not apply to scheduler %s; ignored", quoted(f), scheduler)})
+			ws = append(ws, Warning{Object: obj, Field: field, Message: fmt.Sprintf("flag %s does not apply to scheduler %s; ignored", Quoted(f), scheduler)})
 		case !slices.Contains(flags, f):
 			flags = append(flags, f)
 		}

@@ -12,9 +12,9 @@ import (
 // a log line and an Event on every node.
 const maxQuoted = 64
 
-// quoted quotes v, cut to maxQuoted bytes (on a rune boundary) with its
+// Quoted quotes v, cut to maxQuoted bytes (on a rune boundary) with its
 // full length when longer: `"abc…"… (300 bytes)`.
-func quoted(v string) string {
+func Quoted(v string) string {
 	if len(v) <= maxQuoted {
 		return strconv.Quote(v)
 	}
@@ -26,9 +26,9 @@ func quoted(v string) string {
 }
 
 // CutQuoted returns msg with every Go-quoted string in it longer than
-// maxQuoted bytes cut as quoted cuts it: for messages that quote a value
+// maxQuoted bytes cut as Quoted cuts it: for messages that quote a value
 // through another error's text (netip's `ParseAddr("...")`), which
-// quoted cannot reach.
+// Quoted cannot reach.
 func CutQuoted(msg string) string {
 	var b strings.Builder // written from the first cut on
 	done := 0             // msg[:done] is in b
@@ -46,7 +46,7 @@ func CutQuoted(msg string) string {
 		if len(q) > maxQuoted+2 {
 			if s, err := strconv.Unquote(q); err == nil && len(s) > maxQuoted {
 				b.WriteString(msg[done:i])
-				b.WriteString(quoted(s))
+				b.WriteString(Quoted(s))
 				done = i + len(q)
 			}
 		}
