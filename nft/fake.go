@@ -89,6 +89,19 @@ func lookupTable(st map[fakeTableKey]*fakeTable, t *nftables.Table) (*fakeTable,
 	return ft, nil
 }
 
+// lookupChain finds a chain of a table that exists, or ENOENT for either.
+func lookupChain(st map[fakeTableKey]*fakeTable, t *nftables.Table, chain string) (*fakeTable, *fakeChain, error) {
+	ft, err := lookupTable(st, t)
+	if err != nil {
+		return nil, nil, err
+	}
+	fc := ft.chains[chain]
+	if fc == nil {
+		return nil, nil, fmt.Errorf("chain %s: %w", chain, unix.ENOENT)
+	}
+	return ft, fc, nil
+}
+
 // AddTable queues "add table".
 func (f *Fake) AddTable(t *nftables.Table) *nftables.Table {
 	f.enqueue("add table "+tableText(t), func(st map[fakeTableKey]*fakeTable, _ map[uint32]string) error {
@@ -156,13 +169,9 @@ func (f *Fake) queueRule(r *nftables.Rule, atHead bool) *nftables.Rule {
 	exprs, ud := slices.Clone(r.Exprs), slices.Clone(r.UserData)
 	verb := map[bool]string{false: "add", true: "insert"}[atHead]
 	f.enqueue(fmt.Sprintf("%s rule %s %s", verb, tableText(t), chain), func(st map[fakeTableKey]*fakeTable, anon map[uint32]string) error {
-		ft, err := lookupTable(st, t)
+		ft, fc, err := lookupChain(st, t, chain)
 		if err != nil {
 			return err
-		}
-		fc := ft.chains[chain]
-		if fc == nil {
-			return fmt.Errorf("chain %s: %w", chain, unix.ENOENT)
 		}
 		resolved, err := ft.resolveExprs(exprs, anon)
 		if err == nil {

@@ -20,13 +20,9 @@ func (f *Fake) DelRule(r *nftables.Rule) error {
 	}
 	t, chain, h := r.Table, r.Chain.Name, r.Handle
 	f.enqueue(fmt.Sprintf("delete rule %s %s handle %d", tableText(t), chain, h), func(st map[fakeTableKey]*fakeTable, _ map[uint32]string) error {
-		ft, err := lookupTable(st, t)
+		_, fc, err := lookupChain(st, t, chain)
 		if err != nil {
 			return err
-		}
-		fc := ft.chains[chain]
-		if fc == nil {
-			return fmt.Errorf("chain %s: %w", chain, unix.ENOENT)
 		}
 		i := slices.IndexFunc(fc.rules, func(r fakeRule) bool { return r.handle == h })
 		if i < 0 {
