@@ -135,6 +135,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzLoad -fuzztime 30s ./manifest/
 	$(GO) test -run '^$$' -fuzz FuzzLoadConfig -fuzztime 30s -fuzzminimizetime 3s ./cmd/kube-ipvs-proxy/app/
 	$(GO) test -run '^$$' -fuzz FuzzEndpointSlice -fuzztime 30s ./kubeapi/
+	$(GO) test -run '^$$' -fuzz FuzzDryRunManifest -fuzztime 60s ./cmd/kube-ipvs-proxy/app/
 	$(GO) test -run '^$$' -fuzz FuzzCompute -fuzztime 30s ./policy/
 	$(GO) test -run '^$$' -fuzz FuzzParseDestinations -fuzztime 30s ./proxier/ipvs/
 	$(GO) test -run '^$$' -fuzz FuzzParseVirtualServers -fuzztime 30s ./proxier/ipvs/
@@ -146,6 +147,9 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParseAddrMessage -fuzztime 30s ./proxier/ipvs/
 	$(GO) test -run '^$$' -fuzz FuzzDecodeNotification -fuzztime 30s ./nft/
 	$(GO) test -run '^$$' -fuzz FuzzParseSetElementsReadsWhatNftablesReads -fuzztime 30s ./nft/
+	$(GO) test -run '^$$' -fuzz FuzzWidenCtDirections -fuzztime 30s ./nft/
+	$(GO) test -run '^$$' -fuzz FuzzXtChainRules -fuzztime 30s ./proxier/leftovers/
+	$(GO) test -run '^$$' -fuzz FuzzCountCPUList -fuzztime 30s ./conntrack/
 
 clean:
 	rm -rf bin

@@ -81,3 +81,40 @@ func TestWidenCtDirectionsMakesTheKernelsByteWhatGoogleNftablesReads(t *testing.
 		t.Errorf("nfgenmsg header changed")
 	}
 }
+
+// FuzzWidenCtDirections feeds arbitrary rule messages to the rewriter
+// that runs on every rule the kernel dumps: it never panics, a message
+// with nothing to widen comes back unchanged, and widening twice
+// changes nothing more (a widened direction is no longer one byte).
+func FuzzWidenCtDirections(f *testing.F) {
+	ct := func(dir []byte) []byte {
+		data, _ := netlink.MarshalAttributes([]netlink.Attribute{
+			{Type: unix.NFTA_CT_KEY, Data: u32be(unix.NFT_CT_STATE)},
+			{Type: unix.NFTA_CT_DIRECTION, Data: dir},
+		})
+		elem, _ := netlink.MarshalAttributes([]netlink.Attribute{
+			{Type: unix.NFTA_EXPR_NAME, Data: []byte("ct\x00")},
+			{Type: unix.NLA_F_NESTED | unix.NFTA_EXPR_DATA, Data: data},
+		})
+		list, _ := netlink.MarshalAttributes([]netlink.Attribute{{Type: unix.NLA_F_NESTED | unix.NFTA_LIST_ELEM, Data: elem}})
+		msg, _ := netlink.MarshalAttributes([]netlink.Attribute{
+			{Type: unix.NFTA_RULE_TABLE, Data: []byte("t\x00")},
+			{Type: unix.NLA_F_NESTED | unix.NFTA_RULE_EXPRESSIONS, Data: list},
+		})
+		return append([]byte{unix.NFPROTO_INET, 0, 0, 0}, msg...)
+	}
+	f.Add(ct([]byte{0}))
+	f.Add(ct([]byte{1}))
+	f.Add(ct(u32be(0)))
+	f.Add([]byte{2, 0, 0, 0, 5, 0})
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, msg []byte) {
+		once := widenCtDirections(msg)
+		if len(once) < min(len(msg), 4) {
+			t.Fatalf("widened message of %d bytes is %d bytes", len(msg), len(once))
+		}
+		if twice := widenCtDirections(once); string(twice) != string(once) {
+			t.Fatalf("widening twice changed the message:\n once %x\ntwice %x", once, twice)
+		}
+	})
+}

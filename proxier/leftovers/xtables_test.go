@@ -142,3 +142,28 @@ func TestKubeProxyNFTablesServesOnceItsMasqueradingChainHoldsRules(t *testing.T)
 		})
 	}
 }
+
+// FuzzXtChainRules feeds arbitrary blobs, in both families' entry
+// layouts, to the x_tables reader the handback runs on every node: it
+// never panics, and what it reads has names and no negative count.
+func FuzzXtChainRules(f *testing.F) {
+	f.Add(natTable(iptEntry, chainRules{"KUBE-SERVICES", 2}, chainRules{"KUBE-POSTROUTING", 0}), false)
+	f.Add(natTable(ip6tEntry, chainRules{"KUBE-SERVICES", 1}), true)
+	f.Add(chainHead(iptEntry, "X")[:100], false)
+	f.Add([]byte{}, true)
+	f.Fuzz(func(t *testing.T, blob []byte, v6 bool) {
+		l := iptEntry
+		if v6 {
+			l = ip6tEntry
+		}
+		chains, err := xtChainRules(blob, l)
+		if err != nil {
+			return
+		}
+		for name, n := range chains {
+			if name == "" || n < 0 {
+				t.Fatalf("chain %q with %d rules", name, n)
+			}
+		}
+	})
+}
