@@ -215,6 +215,7 @@ phase() { [[ " $PHASES " == *" $1 "* ]]; }
 	echo "commit: $(git -C "$REPO" rev-parse --short HEAD)$(git -C "$REPO" diff --quiet HEAD || echo -dirty)"
 	echo "command: ${KIP_MIGRATION_COMMAND:-make migration (conformance/migrate.sh)}"
 	echo "cluster: $NODES nodes, $FAMILY, node variant $NODE_VARIANT, kube-proxy $KP_IMAGE (kubeadm addon, mode: ipvs) → $OURS ($(cut -d' ' -f2 "$CACHE/images/kube-ipvs-proxy.ref"))"
+	echo "kube-proxy's ConfigMap: clusterCIDR=\"$(kc -n kube-system get configmap kube-proxy -o jsonpath='{.data.config\.conf}' | awk '$1 == "clusterCIDR:" { print $2 }' | tr -d '"')\""
 } >"$report"
 echo "phases: $PHASES ($(date -u +%H:%M:%SZ))" >>"$report"
 
