@@ -20,18 +20,25 @@
 # `[sig-network] Services.*[Conformance]` specs on the migrated cluster.
 # One line per phase, exactly
 #
-#   migration: phase=<swap|rollback|control> requests=N failed=N long-lived=N reset=N ...
+#   migration: phase=<swap|rollback|control> node=<variant> requests=N failed=N long-lived=N reset=N ...
 #
-# goes to stdout and, with the rest, to conformance/migration/RESULTS.md
-# (committed; logs under .cache/cluster/migration/<stamp>/). Needs root.
+# goes to stdout and, with the rest, to the variant's block of
+# conformance/migration/RESULTS.md (committed; logs under
+# .cache/cluster/migration/<stamp>/). Needs root.
 #
 #   conformance/migrate.sh              # brings the cluster up if none is
 #   KIP_MIGRATION_KEEP=1 conformance/migrate.sh   # leave the cluster up after
+#   KIP_NODE_VARIANT=forward-drop conformance/migrate.sh
+#                                       # nodes as some users have them
+#                                       # (hack/cluster/variant.sh; the
+#                                       # variant's load: migration/variants.sh)
 set -euo pipefail
 shopt -s inherit_errexit
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=hack/cluster/lib.sh
 . "$HERE/../hack/cluster/lib.sh"
+# shellcheck source=conformance/migration/variants.sh
+. "$HERE/migration/variants.sh"
 
 OURS=${KIP_PROXY_IMAGE:-localhost/kube-ipvs-proxy:lab}
 KP_IMAGE=registry.k8s.io/kube-proxy:$K8S_VERSION
@@ -47,11 +54,14 @@ mkdir -p "$OUT" "$(dirname "$LOAD")"
 t_start=$(date +%s)
 
 if [[ ! -e $RUN/cluster.env ]] || ! ip netns list | grep -qw "$NETNS"; then
-	log "no cluster: bringing up two nodes with upstream kube-proxy (KIP_KUBE_PROXY=upstream)"
-	KIP_KUBE_PROXY=upstream NODES=2 "$REPO/hack/cluster/up.sh"
+	log "no cluster: bringing up two nodes with upstream kube-proxy (KIP_KUBE_PROXY=upstream), node variant $NODE_VARIANT"
+	KIP_KUBE_PROXY=upstream NODES=2 KIP_NODE_VARIANT=$NODE_VARIANT "$REPO/hack/cluster/up.sh"
 fi
+want_variant=$NODE_VARIANT
 # shellcheck source=/dev/null
 . "$RUN/cluster.env"
+[[ $NODE_VARIANT == "$want_variant" ]] ||
+	die "the cluster is up with node variant $NODE_VARIANT, not $want_variant; make cluster-down, then rerun"
 [[ $KUBE_PROXY == upstream ]] || die "the cluster runs our proxy from the start; make cluster-down, then rerun"
 ((NODES >= 2)) || die "the cluster has $NODES node(s); the run wants two"
 (cd "$REPO" && CGO_ENABLED=0 go build -o "$LOAD" ./conformance/migration/load)
@@ -77,6 +87,7 @@ start_load() {
 			>"$OUT/$phase-host-$i.log" 2>"$OUT/$phase-host-$i.err" &
 		echo $! >>"$OUT/$phase.hosts"
 	done
+	variant_start_load "$phase"
 	sleep 10
 }
 
@@ -89,9 +100,11 @@ stop_load() {
 	while read -r pid; do kill -TERM "$pid" 2>/dev/null || true; done <"$OUT/$phase.hosts"
 	while read -r pid; do wait "$pid" 2>/dev/null || true; done <"$OUT/$phase.hosts"
 	kc -n migration delete ds client --wait=true >&2
+	variant_stop_pods
 	for ((i = 0; i < 60; i++)); do
 		missing=0
-		for f in "$OUT/$phase"-*.log; do
+		for f in "$OUT/$phase"-*.log "$OUT/$phase".x-*.log; do
+			[[ -e $f ]] || continue
 			grep -q '^load: requests=' "$f" || missing=1
 		done
 		((missing == 0)) && break
@@ -103,8 +116,9 @@ stop_load() {
 	done | awk '{ for (i = 2; i <= NF; i++) { split($i, kv, "=")
 			if (kv[1] == "slowest-ms") { if (kv[2] > sum[kv[1]]) sum[kv[1]] = kv[2] } else sum[kv[1]] += kv[2]
 			if (!(kv[1] in seen)) { seen[kv[1]] = 1; order[++n] = kv[1] } } }
-		END { for (i = 1; i <= n; i++) printf "%s%s=%d", (i > 1 ? " " : ""), order[i], sum[order[i]]; print "" }' \
+		END { for (i = 1; i <= n; i++) printf "%s%s=%d", (i > 1 ? " " : ""), order[i], sum[order[i]] }' \
 		>"$OUT/$phase.counts"
+	variant_counts "$phase" >>"$OUT/$phase.counts"
 }
 
 # --- hand-over --------------------------------------------------------------
@@ -150,8 +164,9 @@ set_image() {
 # --- checks on the nodes ----------------------------------------------------
 
 # inspect_nodes <tag>: a privileged host-network pod per node, from
-# kube-proxy's image (iptables-nft, ipset, bash), prints kube-proxy's
-# chains and ipsets left, and our IPVS operation counters.
+# kube-proxy's image (iptables-nft and -legacy, ipset, bash), prints
+# kube-proxy's chains (nft, then legacy) and ipsets left, and our IPVS
+# operation counters.
 inspect_nodes() {
 	local tag=$1 p
 	kc apply -f - >&2 <<YAML
@@ -171,7 +186,8 @@ spec:
         command: [/bin/bash, -c]
         args:
         - |
-          echo "chains: \$( (iptables-save; ip6tables-save) 2>/dev/null | grep -oE '^:KUBE-[A-Z0-9-]+' | sort -u | tr '\n' ' ')"
+          echo "chains: \$( (iptables-nft-save; ip6tables-nft-save) 2>/dev/null | grep -oE '^:KUBE-[A-Z0-9-]+' | sort -u | tr '\n' ' ')"
+          echo "legacy-chains: \$( (iptables-legacy-save; ip6tables-legacy-save) 2>/dev/null | grep -oE '^:KUBE-[A-Z0-9-]+' | sort -u | tr '\n' ' ')"
           echo "ipsets: \$(ipset list -n 2>/dev/null | grep '^KUBE-' | tr '\n' ' ')"
           echo "arp_ignore: \$(cat /proc/sys/net/ipv4/conf/all/arp_ignore)"
           if exec 3<>/dev/tcp/127.0.0.1/10249; then
@@ -197,14 +213,16 @@ phase() { [[ " $PHASES " == *" $1 "* ]]; }
 [[ -e $report ]] || {
 	echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 	echo "commit: $(git -C "$REPO" rev-parse --short HEAD)$(git -C "$REPO" diff --quiet HEAD || echo -dirty)"
-	echo "command: make migration (conformance/migrate.sh)"
-	echo "cluster: $NODES nodes, $FAMILY, kube-proxy $KP_IMAGE (kubeadm addon, mode: ipvs) → $OURS ($(cut -d' ' -f2 "$CACHE/images/kube-ipvs-proxy.ref"))"
+	echo "command: ${KIP_MIGRATION_COMMAND:-make migration (conformance/migrate.sh)}"
+	echo "cluster: $NODES nodes, $FAMILY, node variant $NODE_VARIANT, kube-proxy $KP_IMAGE (kubeadm addon, mode: ipvs) → $OURS ($(cut -d' ' -f2 "$CACHE/images/kube-ipvs-proxy.ref"))"
+	echo "kube-proxy's ConfigMap: clusterCIDR=\"$(kc -n kube-system get configmap kube-proxy -o jsonpath='{.data.config\.conf}' | awk '$1 == "clusterCIDR:" { print $2 }' | tr -d '"')\""
 } >"$report"
 echo "phases: $PHASES ($(date -u +%H:%M:%SZ))" >>"$report"
 
 kc create namespace migration --dry-run=client -o yaml | kc apply -f - >&2
 kc apply -f "$HERE/migration/workload.yaml" >&2
 kc -n migration rollout status deploy/backend --timeout=5m >&2
+variant_workload
 if phase swap; then
 inspect_nodes "before-swap" >>"$report"
 
@@ -213,7 +231,7 @@ start_load swap
 handover=$(set_image "$OURS")
 stop_load swap
 counts=$(cat "$OUT/swap.counts")
-echo "migration: phase=swap $counts handover=${handover% }" | tee -a "$report"
+echo "migration: phase=swap node=$NODE_VARIANT $counts handover=${handover% }" | tee -a "$report"
 inspect_nodes "after-swap" >>"$report"
 fi
 
@@ -273,7 +291,7 @@ handover=$(set_image "$KP_IMAGE")
 cleanup_table >>"$report"
 stop_load rollback
 counts=$(cat "$OUT/rollback.counts")
-echo "migration: phase=rollback $counts handover=${handover% }" | tee -a "$report"
+echo "migration: phase=rollback node=$NODE_VARIANT $counts handover=${handover% }" | tee -a "$report"
 inspect_nodes "after-rollback" >>"$report"
 fi
 
@@ -292,19 +310,11 @@ kc apply -k "$CLUSTER_DIR/overlay" >&2
 kc -n kube-system rollout status ds/kube-ipvs-proxy --timeout=10m >&2
 stop_load control
 counts=$(cat "$OUT/control.counts")
-echo "migration: phase=control $counts took=$(($(date +%s) - t0))s" | tee -a "$report"
+echo "migration: phase=control node=$NODE_VARIANT $counts took=$(($(date +%s) - t0))s" | tee -a "$report"
 fi
 
 echo "total: $(($(date +%s) - t_start))s; logs: .cache/cluster/migration/$STAMP" >>"$report"
-{
-	echo "# The last migration run"
-	echo
-	echo "Written by \`make migration\` ([../migrate.sh](../migrate.sh)); what the lines mean: [../README.md](../README.md#the-migration-run)."
-	echo
-	echo '```'
-	cat "$report"
-	echo '```'
-} >"$RESULTS"
+"$HERE/migration/results.sh" "$RESULTS" "$NODE_VARIANT" "$report"
 log "results: $RESULTS"
 grep '^migration:' "$report"
 if [[ -z ${KIP_MIGRATION_KEEP:-} ]]; then

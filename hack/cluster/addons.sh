@@ -27,11 +27,15 @@ sed -e "s/__DNS_IP__/${dns_ip%%,*}/" -e "s/__DNS_IPS__/${dns_ip//,/, }/" \
 # ClusterRoleBinding to system:node-proxier, ConfigMap kube-proxy
 # (config.conf with mode: ipvs, kubeconfig.conf) and the DaemonSet.
 kubeadm_kube_proxy() {
-	local cfg=$RUN/kubeadm.yaml endpoint advertise
+	local cfg=$RUN/kubeadm.yaml endpoint advertise pod_subnet
 	case $FAMILY in
 	ipv6) endpoint="[$GW6]:$API_PORT" advertise=$GW6 ;;
 	*) endpoint="$GW4:$API_PORT" advertise=$GW4 ;;
 	esac
+	# Without networking.podSubnet kubeadm writes no clusterCIDR into
+	# kube-proxy's ConfigMap, as on clusters made without --pod-network-cidr.
+	pod_subnet="  podSubnet: \"$(family_values "$POD_CIDR4" "$POD_CIDR6")\""
+	[[ ${NODE_VARIANT:-default} == no-cluster-cidr ]] && pod_subnet=""
 	cat >"$cfg" <<CFG
 apiVersion: kubeadm.k8s.io/v1beta4
 kind: InitConfiguration
@@ -47,7 +51,7 @@ kubernetesVersion: $K8S_VERSION
 imageRepository: registry.k8s.io
 controlPlaneEndpoint: "$endpoint"
 networking:
-  podSubnet: "$(family_values "$POD_CIDR4" "$POD_CIDR6")"
+$pod_subnet
   serviceSubnet: "$(family_values "$SVC_CIDR4" "$SVC_CIDR6")"
 ---
 apiVersion: kubeproxy.config.k8s.io/v1alpha1

@@ -126,7 +126,8 @@ kube_proxy_base() {
 	echo "$out"
 }
 
-# kube_proxy_image: upstream's kube-proxy v1.36.3, unchanged, under the
+# kube_proxy_image: upstream's kube-proxy v1.36.3, unchanged, with
+# iptables-wrapper as upstream's image has it, under the
 # name and tag kubeadm's DaemonSet pulls (IfNotPresent), for clusters that
 # start as kubeadm users' do (up.sh KIP_KUBE_PROXY=upstream); and the
 # migration run's load image, localhost/kip-load:lab.
@@ -134,8 +135,15 @@ kube_proxy_image() {
 	local base
 	"$REPO/hack/k8s/build.sh" kube-proxy >/dev/null
 	base=$(kube_proxy_base)
-	image kube-proxy "$K8S_BIN/kube-proxy $base" -tag "registry.k8s.io/kube-proxy:$K8S_VERSION" \
+	# iptables-wrapper picks nft or legacy by the node's rules on first
+	# use, as upstream's image does (the node variant legacy needs it).
+	local w=$CLUSTER_DIR/iptables-wrapper links=() c
+	for c in iptables iptables-save iptables-restore ip6tables ip6tables-save ip6tables-restore; do
+		links+=(-link "/usr/sbin/$c:iptables-wrapper")
+	done
+	image kube-proxy "$K8S_BIN/kube-proxy $base $w" -tag "registry.k8s.io/kube-proxy:$K8S_VERSION" \
 		-rootfs "$base" -file "$K8S_BIN/kube-proxy:/usr/local/bin/kube-proxy:0755" \
+		-file "$w:/usr/sbin/iptables-wrapper:0755" "${links[@]}" \
 		-entrypoint /usr/local/bin/kube-proxy
 	# The migration run's traffic (conformance/migration/load), static.
 	local tmp=$CACHE/.load

@@ -16,6 +16,8 @@
 #   KIP_NODE_MEM     MiB per node VM (default 3072)
 #   KIP_NODE_SMP     vCPUs per node VM (default 2)
 #   KIP_KUBELET_V    kubelet log verbosity (default 1)
+#   KIP_NODE_VARIANT the nodes as some users have them (default: default,
+#                    the lab's own); see variant.sh for the others
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 CLUSTER_DIR=$REPO/hack/cluster
@@ -30,6 +32,8 @@ NODE_SMP=${KIP_NODE_SMP:-2}
 KUBELET_V=${KIP_KUBELET_V:-1}
 # ours: our DaemonSet (deploy/base); upstream: kube-proxy in IPVS mode by kubeadm.
 KUBE_PROXY=${KIP_KUBE_PROXY:-ours}
+# default, no-cluster-cidr, forward-drop, forward-drop-nft or legacy (variant.sh).
+NODE_VARIANT=${KIP_NODE_VARIANT:-default}
 export PATH=$PATH:/usr/local/go/bin
 LOG_PREFIX=${LOG_PREFIX:-cluster}
 # shellcheck source=hack/lib.sh

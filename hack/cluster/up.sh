@@ -12,6 +12,8 @@
 #   KIP_KUBE_PROXY=upstream hack/cluster/up.sh
 #                                   # upstream kube-proxy v1.36.3 in IPVS mode instead,
 #                                   # deployed by kubeadm's addon phase (the swap's start)
+#   KIP_NODE_VARIANT=forward-drop KIP_KUBE_PROXY=upstream NODES=2 hack/cluster/up.sh
+#                                   # nodes as some users have them (variant.sh)
 #
 # Afterwards: hack/cluster/kubectl.sh get nodes -o wide (kubectl as admin
 # inside the namespace), hack/cluster/down.sh to stop it. State, logs and
@@ -27,6 +29,7 @@ shopt -s inherit_errexit
 [[ $NODES =~ ^[1-9]$ ]] || die "NODES=$NODES: want 1 to 9"
 if ! [[ $ZONES =~ ^[1-9]$ ]] || ((ZONES > NODES)); then die "ZONES=$ZONES: want 1 to NODES ($NODES)"; fi
 family_values x x >/dev/null
+"$CLUSTER_DIR/variant.sh" check
 if ip netns list | grep -qw "$NETNS"; then
 	die "network namespace $NETNS exists: a cluster is up (hack/cluster/down.sh first)"
 fi
@@ -48,7 +51,7 @@ fi
 
 rm -rf "$RUN"
 mkdir -p "$RUN/logs" "$RUN/pids" "$RUN/etcd"
-echo "NODES=$NODES ZONES=$ZONES FAMILY=$FAMILY KUBE_PROXY=$KUBE_PROXY" >"$RUN/cluster.env"
+echo "NODES=$NODES ZONES=$ZONES FAMILY=$FAMILY KUBE_PROXY=$KUBE_PROXY NODE_VARIANT=$NODE_VARIANT" >"$RUN/cluster.env"
 make_pki "$RUN/pki" "$NODES"
 API_URL=https://$GW4:$API_PORT
 kubeconfig "$RUN/admin.kubeconfig" "$API_URL" admin "$RUN/pki"
@@ -245,6 +248,10 @@ for ((i = 1; i <= NODES; i++)); do
 done
 step "nodes Ready"
 kc get nodes -o wide >&2
+if [[ $NODE_VARIANT != default ]]; then
+	step "node variant $NODE_VARIANT"
+	"$CLUSTER_DIR/variant.sh" nodes
+fi
 
 # --- add-ons ----------------------------------------------------------------
 

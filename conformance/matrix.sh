@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# The node matrix (`make migration-matrix VARIANTS="..."`): the migration
+# run (migrate.sh: the same load and phases; KIP_MIGRATION_PHASES still
+# narrows them) once per node variant, each on a two-node lab cluster
+# brought up for that variant (hack/cluster/variant.sh) and taken down
+# after it. Each variant's report replaces that variant's block of
+# conformance/migration/RESULTS.md; its `migration:` lines carry
+# node=<variant>. A variant that fails or is not implemented yet is named
+# at the end and the matrix exits non-zero; the others still run.
+#
+#   conformance/matrix.sh no-cluster-cidr forward-drop
+#   KIP_MIGRATION_PHASES="swap rollback" conformance/matrix.sh legacy
+#
+# Needs root; wants no lab cluster up when it starts.
+set -euo pipefail
+shopt -s inherit_errexit
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=hack/cluster/lib.sh
+. "$HERE/../hack/cluster/lib.sh"
+
+(($# > 0)) || die "usage: matrix.sh <variant>... (default no-cluster-cidr forward-drop forward-drop-nft legacy; not yet: metallb-l2 nodelocaldns flannel)"
+if [[ -e $RUN/cluster.env ]] && ip netns list | grep -qw "$NETNS"; then
+	die "a lab cluster is up: make cluster-down first (each variant brings up its own)"
+fi
+
+failed=()
+for v in "$@"; do
+	if ! KIP_NODE_VARIANT=$v KIP_KUBE_PROXY=upstream "$CLUSTER_DIR/variant.sh" check; then
+		failed+=("$v")
+		continue
+	fi
+	log "node variant $v: the migration run (phases: ${KIP_MIGRATION_PHASES:-all})"
+	phases=${KIP_MIGRATION_PHASES:+ KIP_MIGRATION_PHASES=\"$KIP_MIGRATION_PHASES\"}
+	if ! KIP_NODE_VARIANT=$v KIP_MIGRATION_COMMAND="make migration-matrix VARIANTS=$v$phases (conformance/matrix.sh)" \
+		"$HERE/migrate.sh"; then
+		log "node variant $v: the run failed; the cluster goes down"
+		failed+=("$v")
+		if ip netns list | grep -qw "$NETNS"; then "$CLUSTER_DIR/down.sh" || true; fi
+	fi
+done
+
+log "results: $HERE/migration/RESULTS.md"
+for v in "$@"; do
+	sed -n "/^## node=$v\$/,/^## node=/p" "$HERE/migration/RESULTS.md" | grep '^migration:' || true
+done
+((${#failed[@]} == 0)) || die "failed or not implemented yet: ${failed[*]}"

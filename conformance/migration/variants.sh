@@ -1,0 +1,200 @@
+# shellcheck shell=bash
+# The migration run's load for each node variant (hack/cluster/variant.sh),
+# sourced by conformance/migrate.sh beside its common load. Each extra
+# client's counts go to $OUT/<phase>.x-<tag>-<name>.log and join the phase
+# line as <tag>-requests=N <tag>-failed=N.
+#
+#   no-cluster-cidr   a one-replica backend pinned to each node behind its
+#                     own ClusterIP; on each node a hostNetwork `load client`
+#                     calling the ClusterIP of the other node's backend
+#                     (tag hostnet), and the node's own curl (nsenter into
+#                     the node) of the `kubernetes` ClusterIP, whose one
+#                     endpoint is the API server off the nodes (tag node-curl)
+#   forward-drop,     a hostNetwork `load serve` on node-1 behind a ClusterIP
+#   forward-drop-nft  and a NodePort (30082); the lab host calls that
+#                     NodePort on every other node (tag np-hostnet) and a pod
+#                     on every other node calls the ClusterIP (tag ci-hostnet)
+#   default, legacy   nothing beyond the common load
+
+# variant_workload: the variant's backends and Services.
+variant_workload() {
+	local i node
+	case $NODE_VARIANT in
+	no-cluster-cidr)
+		for ((i = 1; i <= NODES; i++)); do
+			node=$(node_name "$i")
+			kc apply -f - >&2 <<YAML
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: pinned-$node, namespace: migration}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: pinned-$node}}
+  template:
+    metadata: {labels: {app: pinned-$node}}
+    spec:
+      nodeSelector: {kubernetes.io/hostname: $node}
+      terminationGracePeriodSeconds: 1
+      containers:
+      - name: serve
+        image: localhost/kip-load:lab
+        imagePullPolicy: IfNotPresent
+        args: [serve]
+        readinessProbe: {tcpSocket: {port: 8080}, periodSeconds: 2}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: pinned-$node, namespace: migration}
+spec:
+  selector: {app: pinned-$node}
+  ports: [{name: http, port: 80, targetPort: 8080}]
+YAML
+			kc -n migration rollout status "deploy/pinned-$node" --timeout=5m >&2
+		done
+		;;
+	forward-drop | forward-drop-nft)
+		kc apply -f - >&2 <<YAML
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: hostsrv, namespace: migration}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: hostsrv}}
+  template:
+    metadata: {labels: {app: hostsrv}}
+    spec:
+      nodeSelector: {kubernetes.io/hostname: $(node_name 1)}
+      hostNetwork: true
+      terminationGracePeriodSeconds: 1
+      containers:
+      - name: serve
+        image: localhost/kip-load:lab
+        imagePullPolicy: IfNotPresent
+        args: [serve]
+        readinessProbe: {tcpSocket: {port: 8080}, periodSeconds: 2}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: hostsrv, namespace: migration}
+spec:
+  selector: {app: hostsrv}
+  ports: [{name: http, port: 80, targetPort: 8080}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: hostsrv-np, namespace: migration}
+spec:
+  type: NodePort
+  selector: {app: hostsrv}
+  ports: [{name: http, port: 80, targetPort: 8080, nodePort: 30082}]
+YAML
+		kc -n migration rollout status deploy/hostsrv --timeout=5m >&2
+		;;
+	esac
+}
+
+# extra_pod <name> <node> <tag> <yaml of the spec's remaining lines>: a bare
+# client pod of the phase (label extra=1), its log followed.
+extra_pod() {
+	local name=$1 node=$2 spec=$3
+	kc apply -f - >&2 <<YAML
+apiVersion: v1
+kind: Pod
+metadata: {name: $name, namespace: migration, labels: {extra: "1"}}
+spec:
+  nodeName: $node
+  terminationGracePeriodSeconds: 10
+$spec
+YAML
+}
+
+# node_curl_spec <url>: a pod spec whose container runs the node's own curl
+# (nsenter into the node's mount and network namespaces) of url, 5 a
+# second, and prints load-style counts on SIGTERM.
+node_curl_spec() {
+	cat <<YAML
+  hostNetwork: true
+  hostPID: true
+  containers:
+  - name: curl
+    image: registry.k8s.io/kube-proxy:$K8S_VERSION
+    imagePullPolicy: IfNotPresent
+    securityContext: {privileged: true}
+    command: [/bin/bash, -c]
+    args:
+    - |
+      n=0 failed=0 slowest=0
+      trap 'echo "load: requests=\$n failed=\$failed slowest-ms=\$slowest"; exit 0' TERM
+      while :; do
+        t0=\$(date +%s%3N)
+        if nsenter -t 1 -m -n -- curl -sk -o /dev/null --max-time 10 -w '%{http_code}' "$1" | grep -q '^200\$'; then
+          t=\$((\$(date +%s%3N) - t0)); ((t > slowest)) && slowest=\$t
+        else
+          failed=\$((failed + 1)); echo "\$(date -u +%T) failed" >&2
+        fi
+        n=\$((n + 1))
+        sleep 0.2 & wait \$!
+      done
+YAML
+}
+
+# variant_start_load <phase>: the variant's extra clients.
+variant_start_load() {
+	local phase=$1 i j node other ip p
+	case $NODE_VARIANT in
+	no-cluster-cidr)
+		for ((i = 1; i <= NODES; i++)); do
+			node=$(node_name "$i")
+			j=$((i % NODES + 1))
+			other=$(node_name "$j")
+			ip=$(kc -n migration get svc "pinned-$other" -o jsonpath='{.spec.clusterIP}')
+			extra_pod "hostnet-$node" "$node" "  hostNetwork: true
+  containers:
+  - {name: client, image: localhost/kip-load:lab, imagePullPolicy: IfNotPresent, args: [client, -rate, '6', -http, 'http://$ip:80/']}"
+			ip=$(kc get svc kubernetes -o jsonpath='{.spec.clusterIP}')
+			extra_pod "node-curl-$node" "$node" "$(node_curl_spec "https://$ip:443/readyz")"
+		done
+		;;
+	forward-drop | forward-drop-nft)
+		ip=$(kc -n migration get svc hostsrv -o jsonpath='{.spec.clusterIP}')
+		for ((i = 2; i <= NODES; i++)); do
+			node=$(node_name "$i")
+			extra_pod "ci-hostnet-$node" "$node" "  containers:
+  - {name: client, image: localhost/kip-load:lab, imagePullPolicy: IfNotPresent, args: [client, -rate, '6', -http, 'http://$ip:80/']}"
+			ip netns exec "$NETNS" "$LOAD" client -rate 6 -http "http://$(node_ip4 "$i"):30082/" \
+				>"$OUT/$phase.x-np-hostnet-$node.log" 2>"$OUT/$phase.x-np-hostnet-$node.err" &
+			echo $! >>"$OUT/$phase.hosts"
+		done
+		;;
+	*) return 0 ;;
+	esac
+	kc -n migration wait --for=condition=Ready pod -l extra=1 --timeout=5m >&2
+	for p in $(pods_of migration extra=1); do
+		kc -n migration logs -f "$p" >"$OUT/$phase.x-${p%-node-*}-node-${p##*-node-}.log" 2>"$OUT/$phase.x-$p.err" &
+		echo $! >>"$OUT/$phase.followers"
+	done
+}
+
+# variant_stop_pods: deletes the extra client pods (they print their counts).
+variant_stop_pods() {
+	kc -n migration delete pod -l extra=1 --wait=true >&2
+}
+
+# variant_counts <phase>: <tag>-requests=N <tag>-failed=N per tag of the
+# phase's extra logs.
+variant_counts() {
+	local phase=$1 f tag tags=() t
+	for f in "$OUT/$phase".x-*.log; do
+		[[ -e $f ]] || continue
+		tag=${f#"$OUT/$phase".x-}
+		tag=${tag%-node-*}
+		[[ " ${tags[*]} " == *" $tag "* ]] || tags+=("$tag")
+	done
+	for t in "${tags[@]}"; do
+		for f in "$OUT/$phase.x-$t"-node-*.log; do
+			grep '^load: requests=' "$f" | tail -n 1 || die "$f: no final counts (see ${f%.log}.err)"
+		done | awk -v t="$t" '{ for (i = 2; i <= NF; i++) { split($i, kv, "="); s[kv[1]] += kv[2] } }
+			END { printf " %s-requests=%d %s-failed=%d", t, s["requests"], t, s["failed"] }'
+	done
+	echo
+}
