@@ -47,6 +47,8 @@ type Options struct {
 	// document (ownconfig.go); the flag, if given, wins.
 	DryRun           bool
 	Objects          []string
+	Preflight        bool // --preflight
+	PreflightStrict  bool // --strict
 	Output           string
 	ServiceProxyName string
 	NoTrackServices  []string
@@ -113,6 +115,8 @@ func (o *Options) addFlags(fs *pflag.FlagSet) {
 
 	fs.BoolVar(&o.DryRun, "dry-run", false, "Compute and print the plan without touching the kernel.")
 	fs.StringArrayVar(&o.Objects, "objects", nil, "With --dry-run: a manifest file, or a directory of *.yaml, *.yml and *.json files; repeatable.")
+	fs.BoolVar(&o.Preflight, "preflight", false, "List the cluster's Services, EndpointSlices and Nodes once, through --kubeconfig (or in-cluster), and print what this node (--hostname-override) would serve differently from kube-proxy, and why; on the node, check its kernel too. Exits 1 on anything kube-proxy serves that would not be served.")
+	fs.BoolVar(&o.PreflightStrict, "strict", false, "With --preflight: exit 1 on warnings too, for CI.")
 	fs.StringVar(&o.Output, "output", OutputJSON, "With --dry-run: plan format, json or text.")
 	fs.StringVar(&o.ServiceProxyName, "service-proxy-name", "", "Proxy exactly the services labelled service.kubernetes.io/service-proxy-name=NAME.")
 	fs.StringSliceVar(&o.NoTrackServices, "notrack-services", nil, "Services (namespace/name, comma-separated) whose traffic is NOTRACK, as if annotated kube-ipvs-proxy.io/notrack.")
