@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -242,12 +243,12 @@ func exposed(svc *policy.Service) bool {
 		slices.ContainsFunc(svc.Ports, func(p policy.ServicePort) bool { return p.NodePort != 0 })
 }
 
-// runPreflight lists the cluster once, plans this node as the proxy would,
+// Preflight lists the cluster once, plans this node as the proxy would,
 // checks the node's kernel when it runs on that node, and prints the
 // findings. It exits 1 on an error finding (traffic kube-proxy serves
 // that we would not), and with --strict on a warning too.
 // root is the host's file system, for the kernel checks.
-func runPreflight(ctx context.Context, o *Options, root fs.FS, stdout, stderr io.Writer) int {
+func Preflight(ctx context.Context, o *Options, root fs.FS, stdout, stderr io.Writer) int {
 	objs, err := listCluster(ctx, o)
 	if err != nil {
 		fmt.Fprintf(stderr, "kube-ipvs-proxy: --preflight: %v\n", err)
@@ -380,6 +381,17 @@ func (r preflightReport) write(w io.Writer, strict bool) int {
 		return ExitError
 	}
 	return ExitOK
+}
+
+// preflightKubeconfig is --kubeconfig when it wins over the --config
+// file's clientConnection.kubeconfig: with --preflight, which runs where
+// the admin's credentials are, not where the file's path points (a pod's
+// mount); "" otherwise.
+func (o *Options) preflightKubeconfig(flags *pflag.FlagSet, s *flagState) string {
+	if !o.Preflight || o.ConfigFile == "" || !flags.Changed("kubeconfig") {
+		return ""
+	}
+	return s.cfg.ClientConnection.Kubeconfig
 }
 
 // validatePreflight checks the flags --preflight combines with: it reads

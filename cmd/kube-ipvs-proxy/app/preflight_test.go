@@ -108,7 +108,7 @@ func runPreflightOn(t *testing.T, c *fakeCluster, root fstest.MapFS, args ...str
 	if err != nil {
 		t.Fatalf("flags: %v", err)
 	}
-	code := runPreflight(t.Context(), o, root, &out, &errOut)
+	code := Preflight(t.Context(), o, root, &out, &errOut)
 	if errOut.Len() > 0 {
 		t.Logf("stderr:\n%s", errOut.String())
 	}
@@ -256,6 +256,33 @@ func TestPreflightFlags(t *testing.T) {
 		if code != ExitUsage || !strings.Contains(errOut, tc.want) {
 			t.Errorf("%q: exit %d, stderr %q, want 2 and %q", tc.args, code, errOut, tc.want)
 		}
+	}
+}
+
+// TestPreflightKubeconfigWinsOverTheFile: with --preflight, --kubeconfig
+// wins over the --config file's clientConnection.kubeconfig (kubeadm's
+// points into the pod), without the notice that it is ignored.
+func TestPreflightKubeconfigWinsOverTheFile(t *testing.T) {
+	srv := httptest.NewServer(cleanCluster())
+	t.Cleanup(srv.Close)
+	dir := t.TempDir()
+	kubeconfig := writeFile(t, dir, "admin.conf", "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {server: "+srv.URL+"}\n"+
+		"contexts:\n- name: c\n  context: {cluster: c, user: u}\ncurrent-context: c\nusers:\n- name: u\n  user: {}\n")
+	config := writeFile(t, dir, "config.conf", "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nmode: ipvs\n"+
+		"clientConnection:\n  kubeconfig: /var/lib/kube-proxy/kubeconfig.conf\n")
+	var out, errOut bytes.Buffer
+	o, err := ParseFlags([]string{"--preflight", "--config", config, "--kubeconfig", kubeconfig, "--hostname-override", "node-a"}, &errOut)
+	if err == nil {
+		err = o.Validate()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := Preflight(t.Context(), o, goodNode, &out, &errOut); code != ExitOK {
+		t.Errorf("exit %d\n%s%s", code, out.String(), errOut.String())
+	}
+	if strings.Contains(errOut.String(), "ignoring --kubeconfig") {
+		t.Errorf("stderr says --kubeconfig is ignored:\n%s", errOut.String())
 	}
 }
 
