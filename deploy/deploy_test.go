@@ -72,6 +72,7 @@ func TestManifestsDecode(t *testing.T) {
 		"base/daemonset.yaml", "base/kustomization.yaml", "base/serviceaccount.yaml",
 		"handback/kustomization.yaml", "handback/table-only.yaml", "migrate/kube-proxy-cleanup.yaml", "migrate/kustomization.yaml",
 		"overlays/example/config.yaml", "overlays/example/kustomization.yaml",
+		"probes/probes.yaml", "probes/testdata/kubeadm-daemonset.yaml",
 		"rollback/cleanup-daemonset.yaml", "rollback/kustomization.yaml",
 	}
 	if diff := cmp.Diff(want, m.paths()); diff != "" {

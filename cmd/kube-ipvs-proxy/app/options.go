@@ -51,6 +51,8 @@ type Options struct {
 	// document (ownconfig.go); the flag, if given, wins.
 	DryRun           bool
 	Objects          []string
+	Preflight        bool // --preflight
+	PreflightStrict  bool // --strict
 	Output           string
 	ServiceProxyName string
 	NoTrackServices  []string
@@ -118,6 +120,8 @@ func (o *Options) addFlags(fs *pflag.FlagSet) {
 
 	fs.BoolVar(&o.DryRun, "dry-run", false, "Compute and print the plan without touching the kernel.")
 	fs.StringArrayVar(&o.Objects, "objects", nil, "With --dry-run: a manifest file, or a directory of *.yaml, *.yml and *.json files; repeatable.")
+	fs.BoolVar(&o.Preflight, "preflight", false, "List the cluster's Services, EndpointSlices and Nodes once, through --kubeconfig (which here wins over the --config file's clientConnection.kubeconfig) or in-cluster, and print what this node (--hostname-override) would serve differently from kube-proxy, and why; on the node, check its kernel too. Exits 1 on anything kube-proxy serves that would not be served.")
+	fs.BoolVar(&o.PreflightStrict, "strict", false, "With --preflight: exit 1 on warnings too, for CI.")
 	fs.StringVar(&o.Output, "output", OutputJSON, "With --dry-run: plan format, json or text.")
 	fs.StringVar(&o.ServiceProxyName, "service-proxy-name", "", "Proxy exactly the services labelled service.kubernetes.io/service-proxy-name=NAME.")
 	fs.StringSliceVar(&o.NoTrackServices, "notrack-services", nil, "Services (namespace/name, comma-separated) whose traffic is NOTRACK, as if annotated kube-ipvs-proxy.io/notrack.")
@@ -136,8 +140,11 @@ func (o *Options) complete(fs *pflag.FlagSet, s *flagState, out io.Writer) error
 	if fs.Changed("proxy-mode") {
 		o.proxyModeFlag = string(s.cfg.Mode)
 	}
+	kubeconfig := o.preflightKubeconfig(fs, s)
 	for _, n := range s.notices(fs, o.ConfigFile != "") {
-		fmt.Fprintln(out, n)
+		if kubeconfig == "" || !strings.HasPrefix(n, "ignoring --kubeconfig:") {
+			fmt.Fprintln(out, n)
+		}
 	}
 	if o.ConfigFile == "" {
 		o.Config = s.cfg
@@ -152,6 +159,9 @@ func (o *Options) complete(fs *pflag.FlagSet, s *flagState, out io.Writer) error
 			return err
 		}
 		o.Config = cfg
+		if kubeconfig != "" {
+			o.Config.ClientConnection.Kubeconfig = kubeconfig
+		}
 		if err := o.applyOwn(own, fs); err != nil {
 			return err
 		}

@@ -11,7 +11,7 @@ import (
 
 // Run runs the mode the options select and returns the exit code. As in
 // kube-proxy, --write-config-to comes first, then --cleanup, then
-// --init-only.
+// --init-only; then ours: --preflight, then --dry-run.
 func Run(ctx context.Context, o *Options, stdout, stderr io.Writer) int {
 	switch {
 	case o.Version != "false":
@@ -23,6 +23,8 @@ func Run(ctx context.Context, o *Options, stdout, stderr io.Writer) int {
 		return runCleanup(o, stderr)
 	case o.InitOnly:
 		return runInitOnly(ctx, o, stderr, hostInit)
+	case o.Preflight:
+		return Preflight(ctx, o, os.DirFS("/"), stdout, stderr)
 	case o.DryRun && len(o.Objects) > 0:
 		return runDryRun(o, stdout, stderr)
 	case o.DryRun:

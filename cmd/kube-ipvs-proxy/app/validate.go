@@ -42,6 +42,7 @@ func (o *Options) Validate() error {
 	if len(o.Objects) > 0 && !o.DryRun {
 		add("--objects needs --dry-run")
 	}
+	errs = append(errs, o.validatePreflight()...)
 	if o.CleanupTableOnly && !o.Cleanup {
 		add("--cleanup-table-only needs --cleanup")
 	}
