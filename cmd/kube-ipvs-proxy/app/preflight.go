@@ -152,7 +152,7 @@ func planCluster(o *Options, objs clusterObjects) (preflightReport, error) {
 			continue
 		}
 		if !gateOn(o.Config.FeatureGates, gateAllowServiceExternalIPs, true) {
-			ps.ExternalIPs = nil
+			kubeapi.DropExternalIPs(ps)
 		}
 		services[ps.Key] = ps
 		for _, w := range engine.UpsertService(ps) {
