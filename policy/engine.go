@@ -283,11 +283,11 @@ func (e *Engine) DeleteNode(name string) bool {
 // itself (nil when deleted). Claims are recomputed only when node
 // addresses or this node's NodePort addresses moved, not for a label.
 func (e *Engine) nodeChanged(name string, n *Node, addrs []netip.Addr) bool {
-	addrsChanged := e.setNodeAddresses(name, addrs)
+	users, addrsChanged := e.setNodeAddresses(name, addrs)
 	if name != e.cfg.NodeName {
-		if addrsChanged {
-			e.reclaimAll()
-		}
+		// Another node's addresses change only how the services listing
+		// them are served: not every service's claims.
+		e.reclaim(users)
 		return false
 	}
 	e.self = n
@@ -322,11 +322,12 @@ func (e *Engine) SetLocalAddresses(addrs []netip.Addr) bool {
 }
 
 // setNodeAddresses records a node's addresses and reports whether the
-// set of node addresses changed.
-func (e *Engine) setNodeAddresses(name string, addrs []netip.Addr) bool {
+// set of node addresses changed, with the services listing an address
+// that became or stopped being a node's.
+func (e *Engine) setNodeAddresses(name string, addrs []netip.Addr) (users []ServiceKey, changed bool) {
 	old := e.nodeAddrs[name]
 	if slices.Equal(old, addrs) {
-		return false
+		return nil, false
 	}
 	// The services listing an address that becomes or stops being a
 	// node's are served differently on it (bound or not), with no owner
@@ -335,6 +336,9 @@ func (e *Engine) setNodeAddresses(name string, addrs []netip.Addr) bool {
 		if slices.Contains(old, a) != slices.Contains(addrs, a) {
 			for _, k := range e.externalUsers[a] {
 				e.claims.reassigned[k] = struct{}{}
+				if !slices.Contains(users, k) {
+					users = append(users, k)
+				}
 			}
 		}
 	}
@@ -351,7 +355,7 @@ func (e *Engine) setNodeAddresses(name string, addrs []netip.Addr) bool {
 	} else {
 		e.nodeAddrs[name] = slices.Clone(addrs)
 	}
-	return true
+	return users, true
 }
 
 // isNodeAddress reports whether a is an InternalIP or ExternalIP of a

@@ -21,7 +21,7 @@ import (
 )
 
 // informerSet is the always-on informers: Services, EndpointSlices and
-// this node's Node.
+// every Node (this node's whole, the others' addresses: nodeaddrs.go).
 type informerSet struct {
 	informers []cache.SharedIndexInformer
 	synced    []cache.InformerSynced
@@ -72,9 +72,7 @@ func (p *Proxier) newInformers() (*informerSet, error) {
 		{c.EndpointSlices(func(o *metav1.ListOptions) {
 			o.LabelSelector = sliceSelector()
 		}), &discoveryv1.EndpointSlice{}, p.sliceHandler()},
-		{c.Nodes(func(o *metav1.ListOptions) {
-			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", p.cfg.NodeName).String()
-		}), &corev1.Node{}, p.nodeHandler()},
+		{c.Nodes(func(*metav1.ListOptions) {}), &corev1.Node{}, p.nodeHandler()},
 	} {
 		// No indexers: nothing here reads an index, and a namespace
 		// index would keep a set of keys per namespace and an entry
@@ -183,19 +181,27 @@ func (p *Proxier) sliceHandler() cache.ResourceEventHandler {
 	}
 }
 
+// nodeHandler applies the Nodes informer's objects: this node's Node
+// (trimmed), the others' addresses (otherNode).
 func (p *Proxier) nodeHandler() cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			if n, ok := objectOf[*corev1.Node](obj); ok {
 				p.onNode(n)
 			}
+			p.onOtherNode(nil, obj)
 		},
-		UpdateFunc: func(_, obj any) {
+		UpdateFunc: func(old, obj any) {
 			if n, ok := objectOf[*corev1.Node](obj); ok {
 				p.onNode(n)
 			}
+			p.onOtherNode(old, obj)
 		},
 		DeleteFunc: func(obj any) {
+			if o, ok := objectOf[*otherNode](obj); ok {
+				p.queued(p.t.setNodeAddresses(o.name, nil))
+				return
+			}
 			n, ok := objectOf[*corev1.Node](obj)
 			if !ok || n.Name != p.cfg.NodeName {
 				return
@@ -302,11 +308,16 @@ func (c *convertedService) ref() *corev1.Service {
 		ResourceVersion: c.resourceVersion}}
 }
 
-// transform is the informers' transform: Services and EndpointSlices are
-// held converted, other objects trimmed.
+// transform is the informers' transform: Services, EndpointSlices and
+// other nodes' Nodes are held converted, other objects trimmed.
 func (p *Proxier) transform(obj any) (any, error) {
-	if svc, ok := obj.(*corev1.Service); ok {
-		return newConvertedService(svc, p.serviceConv()), nil
+	switch o := obj.(type) {
+	case *corev1.Service:
+		return newConvertedService(o, p.serviceConv()), nil
+	case *corev1.Node:
+		if o.Name != p.cfg.NodeName {
+			return newOtherNode(o), nil
+		}
 	}
 	return trimObject(obj)
 }
@@ -325,7 +336,7 @@ func trimObject(obj any) (any, error) {
 		return interner.TrimService(o), nil
 	case *discoveryv1.EndpointSlice:
 		return newConvertedSlice(o), nil
-	case *convertedSlice, *convertedService:
+	case *convertedSlice, *convertedService, *otherNode:
 		return o, nil
 	case *corev1.Node:
 		return interner.TrimNode(o), nil

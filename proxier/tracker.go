@@ -251,6 +251,27 @@ func (t *tracker) deleteSelf(name string) change {
 	return t.resultLocked(change{dirty: true})
 }
 
+// setNodeAddresses applies another node's InternalIP and ExternalIP
+// addresses (nil: the Node is gone). Only the services listing an
+// address that became or stopped being a node's are marked; a Node
+// update that leaves the addresses alone (a status report) marks none.
+func (t *tracker) setNodeAddresses(name string, addrs []netip.Addr) change {
+	if name == t.nodeName {
+		return change{}
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.engine.SetNodeAddresses(name, addrs) {
+		return t.resultLocked(change{})
+	}
+	marked := t.engine.Reassigned()
+	for _, k := range marked {
+		t.markLocked(k, nil)
+	}
+	t.logger.V(4).Info("Node addresses changed", "node", klog.KRef("", name), "addresses", addrs, "services", len(marked))
+	return t.resultLocked(change{dirty: len(marked) > 0})
+}
+
 // upsertOther records another node's labels, from metadata informer
 // generation gen. Services with topology keys are marked.
 func (t *tracker) upsertOther(gen int, name string, labels map[string]string) change {
@@ -263,7 +284,7 @@ func (t *tracker) upsertOther(gen int, name string, labels map[string]string) ch
 		return t.resultLocked(change{})
 	}
 	t.others[name] = labels
-	t.engine.UpsertNode(&policy.Node{Name: name, Labels: labels})
+	t.engine.SetNodeLabels(name, labels)
 	t.markReassignedLocked()
 	return t.markTopologyLocked()
 }
@@ -276,7 +297,7 @@ func (t *tracker) deleteOther(gen int, name string) change {
 		return t.resultLocked(change{})
 	}
 	delete(t.others, name)
-	t.engine.DeleteNode(name)
+	t.engine.SetNodeLabels(name, nil)
 	t.markReassignedLocked()
 	return t.markTopologyLocked()
 }
@@ -318,7 +339,7 @@ func (t *tracker) nodesStopped() change {
 	t.nodeGen++
 	t.nodesRunning, t.nodesSynced = false, false
 	for name := range t.others {
-		t.engine.DeleteNode(name)
+		t.engine.SetNodeLabels(name, nil) // their addresses stay: another watch feeds them
 	}
 	clear(t.others)
 	return t.markTopologyLocked()
