@@ -8,7 +8,9 @@
 // ExternalName, another proxy's, no cluster IP yet) wraps
 // policy.ErrNotProxied. It applies the API's defaults (nil conditions,
 // nil protocols, the default affinity timeout) so the engine never sees a
-// nil.
+// nil. A Service it does not convert still holds its ClusterIPs
+// (HeldClusterIPs, claims.go), which the engine keeps from other
+// Services.
 //
 // It also owns trimming (trim.go): an Interner's Trim functions keep of
 // each object only what the converters read, sharing equal strings and

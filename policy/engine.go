@@ -84,6 +84,13 @@ type Engine struct {
 	// one is deleted and another created with it); externalUsers, the
 	// services listing each external or load-balancer IP.
 	clusterIPOf, externalUsers map[netip.Addr][]ServiceKey
+	// unmanaged holds the Services the proxy does not serve, with their
+	// ClusterIPs, also indexed in clusterIPOf (unmanaged.go).
+	unmanaged map[ServiceKey][]netip.Addr
+	// heldLB holds the load-balancer IPs of the services the budget or
+	// the ceiling refuses, by address; heldBy, by service (held.go).
+	heldLB map[netip.Addr][]ServiceKey
+	heldBy map[ServiceKey][]netip.Addr
 
 	// nt indexes endpoints while noTrackServices (the NOTRACK services)
 	// is not 0 (notrack.go).
@@ -143,6 +150,9 @@ func New(cfg Config) (*Engine, error) {
 
 		clusterIPOf:   map[netip.Addr][]ServiceKey{},
 		externalUsers: map[netip.Addr][]ServiceKey{},
+		unmanaged:     map[ServiceKey][]netip.Addr{},
+		heldLB:        map[netip.Addr][]ServiceKey{},
+		heldBy:        map[ServiceKey][]netip.Addr{},
 	}
 	for _, s := range cfg.NodePortAddresses {
 		if s == "primary" {
@@ -179,7 +189,7 @@ func (e *Engine) UpsertService(svc *Service) []Warning {
 		old = prev.svc
 	}
 	e.services[svc.Key] = entry
-	affected := e.indexAddresses(svc.Key, old, svc)
+	affected := append(e.forgetUnmanaged(svc.Key), e.indexAddresses(svc.Key, old, svc)...)
 	affected = append(affected, e.applyCeiling()...)
 	e.claim(entry)
 	e.reclaim(slices.DeleteFunc(affected, func(k ServiceKey) bool { return k == svc.Key }))
@@ -212,6 +222,7 @@ func (e *Engine) DeleteService(key ServiceKey) {
 		delete(e.services, key)
 		e.reclaim(e.indexAddresses(key, entry.svc, nil))
 		delete(e.ceilingRefused, key)
+		e.setHeld(key, nil)
 		e.reclaim(e.applyCeiling())
 		e.markReassigned(e.noTrackReachable([]ServiceKey{key}))
 		if entry.settings.noTrack {
@@ -340,6 +351,13 @@ func (e *Engine) setNodeAddresses(name string, addrs []netip.Addr) (users []Serv
 					users = append(users, k)
 				}
 			}
+		}
+	}
+	// NOTRACK is refused on a node's address: the NOTRACK services'
+	// refusal may change.
+	for _, k := range e.noTrackKeys() {
+		if !slices.Contains(users, k) {
+			users = append(users, k)
 		}
 	}
 	for _, a := range old {
@@ -471,7 +489,7 @@ func (e *Engine) servicePlan(key ServiceKey, entry *serviceEntry) ServicePlan {
 	}
 	vss, local := e.virtualServers(entry)
 	vss, ws := e.owned(key, vss)
-	ws = append(append(e.addressWarnings(entry.svc), ntw...), ws...)
+	ws = slices.Concat(e.addressWarnings(entry.svc), e.heldWarnings(entry.svc), ntw, ws)
 	return ServicePlan{Service: key, VirtualServers: vss,
 		HealthCheckNodePort: entry.svc.HealthCheckNodePort, LocalReadyEndpoints: local, Warnings: ws}
 }

@@ -3,6 +3,7 @@ package proxier
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -10,10 +11,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/kubeapi"
@@ -28,36 +26,18 @@ type informerSet struct {
 	wg        sync.WaitGroup
 }
 
-// Label selectors, as kube-proxy: Services of another proxy and
-// EndpointSlices of headless services are never sent to us. With
-// --service-proxy-name, exactly the Services labelled with it are.
-func (p *Proxier) serviceSelector() (string, error) {
-	op, vals := selection.DoesNotExist, []string(nil)
-	if p.cfg.ServiceProxyName != "" {
-		op, vals = selection.Equals, []string{p.cfg.ServiceProxyName}
-	}
-	r, err := labels.NewRequirement(kubeapi.LabelServiceProxyName, op, vals)
-	if err != nil {
-		return "", fmt.Errorf("service proxy name %q: %w", p.cfg.ServiceProxyName, err)
-	}
-	return labels.NewSelector().Add(*r).String(), nil
-}
-
-func sliceSelector() string {
-	r, err := labels.NewRequirement(corev1.IsHeadlessService, selection.DoesNotExist, nil)
-	if err != nil {
-		panic(err) // a constant requirement
-	}
-	return labels.NewSelector().Add(*r).String()
-}
+// Unlike kube-proxy's, the Services and EndpointSlices informers select
+// nothing out: Services of another proxy (service-proxy-name) and
+// headless ones, and their EndpointSlices, are watched too. They are not
+// served (kubeapi.Service says so), but the engine keeps their
+// ClusterIPs from other Services' external IPs and NOTRACK from their
+// endpoints, which tracked traffic reaches (policy/unmanaged.go). With
+// --service-proxy-name, the Services not labelled with it are another
+// proxy's.
 
 // newInformers builds the informers and registers the handlers. They
 // start with start.
 func (p *Proxier) newInformers() (*informerSet, error) {
-	svcSel, err := p.serviceSelector()
-	if err != nil {
-		return nil, err
-	}
 	c := p.cfg.Client
 	set := &informerSet{}
 	for _, h := range []struct {
@@ -65,13 +45,8 @@ func (p *Proxier) newInformers() (*informerSet, error) {
 		obj     runtime.Object
 		handler cache.ResourceEventHandler
 	}{
-		{c.Services(func(o *metav1.ListOptions) {
-			o.LabelSelector = svcSel
-			o.FieldSelector = fields.OneTermNotEqualSelector("spec.clusterIP", corev1.ClusterIPNone).String()
-		}), &corev1.Service{}, p.serviceHandler()},
-		{c.EndpointSlices(func(o *metav1.ListOptions) {
-			o.LabelSelector = sliceSelector()
-		}), &discoveryv1.EndpointSlice{}, p.sliceHandler()},
+		{c.Services(func(*metav1.ListOptions) {}), &corev1.Service{}, p.serviceHandler()},
+		{c.EndpointSlices(func(*metav1.ListOptions) {}), &discoveryv1.EndpointSlice{}, p.sliceHandler()},
 		{c.Nodes(func(*metav1.ListOptions) {}), &corev1.Node{}, p.nodeHandler()},
 	} {
 		// No indexers: nothing here reads an index, and a namespace
@@ -286,6 +261,9 @@ type convertedService struct {
 	identity
 	conv *policy.Service
 	err  error
+	// held are the ClusterIPs of a Service not served (err set), which
+	// it still holds (kubeapi.HeldClusterIPs).
+	held []netip.Addr
 }
 
 func newConvertedService(svc *corev1.Service, c serviceConv) *convertedService {
@@ -294,7 +272,11 @@ func newConvertedService(svc *corev1.Service, c serviceConv) *convertedService {
 	if conv != nil && c.dropExternalIPs {
 		conv.ExternalIPs = nil
 	}
-	return &convertedService{identity: identityOf(&svc.ObjectMeta), conv: conv, err: err}
+	out := &convertedService{identity: identityOf(&svc.ObjectMeta), conv: conv, err: err}
+	if err != nil {
+		out.held = kubeapi.HeldClusterIPs(svc)
+	}
+	return out
 }
 
 // serviceConv is how the proxy converts Services.

@@ -88,10 +88,15 @@ func (t *tracker) applyService(svc *convertedService) change {
 	switch {
 	case errors.Is(err, policy.ErrNotProxied):
 		t.logger.V(4).Info("Service not proxied", "service", klog.KObj(svc), "reason", err.Error())
-		return t.removeServiceLocked(key)
+		c := t.removeServiceLocked(key)
+		return t.setUnmanagedLocked(key, svc.held, c)
 	case err != nil:
 		t.logger.Error(err, "Ignoring invalid object; its previous version stays", "service", klog.KObj(svc))
-		return t.resultLocked(change{invalid: true})
+		c := t.resultLocked(change{invalid: true})
+		if _, served := t.services[key]; !served { // no previous version: it still holds its ClusterIPs
+			c = t.setUnmanagedLocked(key, svc.held, c)
+		}
+		return c
 	}
 	ws := t.engine.UpsertService(ps)
 	t.services[key] = struct{}{}
@@ -111,7 +116,28 @@ func (t *tracker) deleteService(namespace, name string) change {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.logger.V(4).Info("Service deleted", "service", klog.KRef(namespace, name))
-	return t.removeServiceLocked(serviceKey(namespace, name))
+	key := serviceKey(namespace, name)
+	c := t.removeServiceLocked(key)
+	t.engine.DeleteUnmanagedService(key)
+	return t.markUnmanagedLocked(c)
+}
+
+// setUnmanagedLocked records a Service the proxy does not serve (another
+// proxy's, headless, invalid), with the ClusterIPs it holds: the engine
+// keeps them from other Services' external IPs, and NOTRACK from its
+// endpoints. The services that changes are marked.
+func (t *tracker) setUnmanagedLocked(key policy.ServiceKey, held []netip.Addr, c change) change {
+	t.engine.SetUnmanagedService(key, held)
+	return t.markUnmanagedLocked(c)
+}
+
+func (t *tracker) markUnmanagedLocked(c change) change {
+	marked := t.engine.Reassigned()
+	for _, k := range marked {
+		t.markLocked(k, nil)
+	}
+	c.dirty = c.dirty || len(marked) > 0
+	return t.resultLocked(c)
 }
 
 func (t *tracker) removeServiceLocked(key policy.ServiceKey) change {
@@ -179,11 +205,18 @@ func (t *tracker) deleteSlice(namespace, name string) change {
 	return t.markSlicesLocked(affected)
 }
 
+// markSlicesLocked marks the served services among affected: a slice of
+// a Service not served (another proxy's, headless) changes no plan but
+// those of the NOTRACK services sharing its endpoints, among affected.
 func (t *tracker) markSlicesLocked(affected []policy.ServiceKey) change {
+	n := 0
 	for _, k := range affected {
-		t.markLocked(k, t.epPending)
+		if _, served := t.services[k]; served {
+			t.markLocked(k, t.epPending)
+			n++
+		}
 	}
-	return t.resultLocked(change{dirty: len(affected) > 0, epChange: len(affected) > 0})
+	return t.resultLocked(change{dirty: n > 0, epChange: n > 0})
 }
 
 // triggerTime returns the slice's endpoints.kubernetes.io/last-change-trigger-time
