@@ -50,8 +50,9 @@ type Config struct {
 	// for more is not served (budget.go). 0 means no limit.
 	MaxVirtualServers int
 	// MaxVirtualServersPerNode is the most virtual servers of all Services
-	// on this node (--max-virtual-servers-per-node); the youngest Services
-	// that do not fit are not served (budget.go). 0 means no limit.
+	// on this node, NodePorts included (--max-virtual-servers-per-node);
+	// the youngest Services that do not fit are not served (budget.go). 0
+	// means no limit.
 	MaxVirtualServersPerNode int
 }
 

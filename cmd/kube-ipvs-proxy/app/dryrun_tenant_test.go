@@ -2,8 +2,10 @@ package app
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 )
@@ -148,4 +150,82 @@ func equalCounts(a, b map[policy.Kind]int) bool {
 		}
 	}
 	return true
+}
+
+// wideService renders a Service of ports ports (protocol proto, node
+// ports from 30000 when nodePorts) with the given extra spec and status
+// lines.
+func wideService(name string, ports int, proto string, nodePorts bool, spec, status string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "apiVersion: v1\nkind: Service\nmetadata: {name: %s, namespace: default}\nspec:\n%s  ports:\n", name, spec)
+	for i := range ports {
+		fmt.Fprintf(&b, "  - {name: p%d, port: %d, protocol: %s", i, 10000+i, proto)
+		if nodePorts {
+			fmt.Fprintf(&b, ", nodePort: %d", 30000+i)
+		}
+		b.WriteString("}\n")
+	}
+	b.WriteString(status)
+	return b.String()
+}
+
+// externalIPList renders n external IPs as a YAML flow list.
+func externalIPList(n int) string {
+	ips := make([]string, n)
+	for i := range ips {
+		ips[i] = fmt.Sprintf("198.18.%d.%d", i/256, i%256)
+	}
+	return "[" + strings.Join(ips, ", ") + "]"
+}
+
+// TestDryRunDefaultBudgetServesWhatKubeProxyServes: with the default
+// per-Service budget, the Services kube-proxy serves in practice are
+// served whole, and an editor's 1,000 ports × 10,000 external IPs is
+// refused from arithmetic on its spec, quickly, before anything is
+// expanded.
+func TestDryRunDefaultBudgetServesWhatKubeProxyServes(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		svc     string
+		want    map[policy.Kind]int
+		wantErr string
+	}{
+		{name: "a dual-stack Service of 600 UDP ports",
+			svc: wideService("voip", 600, "UDP", false,
+				"  ipFamilyPolicy: RequireDualStack\n  clusterIP: 10.96.0.20\n  clusterIPs: [10.96.0.20, \"fd00:96::20\"]\n", ""),
+			want: map[policy.Kind]int{policy.KindClusterIP: 1200}},
+		{name: "10 ports × 100 external IPs",
+			svc:  wideService("wide", 10, "TCP", false, "  clusterIP: 10.96.0.21\n  externalIPs: "+externalIPList(100)+"\n", ""),
+			want: map[policy.Kind]int{policy.KindClusterIP: 10, policy.KindExternalIP: 1000}},
+		{name: "a dual-stack LoadBalancer of 600 ports",
+			svc: wideService("lb", 600, "TCP", true,
+				"  type: LoadBalancer\n  ipFamilyPolicy: RequireDualStack\n  clusterIP: 10.96.0.22\n  clusterIPs: [10.96.0.22, \"fd00:96::22\"]\n",
+				"status: {loadBalancer: {ingress: [{ip: 203.0.113.22}, {ip: \"2001:db8::22\"}]}}\n"),
+			want: map[policy.Kind]int{policy.KindClusterIP: 1200, policy.KindNodePort: 600, policy.KindLoadBalancer: 1200}},
+		{name: "1,000 ports × 10,000 external IPs is refused",
+			svc:  wideService("huge", 1000, "TCP", false, "  clusterIP: 10.96.0.23\n  externalIPs: "+externalIPList(10000)+"\n", ""),
+			want: map[policy.Kind]int{},
+			wantErr: "Service default/huge: spec: 1000 ports on 1 ClusterIPs, 10000 external and 0 load-balancer IPs make 10001000 virtual servers, " +
+				"over the limit of 10000 per Service (--max-virtual-servers-per-service, maxVirtualServersPerService); not served"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Now()
+			plan, errOut := dryRunPlan(t, map[string]string{"node.yaml": tenantNode, "svc.yaml": tc.svc})
+			took := time.Since(start)
+			svc := "default/" + strings.SplitN(strings.SplitN(tc.svc, "name: ", 2)[1], ",", 2)[0]
+			if got := servedOn(plan, svc); !equalCounts(got, tc.want) {
+				t.Errorf("%s's virtual servers by kind: %v, want %v", svc, got, tc.want)
+			}
+			if tc.wantErr != "" && !strings.Contains(errOut, tc.wantErr) {
+				t.Errorf("stderr lacks %q:\n%s", tc.wantErr, errOut)
+			}
+			if tc.wantErr == "" && strings.Contains(errOut, "over the limit of") {
+				t.Errorf("refused:\n%s", errOut)
+			}
+			if took > 10*time.Second {
+				t.Errorf("the dry run took %v: the budget must refuse before expanding", took)
+			}
+			t.Logf("%s: %d virtual servers planned in %v", svc, len(plan.VirtualServers), took.Round(time.Millisecond))
+		})
+	}
 }
