@@ -13,8 +13,12 @@ import (
 // NOTRACK service is served tracked (NOTRACK refused, with a warning)
 // when one of its endpoints is also an endpoint of a tracked service, in
 // any namespace, directly or through other NOTRACK services sharing
-// endpoints with it (they all stay NOTRACK, or none does). Endpoints are
-// taken from the slices (address, protocol, slice port), ready or not: a
+// endpoints with it (they all stay NOTRACK, or none does). Tracked are
+// the services served without NOTRACK and those the proxy does not serve
+// (unmanaged.go: another proxy's, headless, invalid), whose traffic
+// someone tracks. It is refused too when one of those endpoints is a
+// node's address (the kubelet's port, a host-network pod): the node's
+// own replies would go untracked. Endpoints are taken from the slices (address, protocol, slice port), ready or not: a
 // superset of the destinations, so that refusing errs towards tracking,
 // which is always correct.
 //
