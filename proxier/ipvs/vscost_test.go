@@ -11,12 +11,14 @@ import (
 )
 
 // costService is one Service with ports × externalIPs virtual servers
-// (and ports ClusterIP ones), each with one destination.
-func costService(ports, externalIPs int) (*policy.Service, *policy.EndpointSlice) {
+// (and ports ClusterIP ones), each with dests destinations.
+func costService(ports, externalIPs, dests int) (*policy.Service, *policy.EndpointSlice) {
 	svc := &policy.Service{Key: policy.ServiceKey{Namespace: "cost", Name: "wide"},
 		ClusterIPs: []netip.Addr{netip.MustParseAddr("10.96.0.10")}}
-	sl := &policy.EndpointSlice{Name: "wide-1", Service: svc.Key, IPv4: true,
-		Endpoints: []policy.Endpoint{{Address: netip.MustParseAddr("10.244.1.5"), Ready: true, Serving: true}}}
+	sl := &policy.EndpointSlice{Name: "wide-1", Service: svc.Key, IPv4: true}
+	for i := range dests {
+		sl.Endpoints = append(sl.Endpoints, policy.Endpoint{Address: netip.AddrFrom4([4]byte{10, 244, 1, byte(5 + i)}), Ready: true, Serving: true})
+	}
 	for i := range ports {
 		name := fmt.Sprintf("p%d", i)
 		svc.Ports = append(svc.Ports, policy.ServicePort{Name: name, Protocol: policy.ProtocolUDP, Port: uint16(10000 + i)})
@@ -28,8 +30,24 @@ func costService(ports, externalIPs int) (*policy.Service, *policy.EndpointSlice
 	return svc, sl
 }
 
-// engineWith loads one Service into a new engine and computes its plan.
-func engineWith(b *testing.B, svc *policy.Service, sl *policy.EndpointSlice) (*policy.Engine, policy.Plan) {
+// BenchmarkVirtualServerCost reports what one virtual server costs the
+// proxy's heap, per part, in bytes: the engine's index (its claims), the
+// computed plan, and the IPVS writer's mirror, for a Service of 100 UDP
+// ports × 100 external IPs (10,100 virtual servers) with one and with ten
+// destinations each, measured as the live heap each keeps after full
+// collections.
+// The fake kernel's own table is not counted: another Writer programs it
+// first, and the measured one adopts it. The nftables writer's sets,
+// which hold each bound address once and each port once, are not
+// counted. README (the per-Service budget) cites the figures.
+func BenchmarkVirtualServerCost(b *testing.B) {
+	for _, dests := range []int{1, 10} {
+		b.Run(fmt.Sprintf("destinations=%d", dests), func(b *testing.B) { virtualServerCost(b, dests) })
+	}
+}
+
+func virtualServerCost(b *testing.B, dests int) {
+	svc, sl := costService(100, 100, dests)
 	e, err := policy.New(policy.Config{NodeName: "node-a"})
 	if err != nil {
 		b.Fatal(err)
@@ -37,21 +55,6 @@ func engineWith(b *testing.B, svc *policy.Service, sl *policy.EndpointSlice) (*p
 	e.UpsertService(svc)
 	e.UpsertEndpointSlice(sl)
 	plan, _ := e.Compute()
-	return e, plan
-}
-
-// BenchmarkVirtualServerCost reports what one virtual server (with one
-// destination) costs the proxy's heap, per part, in bytes: the engine's
-// index (its claims), the computed plan, and the IPVS writer's mirror,
-// for a Service of 100 UDP ports × 100 external IPs (10,100 virtual
-// servers), measured as the live heap each keeps after full collections.
-// The fake kernel's own table is not counted: another Writer programs it
-// first, and the measured one adopts it. The nftables writer's sets,
-// which hold each bound address once and each port once, are not
-// counted. README (the per-Service budget) cites the figures.
-func BenchmarkVirtualServerCost(b *testing.B) {
-	svc, sl := costService(100, 100)
-	_, plan := engineWith(b, svc, sl)
 	n := float64(len(plan.VirtualServers))
 	k, l, ct, sys := NewFakeKernel(), NewFakeLinks(), NewFakeConntrack(), NewFakeSysctls()
 	if err := New(Config{Now: time.Now}, k, l, ct, sys).Resync(plan); err != nil {
