@@ -23,7 +23,9 @@ import (
 //
 // An event marks only the services it may affect. An invalid object is
 // logged and ignored, so the previous valid version stays; a Service this
-// proxy does not serve (ErrNotProxied) is removed.
+// proxy does not serve (ErrNotProxied) is removed. Either is recorded in
+// the engine as unmanaged when not served (its ClusterIPs still held,
+// its endpoints tracked: policy/unmanaged.go).
 type tracker struct {
 	mu       sync.Mutex
 	engine   *policy.Engine
