@@ -13,7 +13,9 @@
 // of the Service kept. An endpoint on such an address is left out too
 // (EndpointSlice.Warnings). It applies the API's defaults (nil conditions,
 // nil protocols, the default affinity timeout) so the engine never sees a
-// nil.
+// nil. A Service it does not convert still holds its ClusterIPs
+// (HeldClusterIPs, claims.go), which the engine keeps from other
+// Services.
 //
 // It also owns trimming (trim.go): an Interner's Trim functions keep of
 // each object only what the converters read, sharing equal strings and

@@ -40,7 +40,7 @@ func (e *Engine) frontends(out []frontend, svc *Service, sp ServicePort, i int) 
 			out = append(out, frontend{kind: KindNodePort, addrs: a, port: sp.NodePort})
 		}
 	}
-	out = e.externalFrontends(out, KindExternalIP, svc.ExternalIPs, v4, sp.Port)
+	out = e.externalFrontends(out, KindExternalIP, e.unheld(svc.ExternalIPs), v4, sp.Port)
 	return e.externalFrontends(out, KindLoadBalancer, svc.LoadBalancerIPs, v4, sp.Port)
 }
 

@@ -12,10 +12,12 @@ import (
 // served at all and gets one warning saying why and the limit. The count
 // is arithmetic on the spec, made before anything is expanded, so such a
 // service costs the engine no more than its object. NodePort virtual
-// servers are not counted: each node port is allocated by the API server
-// from its range, so a tenant cannot multiply them, and counting the
-// node's addresses would admit a Service on one node and refuse it on
-// another.
+// servers are not counted against it: each node port is allocated by the
+// API server from its range, so a tenant cannot multiply them, and
+// counting the node's addresses would admit a Service on one node and
+// refuse it on another (and so one warning per node, not one per
+// cluster). The node-wide ceiling, which is about this node's memory,
+// counts them.
 
 // virtualServerCount is the number of virtual servers svc asks for on
 // its own addresses, before ownership: per family of its ClusterIPs,
@@ -57,10 +59,32 @@ func (e *Engine) overBudget(svc *Service) (Warning, bool) {
 			len(svc.Ports), len(svc.ClusterIPs), len(svc.ExternalIPs), len(svc.LoadBalancerIPs), n, limit)}, true
 }
 
-// The node-wide ceiling (Config.MaxVirtualServersPerNode): services are
-// admitted oldest first (creationTimestamp, then namespace/name), each if
-// its virtual servers fit under the ceiling with those of the older
-// services admitted; a service that does not fit is refused with one
+// nodeVirtualServerCount is the number of virtual servers svc asks for on
+// this node, before ownership: virtualServerCount and, per family of its
+// ClusterIPs, every port with a node port on each of this node's
+// NodePort addresses of the family. Still arithmetic on the spec.
+func (e *Engine) nodeVirtualServerCount(svc *Service) int {
+	n := e.virtualServerCount(svc)
+	withNodePort := 0
+	for _, sp := range svc.Ports {
+		if sp.NodePort != 0 {
+			withNodePort++
+		}
+	}
+	if withNodePort == 0 {
+		return n
+	}
+	for _, cip := range svc.ClusterIPs {
+		n += withNodePort * countFamily(e.nodeIPs, cip.Is4())
+	}
+	return n
+}
+
+// The node-wide ceiling (Config.MaxVirtualServersPerNode) counts every
+// virtual server of this node, NodePorts included
+// (nodeVirtualServerCount): services are admitted oldest first
+// (creationTimestamp, then namespace/name), each if its virtual servers
+// fit under the ceiling with those of the older services admitted; a service that does not fit is refused with one
 // warning, and younger, smaller ones may still fit. A new Service can
 // thus never push an older one out. The admission is recomputed, in
 // O(services log services), on each Service change and node address
@@ -89,7 +113,7 @@ func (e *Engine) applyCeiling() []ServiceKey {
 		if _, over := e.overBudget(entry.svc); over {
 			continue // refused on its own
 		}
-		n := e.virtualServerCount(entry.svc)
+		n := e.nodeVirtualServerCount(entry.svc)
 		if total+n > limit {
 			refused[entry.svc.Key] = total
 			continue
@@ -121,8 +145,8 @@ func (e *Engine) overCeiling(svc *Service) (Warning, bool) {
 		return Warning{}, false
 	}
 	return Warning{Object: "Service " + svc.Key.String(), Field: "spec", Reason: ReasonTooManyVirtualServers, Service: svc.Key,
-		Message: fmt.Sprintf("its %d virtual servers do not fit under this node's ceiling of %d (--max-virtual-servers-per-node, maxVirtualServersPerNode), %d taken by older Services; not served",
-			e.virtualServerCount(svc), e.cfg.MaxVirtualServersPerNode, older)}, true
+		Message: fmt.Sprintf("its %d virtual servers (NodePorts included) do not fit under this node's ceiling of %d (--max-virtual-servers-per-node, maxVirtualServersPerNode), %d taken by older Services; not served",
+			e.nodeVirtualServerCount(svc), e.cfg.MaxVirtualServersPerNode, older)}, true
 }
 
 func (e *Engine) isCeilingRefused(k ServiceKey) bool {

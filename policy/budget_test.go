@@ -106,7 +106,7 @@ func TestNodeWideCeiling(t *testing.T) {
 		t.Errorf("served %v, want [a c]", got)
 	}
 	_, ws := e.Compute()
-	want := "Service default/b: spec: its 4 virtual servers do not fit under this node's ceiling of 5 (--max-virtual-servers-per-node, maxVirtualServersPerNode), 2 taken by older Services; not served"
+	want := "Service default/b: spec: its 4 virtual servers (NodePorts included) do not fit under this node's ceiling of 5 (--max-virtual-servers-per-node, maxVirtualServersPerNode), 2 taken by older Services; not served"
 	if got := warningsText(ws); got != want {
 		t.Errorf("warnings:\n got %s\nwant %s", got, want)
 	}
@@ -125,5 +125,41 @@ func TestNodeWideCeiling(t *testing.T) {
 	}
 	if got := served(); !slices.Equal(got, []string{"b"}) {
 		t.Errorf("served %v after a went, want [b] (4, then c's 2 do not fit)", got)
+	}
+}
+
+// TestNodeWideCeilingCountsNodePorts: the node-wide ceiling counts every
+// virtual server of this node, a Service's NodePorts on each NodePort
+// address included, and re-admits when the node's addresses shrink.
+func TestNodeWideCeilingCountsNodePorts(t *testing.T) {
+	withNodePorts := func(s *Service) {
+		for i := range s.Ports {
+			s.Ports[i].NodePort = uint16(30000 + i)
+		}
+	}
+	for _, tc := range []struct {
+		name    string
+		ceiling int
+		local   []string // this node's NodePort addresses
+		wantVSs int      // 3 ports: 3 ClusterIP + 3 per NodePort address
+	}{
+		{name: "3 ClusterIP and 6 NodePort virtual servers fit under 9", ceiling: 9, local: []string{"192.168.0.1", "192.168.1.1"}, wantVSs: 9},
+		{name: "they do not fit under 8", ceiling: 8, local: []string{"192.168.0.1", "192.168.1.1"}},
+		{name: "with one NodePort address, 6 fit under 8", ceiling: 8, local: []string{"192.168.0.1"}, wantVSs: 6},
+		{name: "NodePorts of the other family are not on this node", ceiling: 6, local: []string{"192.168.0.1", "fd00::1"}, wantVSs: 6},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			np := svc("np", manyPorts(3), withNodePorts)
+			e, _ := newEngine(t, world{cfg: Config{MaxVirtualServersPerNode: tc.ceiling}, svcs: []*Service{np}})
+			var local []netip.Addr
+			for _, a := range tc.local {
+				local = append(local, ip(a))
+			}
+			e.SetLocalAddresses(local)
+			plan, ws := e.Compute()
+			if len(plan.VirtualServers) != tc.wantVSs {
+				t.Errorf("%d virtual servers, want %d (warnings: %s)", len(plan.VirtualServers), tc.wantVSs, warningsText(ws))
+			}
+		})
 	}
 }

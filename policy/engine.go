@@ -49,8 +49,9 @@ type Config struct {
 	// for more is not served (budget.go). 0 means no limit.
 	MaxVirtualServers int
 	// MaxVirtualServersPerNode is the most virtual servers of all Services
-	// on this node (--max-virtual-servers-per-node); the youngest Services
-	// that do not fit are not served (budget.go). 0 means no limit.
+	// on this node, NodePorts included (--max-virtual-servers-per-node);
+	// the youngest Services that do not fit are not served (budget.go). 0
+	// means no limit.
 	MaxVirtualServersPerNode int
 }
 
@@ -83,6 +84,13 @@ type Engine struct {
 	// one is deleted and another created with it); externalUsers, the
 	// services listing each external or load-balancer IP.
 	clusterIPOf, externalUsers map[netip.Addr][]ServiceKey
+	// unmanaged holds the Services the proxy does not serve, with their
+	// ClusterIPs, also indexed in clusterIPOf (unmanaged.go).
+	unmanaged map[ServiceKey][]netip.Addr
+	// heldLB holds the load-balancer IPs of the services the budget or
+	// the ceiling refuses, by address; heldBy, by service (held.go).
+	heldLB map[netip.Addr][]ServiceKey
+	heldBy map[ServiceKey][]netip.Addr
 
 	// nt indexes endpoints while noTrackServices (the NOTRACK services)
 	// is not 0 (notrack.go).
@@ -142,6 +150,9 @@ func New(cfg Config) (*Engine, error) {
 
 		clusterIPOf:   map[netip.Addr][]ServiceKey{},
 		externalUsers: map[netip.Addr][]ServiceKey{},
+		unmanaged:     map[ServiceKey][]netip.Addr{},
+		heldLB:        map[netip.Addr][]ServiceKey{},
+		heldBy:        map[ServiceKey][]netip.Addr{},
 	}
 	for _, s := range cfg.NodePortAddresses {
 		if s == "primary" {
@@ -178,7 +189,7 @@ func (e *Engine) UpsertService(svc *Service) []Warning {
 		old = prev.svc
 	}
 	e.services[svc.Key] = entry
-	affected := e.indexAddresses(svc.Key, old, svc)
+	affected := append(e.forgetUnmanaged(svc.Key), e.indexAddresses(svc.Key, old, svc)...)
 	affected = append(affected, e.applyCeiling()...)
 	e.claim(entry)
 	e.reclaim(slices.DeleteFunc(affected, func(k ServiceKey) bool { return k == svc.Key }))
@@ -211,6 +222,7 @@ func (e *Engine) DeleteService(key ServiceKey) {
 		delete(e.services, key)
 		e.reclaim(e.indexAddresses(key, entry.svc, nil))
 		delete(e.ceilingRefused, key)
+		e.setHeld(key, nil)
 		e.reclaim(e.applyCeiling())
 		e.markReassigned(e.noTrackReachable([]ServiceKey{key}))
 		if entry.settings.noTrack {
@@ -282,11 +294,11 @@ func (e *Engine) DeleteNode(name string) bool {
 // itself (nil when deleted). Claims are recomputed only when node
 // addresses or this node's NodePort addresses moved, not for a label.
 func (e *Engine) nodeChanged(name string, n *Node, addrs []netip.Addr) bool {
-	addrsChanged := e.setNodeAddresses(name, addrs)
+	users, addrsChanged := e.setNodeAddresses(name, addrs)
 	if name != e.cfg.NodeName {
-		if addrsChanged {
-			e.reclaimAll()
-		}
+		// Another node's addresses change only how the services listing
+		// them are served: not every service's claims.
+		e.reclaim(users)
 		return false
 	}
 	e.self = n
@@ -321,11 +333,12 @@ func (e *Engine) SetLocalAddresses(addrs []netip.Addr) bool {
 }
 
 // setNodeAddresses records a node's addresses and reports whether the
-// set of node addresses changed.
-func (e *Engine) setNodeAddresses(name string, addrs []netip.Addr) bool {
+// set of node addresses changed, with the services listing an address
+// that became or stopped being a node's.
+func (e *Engine) setNodeAddresses(name string, addrs []netip.Addr) (users []ServiceKey, changed bool) {
 	old := e.nodeAddrs[name]
 	if slices.Equal(old, addrs) {
-		return false
+		return nil, false
 	}
 	// The services listing an address that becomes or stops being a
 	// node's are served differently on it (bound or not), with no owner
@@ -334,7 +347,17 @@ func (e *Engine) setNodeAddresses(name string, addrs []netip.Addr) bool {
 		if slices.Contains(old, a) != slices.Contains(addrs, a) {
 			for _, k := range e.externalUsers[a] {
 				e.claims.reassigned[k] = struct{}{}
+				if !slices.Contains(users, k) {
+					users = append(users, k)
+				}
 			}
+		}
+	}
+	// NOTRACK is refused on a node's address: the NOTRACK services'
+	// refusal may change.
+	for _, k := range e.noTrackKeys() {
+		if !slices.Contains(users, k) {
+			users = append(users, k)
 		}
 	}
 	for _, a := range old {
@@ -350,7 +373,7 @@ func (e *Engine) setNodeAddresses(name string, addrs []netip.Addr) bool {
 	} else {
 		e.nodeAddrs[name] = slices.Clone(addrs)
 	}
-	return true
+	return users, true
 }
 
 // isNodeAddress reports whether a is an InternalIP or ExternalIP of a
@@ -467,7 +490,7 @@ func (e *Engine) servicePlan(key ServiceKey, entry *serviceEntry) ServicePlan {
 	}
 	vss, local := e.virtualServers(entry)
 	vss, ws := e.owned(key, vss)
-	ws = slices.Concat(given, e.addressWarnings(entry.svc), ntw, ws)
+	ws = slices.Concat(given, e.addressWarnings(entry.svc), e.heldWarnings(entry.svc), ntw, ws)
 	return ServicePlan{Service: key, VirtualServers: vss,
 		HealthCheckNodePort: entry.svc.HealthCheckNodePort, LocalReadyEndpoints: local, Warnings: ws}
 }

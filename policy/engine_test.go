@@ -339,15 +339,15 @@ func TestNoTrackIsRefusedWhereATrackedServiceSharesAnEndpoint(t *testing.T) {
 			svcs:      []*Service{svc("dns", noTrack), svc("other", inNamespace("team-b"), cip("10.96.0.2"))},
 			endpoints: map[string][]string{"dns": {"10.244.1.5", "10.244.1.6"}, "other": {"10.244.1.6"}},
 			want:      map[string]bool{"default/dns": false, "team-b/other": false},
-			warn: "Service default/dns: metadata.annotations[kube-ipvs-proxy.io/notrack]: endpoint 10.244.1.6:8080/TCP is also an endpoint of tracked Service team-b/other: " +
+			warn: "Service default/dns: metadata.annotations[kube-ipvs-proxy.io/notrack]: endpoint 10.244.1.6:8080/TCP of this Service is also an endpoint of tracked Service team-b/other: " +
 				"NOTRACK is not applied (a connection tracked one way only breaks TCP); this Service's traffic stays tracked"},
 		{name: "through another NOTRACK service",
 			svcs:      []*Service{svc("a", noTrack), svc("b", noTrack, cip("10.96.0.2")), svc("c", cip("10.96.0.3"))},
 			endpoints: map[string][]string{"a": {"10.244.1.5"}, "b": {"10.244.1.5", "10.244.1.7"}, "c": {"10.244.1.7"}},
 			want:      map[string]bool{"default/a": false, "default/b": false, "default/c": false},
-			warn: "Service default/a: metadata.annotations[kube-ipvs-proxy.io/notrack]: endpoint 10.244.1.7:8080/TCP is also an endpoint of tracked Service default/c: " +
+			warn: "Service default/a: metadata.annotations[kube-ipvs-proxy.io/notrack]: endpoint 10.244.1.7:8080/TCP of NOTRACK Service default/b, which shares endpoints with this one, is also an endpoint of tracked Service default/c: " +
 				"NOTRACK is not applied (a connection tracked one way only breaks TCP); this Service's traffic stays tracked\n" +
-				"Service default/b: metadata.annotations[kube-ipvs-proxy.io/notrack]: endpoint 10.244.1.7:8080/TCP is also an endpoint of tracked Service default/c: " +
+				"Service default/b: metadata.annotations[kube-ipvs-proxy.io/notrack]: endpoint 10.244.1.7:8080/TCP of this Service is also an endpoint of tracked Service default/c: " +
 				"NOTRACK is not applied (a connection tracked one way only breaks TCP); this Service's traffic stays tracked"},
 		{name: "both NOTRACK",
 			svcs:      []*Service{svc("dns", noTrack), svc("other", noTrack, cip("10.96.0.2"))},

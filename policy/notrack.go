@@ -13,8 +13,12 @@ import (
 // NOTRACK service is served tracked (NOTRACK refused, with a warning)
 // when one of its endpoints is also an endpoint of a tracked service, in
 // any namespace, directly or through other NOTRACK services sharing
-// endpoints with it (they all stay NOTRACK, or none does). Endpoints are
-// taken from the slices (address, protocol, slice port), ready or not: a
+// endpoints with it (they all stay NOTRACK, or none does). Tracked are
+// the services served without NOTRACK and those the proxy does not serve
+// (unmanaged.go: another proxy's, headless, invalid), whose traffic
+// someone tracks. It is refused too when one of those endpoints is a
+// node's address (the kubelet's port, a host-network pod): the node's
+// own replies would go untracked. Endpoints are taken from the slices (address, protocol, slice port), ready or not: a
 // superset of the destinations, so that refusing errs towards tracking,
 // which is always correct.
 //
@@ -115,9 +119,12 @@ func (e *Engine) noTrackReachable(start []ServiceKey) []ServiceKey {
 // walkNoTrack visits, breadth first, the services sharing endpoints with
 // those of start, walking on through NOTRACK services only: visit is
 // called for each known NOTRACK service reached (start included), and
-// tracked (when not nil) for the first known tracked service found
-// sharing an endpoint with a NOTRACK one, which ends the walk.
-func (e *Engine) walkNoTrack(start []ServiceKey, visit func(ServiceKey), tracked func(dest destinationKey, svc ServiceKey)) {
+// refuse (when not nil) for the first endpoint of a NOTRACK service that
+// NOTRACK must not touch, which ends the walk: one that is a node's
+// address (the kubelet's port, say), or one that a tracked service
+// shares (by), whether this proxy serves it or not (another proxy's,
+// one skipped as invalid, a headless one).
+func (e *Engine) walkNoTrack(start []ServiceKey, visit func(ServiceKey), refuse func(through ServiceKey, dest destinationKey, by ServiceKey)) {
 	seen := map[ServiceKey]bool{}
 	queue := slices.Clone(start)
 	for i := 0; i < len(queue); i++ {
@@ -134,12 +141,16 @@ func (e *Engine) walkNoTrack(start []ServiceKey, visit func(ServiceKey), tracked
 		}
 		for _, s := range e.slices[x] {
 			for _, k := range e.nt.sliceKeys[sliceID{x.Namespace, s.Name}] {
+				if noTrack && refuse != nil && e.isNodeEndpoint(k.addr) {
+					refuse(x, k, ServiceKey{})
+					return
+				}
 				for _, u := range e.nt.users[k] {
 					if u == x || seen[u] {
 						continue
 					}
-					if _, known := e.services[u]; known && noTrack && !e.isNoTrack(u) && tracked != nil {
-						tracked(k, u)
+					if noTrack && refuse != nil && e.isTracked(u) {
+						refuse(x, k, u)
 						return
 					}
 					queue = append(queue, u)
@@ -155,21 +166,67 @@ func (e *Engine) isNoTrack(k ServiceKey) bool {
 	return ok && entry.settings.noTrack
 }
 
+// isTracked reports whether k's endpoints are tracked: a known service
+// served tracked, or one the proxy does not serve.
+func (e *Engine) isTracked(k ServiceKey) bool {
+	if entry, ok := e.services[k]; ok {
+		return !entry.settings.noTrack
+	}
+	return e.isUnmanaged(k)
+}
+
+// isNodeEndpoint reports whether an endpoint address is a node's: a
+// Node's InternalIP or ExternalIP, or this host's.
+func (e *Engine) isNodeEndpoint(a netip.Addr) bool { return e.isNodeAddress(a) || e.isLocalAddress(a) }
+
+// noTrackKeys lists the NOTRACK services while the index is
+// active: a node address change may change their refusal.
+func (e *Engine) noTrackKeys() []ServiceKey {
+	if !e.nt.active {
+		return nil
+	}
+	var out []ServiceKey
+	for k, entry := range e.services {
+		if entry.settings.noTrack {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
 // noTrackRefused reports whether a NOTRACK service must be served
-// tracked, with the warning that says why.
+// tracked, with the warning that says why: it names the endpoint, and
+// the NOTRACK Service it came through when that is another one sharing
+// endpoints with this one.
 func (e *Engine) noTrackRefused(key ServiceKey) (Warning, bool) {
 	if !e.nt.active {
 		return Warning{}, false
 	}
 	var w Warning
 	refused := false
-	e.walkNoTrack([]ServiceKey{key}, func(ServiceKey) {}, func(d destinationKey, t ServiceKey) {
+	e.walkNoTrack([]ServiceKey{key}, func(ServiceKey) {}, func(through ServiceKey, d destinationKey, by ServiceKey) {
 		refused = true
 		dest := netip.AddrPortFrom(d.addr, d.port).String() + "/" + string(d.proto)
+		what := "endpoint " + dest + " of this Service"
+		if through != key {
+			what = fmt.Sprintf("endpoint %s of NOTRACK Service %s, which shares endpoints with this one,", dest, through)
+		}
+		why := fmt.Sprintf("is also an endpoint of tracked Service %s", by)
+		switch {
+		case by == ServiceKey{}:
+			why = "is a node's address"
+		case !e.isKnown(by):
+			why = fmt.Sprintf("is also an endpoint of Service %s, which this proxy does not serve (another proxy's, headless or invalid) and whose traffic is tracked", by)
+		}
 		w = Warning{Object: "Service " + key.String(), Field: "metadata.annotations[" + AnnotationNoTrack + "]",
 			Reason: ReasonNoTrackRefused, Service: key,
-			Message: fmt.Sprintf("endpoint %s is also an endpoint of tracked Service %s: NOTRACK is not applied (a connection tracked one way only breaks TCP); this Service's traffic stays tracked",
-				dest, t)}
+			Message: fmt.Sprintf("%s %s: NOTRACK is not applied (a connection tracked one way only breaks TCP); this Service's traffic stays tracked",
+				what, why)}
 	})
 	return w, refused
+}
+
+func (e *Engine) isKnown(k ServiceKey) bool {
+	_, ok := e.services[k]
+	return ok
 }

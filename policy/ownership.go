@@ -143,8 +143,10 @@ func (e *Engine) claim(entry *serviceEntry) {
 	svc := entry.svc
 	if _, over := e.overBudget(svc); over || e.isCeilingRefused(svc.Key) {
 		e.claims.set(svc.Key, nil, nil) // not served: claims nothing
+		e.setHeld(svc.Key, svc.LoadBalancerIPs)
 		return
 	}
+	e.setHeld(svc.Key, nil)
 	var keys []VirtualServerKey
 	var claims []claimant
 	var buf [maxFrontends]frontend

@@ -1,7 +1,8 @@
 // Package proxier is the node agent's control loop and data plane
 // composition. Proxier (loop.go) watches Services, discovery/v1
-// EndpointSlices and this node's Node (informers.go, whose transform
-// converts each object once with package kubeapi), plus a metadata-only
+// EndpointSlices and every Node, this node's whole and the others for
+// their addresses (informers.go, whose transform converts each object
+// once with package kubeapi; nodeaddrs.go), plus a metadata-only
 // informer over all Nodes while some Service uses
 // kube-ipvs-proxy.io/topology-keys (nodes.go). Handlers feed the
 // converted objects into one policy.Engine and mark only the services

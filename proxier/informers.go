@@ -3,6 +3,7 @@ package proxier
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -10,10 +11,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/kubeapi"
@@ -21,43 +19,25 @@ import (
 )
 
 // informerSet is the always-on informers: Services, EndpointSlices and
-// this node's Node.
+// every Node (this node's whole, the others' addresses: nodeaddrs.go).
 type informerSet struct {
 	informers []cache.SharedIndexInformer
 	synced    []cache.InformerSynced
 	wg        sync.WaitGroup
 }
 
-// Label selectors, as kube-proxy: Services of another proxy and
-// EndpointSlices of headless services are never sent to us. With
-// --service-proxy-name, exactly the Services labelled with it are.
-func (p *Proxier) serviceSelector() (string, error) {
-	op, vals := selection.DoesNotExist, []string(nil)
-	if p.cfg.ServiceProxyName != "" {
-		op, vals = selection.Equals, []string{p.cfg.ServiceProxyName}
-	}
-	r, err := labels.NewRequirement(kubeapi.LabelServiceProxyName, op, vals)
-	if err != nil {
-		return "", fmt.Errorf("service proxy name %q: %w", p.cfg.ServiceProxyName, err)
-	}
-	return labels.NewSelector().Add(*r).String(), nil
-}
-
-func sliceSelector() string {
-	r, err := labels.NewRequirement(corev1.IsHeadlessService, selection.DoesNotExist, nil)
-	if err != nil {
-		panic(err) // a constant requirement
-	}
-	return labels.NewSelector().Add(*r).String()
-}
+// Unlike kube-proxy's, the Services and EndpointSlices informers select
+// nothing out: Services of another proxy (service-proxy-name) and
+// headless ones, and their EndpointSlices, are watched too. They are not
+// served (kubeapi.Service says so), but the engine keeps their
+// ClusterIPs from other Services' external IPs and NOTRACK from their
+// endpoints, which tracked traffic reaches (policy/unmanaged.go). With
+// --service-proxy-name, the Services not labelled with it are another
+// proxy's.
 
 // newInformers builds the informers and registers the handlers. They
 // start with start.
 func (p *Proxier) newInformers() (*informerSet, error) {
-	svcSel, err := p.serviceSelector()
-	if err != nil {
-		return nil, err
-	}
 	c := p.cfg.Client
 	set := &informerSet{}
 	for _, h := range []struct {
@@ -65,16 +45,9 @@ func (p *Proxier) newInformers() (*informerSet, error) {
 		obj     runtime.Object
 		handler cache.ResourceEventHandler
 	}{
-		{c.Services(func(o *metav1.ListOptions) {
-			o.LabelSelector = svcSel
-			o.FieldSelector = fields.OneTermNotEqualSelector("spec.clusterIP", corev1.ClusterIPNone).String()
-		}), &corev1.Service{}, p.serviceHandler()},
-		{c.EndpointSlices(func(o *metav1.ListOptions) {
-			o.LabelSelector = sliceSelector()
-		}), &discoveryv1.EndpointSlice{}, p.sliceHandler()},
-		{c.Nodes(func(o *metav1.ListOptions) {
-			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", p.cfg.NodeName).String()
-		}), &corev1.Node{}, p.nodeHandler()},
+		{c.Services(func(*metav1.ListOptions) {}), &corev1.Service{}, p.serviceHandler()},
+		{c.EndpointSlices(func(*metav1.ListOptions) {}), &discoveryv1.EndpointSlice{}, p.sliceHandler()},
+		{c.Nodes(func(*metav1.ListOptions) {}), &corev1.Node{}, p.nodeHandler()},
 	} {
 		// No indexers: nothing here reads an index, and a namespace
 		// index would keep a set of keys per namespace and an entry
@@ -183,19 +156,27 @@ func (p *Proxier) sliceHandler() cache.ResourceEventHandler {
 	}
 }
 
+// nodeHandler applies the Nodes informer's objects: this node's Node
+// (trimmed), the others' addresses (otherNode).
 func (p *Proxier) nodeHandler() cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			if n, ok := objectOf[*corev1.Node](obj); ok {
 				p.onNode(n)
 			}
+			p.onOtherNode(nil, obj)
 		},
-		UpdateFunc: func(_, obj any) {
+		UpdateFunc: func(old, obj any) {
 			if n, ok := objectOf[*corev1.Node](obj); ok {
 				p.onNode(n)
 			}
+			p.onOtherNode(old, obj)
 		},
 		DeleteFunc: func(obj any) {
+			if o, ok := objectOf[*otherNode](obj); ok {
+				p.queued(p.t.setNodeAddresses(o.name, nil))
+				return
+			}
 			n, ok := objectOf[*corev1.Node](obj)
 			if !ok || n.Name != p.cfg.NodeName {
 				return
@@ -280,6 +261,9 @@ type convertedService struct {
 	identity
 	conv *policy.Service
 	err  error
+	// held are the ClusterIPs of a Service not served (err set), which
+	// it still holds (kubeapi.HeldClusterIPs).
+	held []netip.Addr
 }
 
 func newConvertedService(svc *corev1.Service, c serviceConv) *convertedService {
@@ -288,7 +272,11 @@ func newConvertedService(svc *corev1.Service, c serviceConv) *convertedService {
 	if conv != nil && c.dropExternalIPs {
 		kubeapi.DropExternalIPs(conv)
 	}
-	return &convertedService{identity: identityOf(&svc.ObjectMeta), conv: conv, err: err}
+	out := &convertedService{identity: identityOf(&svc.ObjectMeta), conv: conv, err: err}
+	if err != nil {
+		out.held = kubeapi.HeldClusterIPs(svc)
+	}
+	return out
 }
 
 // serviceConv is how the proxy converts Services.
@@ -302,11 +290,16 @@ func (c *convertedService) ref() *corev1.Service {
 		ResourceVersion: c.resourceVersion}}
 }
 
-// transform is the informers' transform: Services and EndpointSlices are
-// held converted, other objects trimmed.
+// transform is the informers' transform: Services, EndpointSlices and
+// other nodes' Nodes are held converted, other objects trimmed.
 func (p *Proxier) transform(obj any) (any, error) {
-	if svc, ok := obj.(*corev1.Service); ok {
-		return newConvertedService(svc, p.serviceConv()), nil
+	switch o := obj.(type) {
+	case *corev1.Service:
+		return newConvertedService(o, p.serviceConv()), nil
+	case *corev1.Node:
+		if o.Name != p.cfg.NodeName {
+			return newOtherNode(o), nil
+		}
 	}
 	return trimObject(obj)
 }
@@ -325,7 +318,7 @@ func trimObject(obj any) (any, error) {
 		return interner.TrimService(o), nil
 	case *discoveryv1.EndpointSlice:
 		return newConvertedSlice(o), nil
-	case *convertedSlice, *convertedService:
+	case *convertedSlice, *convertedService, *otherNode:
 		return o, nil
 	case *corev1.Node:
 		return interner.TrimNode(o), nil

@@ -23,7 +23,9 @@ import (
 //
 // An event marks only the services it may affect. An invalid object is
 // logged and ignored, so the previous valid version stays; a Service this
-// proxy does not serve (ErrNotProxied) is removed.
+// proxy does not serve (ErrNotProxied) is removed. Either is recorded in
+// the engine as unmanaged when not served (its ClusterIPs still held,
+// its endpoints tracked: policy/unmanaged.go).
 type tracker struct {
 	mu       sync.Mutex
 	engine   *policy.Engine
@@ -88,10 +90,15 @@ func (t *tracker) applyService(svc *convertedService) change {
 	switch {
 	case errors.Is(err, policy.ErrNotProxied):
 		t.logger.V(4).Info("Service not proxied", "service", klog.KObj(svc), "reason", err.Error())
-		return t.removeServiceLocked(key)
+		c := t.removeServiceLocked(key)
+		return t.setUnmanagedLocked(key, svc.held, c)
 	case err != nil:
 		t.logger.Error(err, "Ignoring invalid object; its previous version stays", "service", klog.KObj(svc))
-		return t.resultLocked(change{invalid: true})
+		c := t.resultLocked(change{invalid: true})
+		if _, served := t.services[key]; !served { // no previous version: it still holds its ClusterIPs
+			c = t.setUnmanagedLocked(key, svc.held, c)
+		}
+		return c
 	}
 	ws := t.engine.UpsertService(ps)
 	t.services[key] = struct{}{}
@@ -111,7 +118,28 @@ func (t *tracker) deleteService(namespace, name string) change {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.logger.V(4).Info("Service deleted", "service", klog.KRef(namespace, name))
-	return t.removeServiceLocked(serviceKey(namespace, name))
+	key := serviceKey(namespace, name)
+	c := t.removeServiceLocked(key)
+	t.engine.DeleteUnmanagedService(key)
+	return t.markUnmanagedLocked(c)
+}
+
+// setUnmanagedLocked records a Service the proxy does not serve (another
+// proxy's, headless, invalid), with the ClusterIPs it holds: the engine
+// keeps them from other Services' external IPs, and NOTRACK from its
+// endpoints. The services that changes are marked.
+func (t *tracker) setUnmanagedLocked(key policy.ServiceKey, held []netip.Addr, c change) change {
+	t.engine.SetUnmanagedService(key, held)
+	return t.markUnmanagedLocked(c)
+}
+
+func (t *tracker) markUnmanagedLocked(c change) change {
+	marked := t.engine.Reassigned()
+	for _, k := range marked {
+		t.markLocked(k, nil)
+	}
+	c.dirty = c.dirty || len(marked) > 0
+	return t.resultLocked(c)
 }
 
 func (t *tracker) removeServiceLocked(key policy.ServiceKey) change {
@@ -179,11 +207,18 @@ func (t *tracker) deleteSlice(namespace, name string) change {
 	return t.markSlicesLocked(affected)
 }
 
+// markSlicesLocked marks the served services among affected: a slice of
+// a Service not served (another proxy's, headless) changes no plan but
+// those of the NOTRACK services sharing its endpoints, among affected.
 func (t *tracker) markSlicesLocked(affected []policy.ServiceKey) change {
+	n := 0
 	for _, k := range affected {
-		t.markLocked(k, t.epPending)
+		if _, served := t.services[k]; served {
+			t.markLocked(k, t.epPending)
+			n++
+		}
 	}
-	return t.resultLocked(change{dirty: len(affected) > 0, epChange: len(affected) > 0})
+	return t.resultLocked(change{dirty: n > 0, epChange: n > 0})
 }
 
 // triggerTime returns the slice's endpoints.kubernetes.io/last-change-trigger-time
@@ -251,6 +286,27 @@ func (t *tracker) deleteSelf(name string) change {
 	return t.resultLocked(change{dirty: true})
 }
 
+// setNodeAddresses applies another node's InternalIP and ExternalIP
+// addresses (nil: the Node is gone). Only the services listing an
+// address that became or stopped being a node's are marked; a Node
+// update that leaves the addresses alone (a status report) marks none.
+func (t *tracker) setNodeAddresses(name string, addrs []netip.Addr) change {
+	if name == t.nodeName {
+		return change{}
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.engine.SetNodeAddresses(name, addrs) {
+		return t.resultLocked(change{})
+	}
+	marked := t.engine.Reassigned()
+	for _, k := range marked {
+		t.markLocked(k, nil)
+	}
+	t.logger.V(4).Info("Node addresses changed", "node", klog.KRef("", name), "addresses", addrs, "services", len(marked))
+	return t.resultLocked(change{dirty: len(marked) > 0})
+}
+
 // upsertOther records another node's labels, from metadata informer
 // generation gen. Services with topology keys are marked.
 func (t *tracker) upsertOther(gen int, name string, labels map[string]string) change {
@@ -263,7 +319,7 @@ func (t *tracker) upsertOther(gen int, name string, labels map[string]string) ch
 		return t.resultLocked(change{})
 	}
 	t.others[name] = labels
-	t.engine.UpsertNode(&policy.Node{Name: name, Labels: labels})
+	t.engine.SetNodeLabels(name, labels)
 	t.markReassignedLocked()
 	return t.markTopologyLocked()
 }
@@ -276,7 +332,7 @@ func (t *tracker) deleteOther(gen int, name string) change {
 		return t.resultLocked(change{})
 	}
 	delete(t.others, name)
-	t.engine.DeleteNode(name)
+	t.engine.SetNodeLabels(name, nil)
 	t.markReassignedLocked()
 	return t.markTopologyLocked()
 }
@@ -318,7 +374,7 @@ func (t *tracker) nodesStopped() change {
 	t.nodeGen++
 	t.nodesRunning, t.nodesSynced = false, false
 	for name := range t.others {
-		t.engine.DeleteNode(name)
+		t.engine.SetNodeLabels(name, nil) // their addresses stay: another watch feeds them
 	}
 	clear(t.others)
 	return t.markTopologyLocked()

@@ -1,10 +1,12 @@
 package proxier
 
 import (
+	"net/netip"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 )
@@ -54,6 +56,21 @@ func TestTrackerMarks(t *testing.T) {
 			[]string{"default/db", "default/topo", "default/web"}, true},
 		{"another node's Node object is ignored by the self handler",
 			func(tr *tracker) change { return tr.upsertSelf(node("node-b", "192.168.0.11", nil)) },
+			[]string{}, false},
+		{"another node's addresses mark the services listing them",
+			func(tr *tracker) change {
+				tr.upsertService(service("ext", "10.96.0.30", func(s *corev1.Service) { s.Spec.ExternalIPs = []string{"192.168.0.11"} }))
+				tr.checkout(false, false)
+				return tr.setNodeAddresses("node-b", []netip.Addr{netip.MustParseAddr("192.168.0.11")})
+			},
+			[]string{"default/ext"}, true},
+		{"another node's addresses unchanged (a status report) mark nothing",
+			func(tr *tracker) change {
+				tr.upsertService(service("ext", "10.96.0.30", func(s *corev1.Service) { s.Spec.ExternalIPs = []string{"192.168.0.11"} }))
+				tr.setNodeAddresses("node-b", []netip.Addr{netip.MustParseAddr("192.168.0.11")})
+				tr.checkout(false, false)
+				return tr.setNodeAddresses("node-b", []netip.Addr{netip.MustParseAddr("192.168.0.11")})
+			},
 			[]string{}, false},
 		{"another node's labels mark topology-keys services only",
 			func(tr *tracker) change {

@@ -65,7 +65,7 @@ func TestBudgetThroughTheAPI(t *testing.T) {
 		if _, err := admin.CoreV1().Services("tenant").Create(ctx, hugeService("tenant", h.name, h.ports, h.ips), metav1.CreateOptions{}); err != nil {
 			t.Fatalf("create %s (%d ports × %d external IPs): %v", h.name, h.ports, h.ips, err)
 		}
-		waitEvent(t, admin, "tenant", h.name, policy.ReasonTooManyVirtualServers, h.count+", over the limit of 1000")
+		waitEvent(t, admin, "tenant", h.name, policy.ReasonTooManyVirtualServers, h.count+", over the limit of 10000")
 	}
 	for k, s := range dp.programmed() {
 		if s == "tenant/wide" || s == "tenant/huge" {

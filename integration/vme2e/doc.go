@@ -20,7 +20,9 @@
 //     EndpointSlice through the API, runs app.Run in the real mode and
 //     checks that traffic to the ClusterIP follows the EndpointSlice,
 //     that the node's own connections to a LoadBalancer are held to its
-//     source ranges (sourceranges_test.go), that /healthz and /metrics
+//     source ranges (sourceranges_test.go), that another Node's address
+//     used as an external IP is served but never bound on kube-ipvs0
+//     (nodeaddr_test.go), that /healthz and /metrics
 //     answer, and that --cleanup removes
 //     everything. It skips when the kubeconfigs are not passed in.
 //

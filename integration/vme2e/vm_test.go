@@ -93,6 +93,10 @@ func TestProxyInVM(t *testing.T) {
 		checkSourceRangesHoldTheNode(t, ctx, admin, pods["pod-1"])
 	})
 
+	t.Run("another Node's address as an external IP is served unbound, never bound on kube-ipvs0", func(t *testing.T) {
+		checkOtherNodesAddressIsNotBound(t, ctx, admin, pods["pod-1"])
+	})
+
 	t.Run("oomScoreAdj's default -999 is applied, as kube-proxy", func(t *testing.T) {
 		b, err := os.ReadFile("/proc/self/oom_score_adj")
 		if got := strings.TrimSpace(string(b)); err != nil || got != "-999" {

@@ -54,7 +54,7 @@ func TestKubeadmConfig(t *testing.T) {
 	want.Policy.NodeName = "worker-1"
 	want.Policy.BindAddress = netip.MustParseAddr("0.0.0.0")
 	want.Policy.ClusterCIDRs = []string{"10.244.0.0/16"}
-	want.Policy.MaxVirtualServers = 1000 // --max-virtual-servers-per-service's default
+	want.Policy.MaxVirtualServers = DefaultMaxVirtualServersPerService
 	want.DataPlane.Interface = "kube-ipvs0"
 	want.DataPlane.ClusterCIDRs = []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}
 	want.DataPlane.MasqueradeBit = 14
@@ -92,7 +92,7 @@ func TestTunedJSONConfig(t *testing.T) {
 	want.Policy.BindAddress = netip.MustParseAddr("10.0.0.7")
 	want.Policy.ClusterCIDRs = []string{"10.244.0.0/16", "fd00:244::/48"}
 	want.Policy.NodePortAddresses = []string{"10.0.0.0/24", "fd00:10::/64"}
-	want.Policy.MaxVirtualServers = 1000
+	want.Policy.MaxVirtualServers = DefaultMaxVirtualServersPerService
 	if diff := cmp.Diff(want, rc, cmpOpts); diff != "" {
 		t.Errorf("RunConfig (-want +got):\n%s", diff)
 	}

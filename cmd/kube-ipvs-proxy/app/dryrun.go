@@ -106,6 +106,11 @@ func dryRun(o *Options, res *DryRunResult) (policy.Plan, []string, error) {
 	warnings = append(warnings, dryRunNodes(engine, objs, at, o.NodeName)...)
 	for _, s := range objs.Services {
 		ps, err := kubeapi.Service(s, o.ServiceProxyName)
+		if err != nil {
+			// Not served, but it holds its ClusterIPs, and its
+			// endpoints are tracked (policy/unmanaged.go).
+			engine.SetUnmanagedService(policy.ServiceKey{Namespace: s.Namespace, Name: s.Name}, kubeapi.HeldClusterIPs(s))
+		}
 		if errors.Is(err, policy.ErrNotProxied) {
 			res.Skipped = append(res.Skipped, err.Error())
 			continue

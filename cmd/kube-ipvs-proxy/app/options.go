@@ -24,6 +24,14 @@ const (
 	OutputText = "text"
 )
 
+// DefaultMaxVirtualServersPerService is --max-virtual-servers-per-service's
+// default: large enough for what kube-proxy serves in practice (a
+// dual-stack Service of 600 UDP ports, 10 ports × 100 external IPs, a
+// LoadBalancer of 600 ports with ingress IPs of both families), small
+// enough that one Service's worst case costs a node megabytes, not
+// gigabytes (README, the per-Service budget).
+const DefaultMaxVirtualServersPerService = 10000
+
 // Options is the parsed command line.
 type Options struct {
 	// Config is the effective kube-proxy configuration: the --config file
@@ -60,6 +68,8 @@ type Options struct {
 	// that are Nodes' addresses, where kube-proxy serves them unbound.
 	RefuseNodeAddressExternalIPs bool
 	// MaxVirtualServersPerService is the per-Service budget; 0: no limit.
+	// Its default, DefaultMaxVirtualServersPerService, is README's
+	// (the per-Service budget).
 	MaxVirtualServersPerService int
 	// MaxVirtualServersPerNode is the node-wide ceiling; 0: no limit.
 	MaxVirtualServersPerNode int
@@ -126,8 +136,8 @@ func (o *Options) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.ServiceProxyName, "service-proxy-name", "", "Proxy exactly the services labelled service.kubernetes.io/service-proxy-name=NAME.")
 	fs.StringSliceVar(&o.NoTrackServices, "notrack-services", nil, "Services (namespace/name, comma-separated) whose traffic is NOTRACK, as if annotated kube-ipvs-proxy.io/notrack.")
 	fs.BoolVar(&o.RefuseNodeAddressExternalIPs, "refuse-node-address-external-ips", false, "Serve no external or load-balancer IP that is a Node's InternalIP or ExternalIP. By default, as kube-proxy's IPVS mode, it is served on the Service's ports without being bound on the dummy interface, with a warning Event.")
-	fs.IntVar(&o.MaxVirtualServersPerService, "max-virtual-servers-per-service", 1000, "The most IPVS virtual servers one Service may have on a node: its ports times its ClusterIPs, external and load-balancer IPs (NodePorts are not counted). A Service asking for more is not served, with a TooManyVirtualServers Event; 0 means no limit.")
-	fs.IntVar(&o.MaxVirtualServersPerNode, "max-virtual-servers-per-node", 0, "The most IPVS virtual servers of all Services on a node. Services are admitted oldest first while they fit; one that does not is not served, with a TooManyVirtualServers Event. 0 (the default) means no limit.")
+	fs.IntVar(&o.MaxVirtualServersPerService, "max-virtual-servers-per-service", DefaultMaxVirtualServersPerService, "The most IPVS virtual servers one Service may have on a node: its ports times its ClusterIPs, external and load-balancer IPs (NodePorts are not counted). A Service asking for more is not served, with a TooManyVirtualServers Event; 0 means no limit.")
+	fs.IntVar(&o.MaxVirtualServersPerNode, "max-virtual-servers-per-node", 0, "The most IPVS virtual servers of all Services on a node, NodePorts included. Services are admitted oldest first while they fit; one that does not is not served, with a TooManyVirtualServers Event. 0 (the default) means no limit.")
 	fs.StringVar(&o.IPVSInterface, "ipvs-interface", "kube-ipvs0", "The dummy interface carrying service addresses: kube-ipvs0, or another name for a dummy interface this proxy creates. An existing link this proxy did not create (another agent's dummy interface, say) is refused, its addresses left alone, and --cleanup never deletes it.")
 	fs.DurationVar(&o.IPVSGracefulPeriod, "ipvs-graceful-period", 15*time.Minute, "How long a removed TCP destination may drain at weight 0 before it is deleted.")
 }

@@ -121,7 +121,7 @@ func TestUsedFlags(t *testing.T) {
 		{[]string{"--refuse-node-address-external-ips"}, func(_ *Options, rc RunConfig) any { return rc.Policy.RefuseNodeAddresses }, true},
 		{nil, func(_ *Options, rc RunConfig) any { return rc.Policy.RefuseNodeAddresses }, false},
 		{[]string{"--max-virtual-servers-per-service", "50"}, func(_ *Options, rc RunConfig) any { return rc.Policy.MaxVirtualServers }, 50},
-		{nil, func(_ *Options, rc RunConfig) any { return rc.Policy.MaxVirtualServers }, 1000},
+		{nil, func(_ *Options, rc RunConfig) any { return rc.Policy.MaxVirtualServers }, 10000},
 		{[]string{"--max-virtual-servers-per-node", "200000"}, func(_ *Options, rc RunConfig) any { return rc.Policy.MaxVirtualServersPerNode }, 200000},
 		{[]string{"--ipvs-sync-period", "2h22m"}, func(_ *Options, rc RunConfig) any { return rc.SyncPeriod }, 2*time.Hour + 22*time.Minute},
 		{[]string{"--ipvs-min-sync-period", "0"}, func(_ *Options, rc RunConfig) any { return rc.MinSyncPeriod }, time.Duration(0)},
