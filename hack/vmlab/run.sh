@@ -2,7 +2,7 @@
 # hack/vmlab/run.sh — run Go integration tests inside a throwaway qemu VM
 # that boots Debian's cloud kernel (the host kernel has no IPVS).
 #
-# Usage: hack/vmlab/run.sh <go package pattern> [-- <test binary args>]
+# Usage: hack/vmlab/run.sh <go package patterns, space separated> [-- <test binary args>]
 #   e.g. hack/vmlab/run.sh ./integration/traffic/ -- -test.v -test.run TestNodePort
 #
 # Steps: install host packages if missing -> fetch and unpack the kernel .deb
@@ -22,7 +22,13 @@
 #                      through an apt configuration of the lab's own under
 #                      $VMLAB_CACHE/apt-<release>; the host's apt sources are not touched.
 #                      `make integration KERNEL=bullseye` sets it.
-#   VMLAB_KERNEL_META  apt meta package naming the kernel (default linux-image-cloud-amd64)
+#   VMLAB_ARCH         amd64 (default) or arm64: the kernel's, busybox's and the test
+#                      binaries' architecture. arm64 boots Debian's arm64 cloud kernel
+#                      under qemu-system-aarch64 (-M virt -cpu max, TCG, console ttyAMA0),
+#                      with busybox-static:arm64; their packages come through an apt
+#                      configuration of the lab's own (the host's dpkg is not touched).
+#                      `make integration ARCH=arm64` sets it.
+#   VMLAB_KERNEL_META  apt meta package naming the kernel (default linux-image-cloud-$VMLAB_ARCH)
 #   VMLAB_EXTRA_FILES  space-separated "src[:dst]" host files to put into the
 #                      initramfs (dst defaults to /bin/<basename>); they must be
 #                      static or bring their own libraries.
@@ -45,7 +51,8 @@ TIMEOUT=${VMLAB_TIMEOUT:-600}
 MEM=${VMLAB_MEM:-1024}
 SMP=${VMLAB_SMP:-2}
 KERNEL_RELEASE=${VMLAB_KERNEL:-bookworm}
-KERNEL_META=${VMLAB_KERNEL_META:-linux-image-cloud-amd64}
+ARCH=${VMLAB_ARCH:-amd64}
+KERNEL_META=${VMLAB_KERNEL_META:-linux-image-cloud-$ARCH}
 EXTRA_FILES=${VMLAB_EXTRA_FILES:-}
 EXTRA_TREE=${VMLAB_EXTRA_TREE:-}
 VM_ENV=${VMLAB_ENV:-}
@@ -53,7 +60,23 @@ LOG=${VMLAB_LOG:-$CACHE/console.log}
 NET=${VMLAB_NET:-none}
 MARKER=VMLAB-RESULT
 
-HOST_PACKAGES=(qemu-system-x86 busybox-static kmod cpio)
+# The VM per architecture: qemu's package and binary, its machine
+# arguments, and the serial console.
+case $ARCH in
+amd64)
+	QEMU_PACKAGE=qemu-system-x86 QEMU=qemu-system-x86_64 CONSOLE=ttyS0
+	QEMU_MACHINE=(-accel "tcg,thread=multi" -cpu max)
+	;;
+arm64)
+	QEMU_PACKAGE=qemu-system-arm QEMU=qemu-system-aarch64 CONSOLE=ttyAMA0
+	QEMU_MACHINE=(-M virt -accel "tcg,thread=multi" -cpu max)
+	;;
+*)
+	echo "vmlab: VMLAB_ARCH=$ARCH: want amd64 or arm64" >&2
+	exit 2
+	;;
+esac
+HOST_PACKAGES=("$QEMU_PACKAGE" busybox-static kmod cpio)
 # Kernel module trees copied into the VM (relative to lib/modules/<ver>/kernel).
 MODULE_TREES=(net drivers/net lib crypto)
 # The virtio-net stack for VMLAB_NET=user, in load order.
@@ -93,20 +116,48 @@ ensure_packages() { apt_install "${HOST_PACKAGES[@]}"; }
 
 # kernel_apt_setup points KAPT at the kernel release's archive: nothing for
 # bookworm (the host's), an apt configuration of the lab's own otherwise.
+# Another architecture than the host's always takes the lab's own
+# configuration, for that architecture alone.
 kernel_apt_setup() {
 	case $KERNEL_RELEASE in
-	bookworm) return 0 ;;
+	bookworm) [[ $ARCH == amd64 ]] && return 0 ;;
 	bullseye | trixie) ;;
 	*) die "VMLAB_KERNEL=$KERNEL_RELEASE: want bullseye, bookworm or trixie" ;;
 	esac
 	local dir=$CACHE/apt-$KERNEL_RELEASE key=/usr/share/keyrings/debian-archive-keyring.gpg
+	[[ $ARCH == amd64 ]] || dir+=-$ARCH
 	mkdir -p "$dir"/{lists/partial,cache/archives/partial,parts}
 	cat >"$dir/sources.list" <<-EOF
-		deb [signed-by=$key] http://deb.debian.org/debian $KERNEL_RELEASE main
-		deb [signed-by=$key] http://deb.debian.org/debian-security $KERNEL_RELEASE-security main
+		deb [signed-by=$key arch=$ARCH] http://deb.debian.org/debian $KERNEL_RELEASE main
+		deb [signed-by=$key arch=$ARCH] http://deb.debian.org/debian-security $KERNEL_RELEASE-security main
 	EOF
 	KAPT=(-o "Dir::Etc::SourceList=$dir/sources.list" -o "Dir::Etc::SourceParts=$dir/parts"
-		-o "Dir::State::Lists=$dir/lists" -o "Dir::Cache=$dir/cache")
+		-o "Dir::State::Lists=$dir/lists" -o "Dir::Cache=$dir/cache"
+		-o "APT::Architecture=$ARCH" -o "APT::Architectures::=$ARCH")
+}
+
+# guest_busybox prints the path of a static busybox for the guest: the
+# host's for amd64, else busybox-static of the guest's architecture from
+# the kernel's release, unpacked once.
+guest_busybox() {
+	[[ $ARCH == amd64 ]] && { echo /bin/busybox; return; }
+	local ver dir deb
+	ver=$(apt-cache "${KAPT[@]}" policy busybox-static 2>/dev/null | awk '/Candidate:/ { print $2; exit }') || true
+	if [[ -z $ver || $ver == "(none)" ]]; then
+		kernel_apt_update_once
+		ver=$(apt-cache "${KAPT[@]}" policy busybox-static | awk '/Candidate:/ { print $2; exit }')
+	fi
+	dir=$CACHE/busybox-$ARCH-${ver//:/%3a}
+	if [[ ! -x $dir/bin/busybox ]]; then
+		log "apt-get download busybox-static=$ver ($ARCH)"
+		rm -rf "$dir" "$dir.tmp"
+		mkdir -p "$dir.tmp"
+		(cd "$dir.tmp" && apt-get "${KAPT[@]}" download -qq -o APT::Sandbox::User=root "busybox-static=$ver") >&2
+		deb=$(compgen -G "$dir.tmp/busybox-static_*.deb" | head -n1)
+		dpkg -x "$deb" "$dir.tmp"
+		mv "$dir.tmp" "$dir"
+	fi
+	echo "$dir/bin/busybox"
 }
 
 kernel_apt_update_once() {
@@ -145,8 +196,10 @@ download_deb() { # download_deb <package>_<version>; prints the .deb path
 	compgen -G "$dir/${1}_*.deb" | head -n1
 }
 
-# kernel_series is a kernel package's major.minor (linux-image-6.1.0-56-… → 6.1).
-kernel_series() { basename "$1" | sed -E 's/^linux-image-([0-9]+\.[0-9]+).*/\1/'; }
+# kernel_series is a kernel package's major.minor and flavour
+# (linux-image-6.1.0-56-cloud-amd64_… → 6.1-cloud-amd64): another
+# architecture's kernel of the same series is another series.
+kernel_series() { basename "$1" | sed -E 's/^linux-image-([0-9]+\.[0-9]+)[^-]*(-[0-9]+)?-([^_]*).*/\1-\3/'; }
 
 # Drops cached .debs and trees of kernels of $1's series other than $1 (apt
 # moved on); other series (VMLAB_KERNEL's other releases) stay.
@@ -235,11 +288,13 @@ EOF
 # Builds (once per kernel/busybox/init content) the base initramfs: busybox,
 # the kernel's module trees with depmod data, and /init. Prints its path.
 build_base_initramfs() {
-	local kdir=$1 mdir ver root key out
+	local kdir=$1 mdir ver root key out busybox
 	mdir=$(modules_dir "$kdir")
 	ver=$(basename "$mdir")
+	busybox=$(guest_busybox)
 	key=$({
 		basename "$kdir"
+		[[ $ARCH == amd64 ]] || echo "$busybox"
 		dpkg-query -W -f='${Version}' busybox-static
 		declare -f write_init base_modules_list
 		printf '%s\n' "${MODULE_TREES[@]}" "${BOOT_MODULES[@]}" absent: "${ABSENT_MODULES[@]}"
@@ -249,9 +304,10 @@ build_base_initramfs() {
 		log "building base initramfs for $ver"
 		root=$WORK/base-root
 		mkdir -p "$root"/{bin,sbin,proc,sys,dev,tmp,run,etc,vmlab,tests}
-		install -m 0755 /bin/busybox "$root/bin/busybox"
+		install -m 0755 "$busybox" "$root/bin/busybox"
 		local a
-		for a in $("$root/bin/busybox" --list); do
+		# The host's busybox lists the applets: the guest's may not run here.
+		for a in $(/bin/busybox --list); do
 			[[ $a == busybox ]] || ln -sf busybox "$root/bin/$a"
 		done
 		ln -sf ../bin/modprobe "$root/sbin/modprobe" # moby/ipvs execs modprobe
@@ -295,10 +351,11 @@ build_run_initramfs() {
 		[[ -e $root/tests/$name ]] && name=$(echo "${ipath#*/*/*/}" | tr / _)
 		log "go test -c -tags integration $ipath"
 		mkdir -p "$root/tests/$name"
-		(cd "$REPO" && CGO_ENABLED=0 go test -c -tags integration -o "$root/tests/$name/$name.test" "$ipath") >&2
+		(cd "$REPO" && CGO_ENABLED=0 GOARCH=$ARCH go test -c -tags integration -o "$root/tests/$name/$name.test" "$ipath") >&2
 		[[ -d $dir/testdata ]] && cp -a "$dir/testdata" "$root/tests/$name/"
 		echo "$name" >>"$root/vmlab/tests"
-	done < <(cd "$REPO" && go list -tags integration -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}} {{.Dir}}{{end}}' "$pattern")
+	done < <(cd "$REPO" && read -ra patterns <<<"$pattern" &&
+		go list -tags integration -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}} {{.Dir}}{{end}}' "${patterns[@]}")
 	[[ -s $root/vmlab/tests ]] || die "no test packages match $pattern"
 	echo "set -- $(sh_quote "$@")" >"$root/vmlab/args"
 	local kv
@@ -352,10 +409,10 @@ boot() {
 	mkdir -p "$(dirname "$LOG")"
 	log "booting $(basename "$vmlinuz") (timeout ${TIMEOUT}s, console log $LOG)"
 	set +e
-	timeout -k 10 "$TIMEOUT" qemu-system-x86_64 \
-		-accel tcg,thread=multi -cpu max -m "$MEM" -smp "$SMP" \
+	timeout -k 10 "$TIMEOUT" "$QEMU" \
+		"${QEMU_MACHINE[@]}" -m "$MEM" -smp "$SMP" \
 		-kernel "$vmlinuz" -initrd "$initrd" \
-		-append "console=ttyS0 quiet panic=-1" \
+		-append "console=$CONSOLE quiet panic=-1" \
 		-nographic -no-reboot "${nic[@]}" </dev/null 2>&1 | tee "$LOG"
 	st=("${PIPESTATUS[@]}")
 	set -e

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	apiversion "k8s.io/apimachinery/pkg/version"
 	"k8s.io/component-base/version"
+	"k8s.io/klog/v2"
 )
 
 // unstamped is component-base's gitVersion when the build set none.
@@ -37,6 +38,13 @@ func printVersion(w io.Writer, mode string) {
 		return
 	}
 	fmt.Fprintln(w, "kube-ipvs-proxy", info.GitVersion)
+}
+
+// logVersion logs the build's version first thing, as kube-proxy's
+// "Version info" line: after `kubectl set image`, the pod's log says which
+// binary runs.
+func logVersion(logger klog.Logger) {
+	logger.Info("Version info", "version", buildVersion())
 }
 
 // registerBuildInfo adds kubernetes_build_info, the gauge with kube-proxy's

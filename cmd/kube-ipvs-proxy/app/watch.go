@@ -40,6 +40,7 @@ type DataPlaneOpener func() (proxier.DataPlaneWriter, func(), error)
 // server.
 func Watch(ctx context.Context, o *Options, open DataPlaneOpener, stdout io.Writer) error {
 	logger := klog.FromContext(ctx)
+	logVersion(logger)
 	if err := hugePagesOff(); err != nil {
 		logger.Info("Transparent huge pages stay on for the proxy's memory", "err", err)
 	}

@@ -1,24 +1,17 @@
 package main
 
 import (
-	"archive/tar"
-	"bytes"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"path"
-	"sort"
-	"strconv"
+	"runtime"
 	"strings"
-	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 )
@@ -31,18 +24,22 @@ func (l *list) Set(v string) error { *l = append(*l, v); return nil }
 
 // options are kimg's flags.
 type options struct {
-	out, push, workdir, user       string
-	entrypoint, cmd                string
-	tags, rootfs, files, dirs, env list
-	labels                         list
-	links                          list
+	out, outPlatform, layout, layoutRef string
+	push, workdir, user, created        string
+	entrypoint, cmd                     string
+	tags, rootfs, files, dirs, env      list
+	labels, links, platforms            list
 }
 
 func main() {
 	var o options
-	flag.StringVar(&o.out, "out", "", "write a docker-archive tarball here")
-	flag.StringVar(&o.push, "push", "", "also push the image to this reference")
+	flag.StringVar(&o.out, "out", "", "write a docker-archive tarball of one platform's image here")
+	flag.StringVar(&o.outPlatform, "out-platform", "", "the platform -out holds (default: kimg's own if built, else the first -platform)")
+	flag.StringVar(&o.layout, "layout", "", "write the image index (every -platform) as an OCI image layout directory here")
+	flag.StringVar(&o.layoutRef, "layout-ref", "", "the index's org.opencontainers.image.ref.name in the layout (default: the first -tag's tag)")
+	flag.StringVar(&o.push, "push", "", "also push the image (the index, with several -platform) to this reference")
 	flag.Var(&o.tags, "tag", "image reference to tag the archive with (repeatable; the first is the image's name)")
+	flag.Var(&o.platforms, "platform", "OS/ARCH[/VARIANT] to build for (repeatable; default kimg's own); {arch} in a -file or -rootfs source is its ARCH")
 	flag.Var(&o.rootfs, "rootfs", "an uncompressed or gzipped root filesystem tarball, one layer each (repeatable, in order)")
 	flag.Var(&o.files, "file", "SRC:DST[:MODE] a host file into the top layer (repeatable; MODE octal, default the file's)")
 	flag.Var(&o.dirs, "dir", "DST[:MODE] an empty directory in the top layer (repeatable; default 0755)")
@@ -53,197 +50,105 @@ func main() {
 	flag.StringVar(&o.cmd, "cmd", "", "cmd, space separated")
 	flag.StringVar(&o.workdir, "workdir", "", "working directory")
 	flag.StringVar(&o.user, "user", "", "user (e.g. 0)")
+	flag.StringVar(&o.created, "created", "", "the config's creation time, RFC 3339 (default the Unix epoch), e.g. the commit's time")
 	flag.Parse()
-	if err := run(o); err != nil {
+	if err := run(o, os.Stdout); err != nil {
 		fmt.Fprintf(os.Stderr, "kimg: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func run(o options) error {
+// run builds what o asks for and prints "<first tag> <digest>": the
+// index's when there are several platforms or a layout, then one
+// "<platform> <digest>" line per image; else the one image's.
+func run(o options, stdout io.Writer) error {
 	if len(o.tags) == 0 {
 		return errors.New("at least one -tag is required")
 	}
-	if o.out == "" && o.push == "" {
-		return errors.New("one of -out or -push is required")
+	if o.out == "" && o.push == "" && o.layout == "" {
+		return errors.New("one of -out, -layout or -push is required")
 	}
-	img, err := build(o)
+	if len(o.platforms) == 0 {
+		o.platforms = list{"linux/" + runtime.GOARCH}
+	}
+	b, err := buildAll(o)
 	if err != nil {
 		return err
 	}
+	multi := len(b.images) > 1 || o.layout != ""
 	if o.out != "" {
-		refs := map[name.Reference]v1.Image{}
-		for _, t := range o.tags {
-			tag, err := name.NewTag(t)
-			if err != nil {
-				return fmt.Errorf("tag %q: %w", t, err)
-			}
-			refs[tag] = img
+		if err := writeArchive(o, b); err != nil {
+			return err
 		}
-		tmp := o.out + ".tmp"
-		if err := tarball.MultiRefWriteToFile(tmp, refs); err != nil {
-			return fmt.Errorf("write %s: %w", o.out, err)
-		}
-		if err := os.Rename(tmp, o.out); err != nil {
+	}
+	if o.layout != "" {
+		if err := writeLayout(o, b.index); err != nil {
 			return err
 		}
 	}
 	if o.push != "" {
-		ref, err := name.ParseReference(o.push)
-		if err != nil {
-			return fmt.Errorf("push reference %q: %w", o.push, err)
-		}
-		if err := remote.Write(ref, img, remote.WithAuthFromKeychain(authn.DefaultKeychain)); err != nil {
-			return fmt.Errorf("push %s: %w", o.push, err)
+		if err := push(o.push, b, multi); err != nil {
+			return err
 		}
 	}
-	d, err := img.Digest()
+	if !multi {
+		d, err := b.images[0].Digest()
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "%s %s\n", o.tags[0], d)
+		return nil
+	}
+	d, err := b.index.Digest()
 	if err != nil {
 		return err
 	}
-	fmt.Printf("%s %s\n", o.tags[0], d)
+	fmt.Fprintf(stdout, "%s %s\n", o.tags[0], d)
+	for i, p := range b.platforms {
+		d, err := b.images[i].Digest()
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "%s %s\n", p, d)
+	}
 	return nil
 }
 
-// build assembles the image: the rootfs layers, then one layer with the
-// files, directories and links, then the config.
-func build(o options) (v1.Image, error) {
-	img := empty.Image
-	for _, f := range o.rootfs {
-		l, err := tarball.LayerFromFile(f, tarball.WithCompressionLevel(1))
-		if err != nil {
-			return nil, fmt.Errorf("rootfs layer %s: %w", f, err)
-		}
-		if img, err = mutate.AppendLayers(img, l); err != nil {
-			return nil, err
-		}
-	}
-	if len(o.files)+len(o.dirs)+len(o.links) > 0 {
-		data, err := topLayer(o)
-		if err != nil {
-			return nil, err
-		}
-		l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
-			return io.NopCloser(bytes.NewReader(data)), nil
-		}, tarball.WithCompressionLevel(1))
-		if err != nil {
-			return nil, fmt.Errorf("top layer: %w", err)
-		}
-		if img, err = mutate.AppendLayers(img, l); err != nil {
-			return nil, err
-		}
-	}
-	cf, err := img.ConfigFile()
+// writeArchive writes the -out-platform image as a docker archive under
+// every -tag, through a temporary file so a reader never sees half of it.
+func writeArchive(o options, b *built) error {
+	img, err := b.archiveImage(o.outPlatform)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	cf = cf.DeepCopy()
-	cf.OS, cf.Architecture = "linux", "amd64"
-	cf.Created = v1.Time{Time: time.Unix(0, 0).UTC()}
-	cf.Config.Entrypoint = strings.Fields(o.entrypoint)
-	cf.Config.Cmd = strings.Fields(o.cmd)
-	cf.Config.Env = append([]string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}, o.env...)
-	cf.Config.WorkingDir = o.workdir
-	cf.Config.User = o.user
-	for _, kv := range o.labels {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" {
-			return nil, fmt.Errorf("label %q: want KEY=VALUE", kv)
+	refs := map[name.Reference]v1.Image{}
+	for _, t := range o.tags {
+		tag, err := name.NewTag(t)
+		if err != nil {
+			return fmt.Errorf("tag %q: %w", t, err)
 		}
-		if cf.Config.Labels == nil {
-			cf.Config.Labels = map[string]string{}
-		}
-		cf.Config.Labels[k] = v
+		refs[tag] = img
 	}
-	return mutate.ConfigFile(img, cf)
+	tmp := o.out + ".tmp"
+	if err := tarball.MultiRefWriteToFile(tmp, refs); err != nil {
+		return fmt.Errorf("write %s: %w", o.out, err)
+	}
+	return os.Rename(tmp, o.out)
 }
 
-// entry is one tar entry of the top layer.
-type entry struct {
-	hdr  tar.Header
-	data []byte
-}
-
-// topLayer is an uncompressed tar of the -file, -dir and -link entries and
-// their parent directories, sorted by path, owned by root, mtime zero.
-func topLayer(o options) ([]byte, error) {
-	entries := map[string]entry{}
-	addParents := func(p string) {
-		for d := path.Dir(p); d != "/" && d != "."; d = path.Dir(d) {
-			if _, ok := entries[d]; !ok {
-				entries[d] = entry{hdr: tar.Header{Typeflag: tar.TypeDir, Mode: 0o755}}
-			}
-		}
+func push(ref string, b *built, multi bool) error {
+	r, err := name.ParseReference(ref)
+	if err != nil {
+		return fmt.Errorf("push reference %q: %w", ref, err)
 	}
-	for _, spec := range o.files {
-		parts := strings.Split(spec, ":")
-		if len(parts) < 2 || len(parts) > 3 {
-			return nil, fmt.Errorf("-file %q: want SRC:DST[:MODE]", spec)
-		}
-		data, err := os.ReadFile(parts[0])
-		if err != nil {
-			return nil, fmt.Errorf("-file %q: %w", spec, err)
-		}
-		st, err := os.Stat(parts[0])
-		if err != nil {
-			return nil, err
-		}
-		mode := int64(st.Mode().Perm())
-		if len(parts) == 3 {
-			if mode, err = strconv.ParseInt(parts[2], 8, 32); err != nil {
-				return nil, fmt.Errorf("-file %q: mode: %w", spec, err)
-			}
-		}
-		dst := path.Clean("/" + parts[1])
-		addParents(dst)
-		entries[dst] = entry{hdr: tar.Header{Typeflag: tar.TypeReg, Mode: mode, Size: int64(len(data))}, data: data}
+	auth := remote.WithAuthFromKeychain(authn.DefaultKeychain)
+	if multi {
+		err = remote.WriteIndex(r, b.index, auth)
+	} else {
+		err = remote.Write(r, b.images[0], auth)
 	}
-	for _, spec := range o.dirs {
-		dst, modeStr, _ := strings.Cut(spec, ":")
-		mode := int64(0o755)
-		if modeStr != "" {
-			var err error
-			if mode, err = strconv.ParseInt(modeStr, 8, 32); err != nil {
-				return nil, fmt.Errorf("-dir %q: mode: %w", spec, err)
-			}
-		}
-		dst = path.Clean("/" + dst)
-		addParents(dst)
-		entries[dst] = entry{hdr: tar.Header{Typeflag: tar.TypeDir, Mode: mode}}
+	if err != nil {
+		return fmt.Errorf("push %s: %w", ref, err)
 	}
-	for _, spec := range o.links {
-		dst, target, ok := strings.Cut(spec, ":")
-		if !ok || target == "" {
-			return nil, fmt.Errorf("-link %q: want DST:TARGET", spec)
-		}
-		dst = path.Clean("/" + dst)
-		addParents(dst)
-		entries[dst] = entry{hdr: tar.Header{Typeflag: tar.TypeSymlink, Linkname: target, Mode: 0o777}}
-	}
-	paths := make([]string, 0, len(entries))
-	for p := range entries {
-		paths = append(paths, p)
-	}
-	sort.Strings(paths)
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	for _, p := range paths {
-		e := entries[p]
-		e.hdr.Name = strings.TrimPrefix(p, "/")
-		if e.hdr.Typeflag == tar.TypeDir {
-			e.hdr.Name += "/"
-		}
-		e.hdr.ModTime = time.Unix(0, 0)
-		e.hdr.Format = tar.FormatPAX
-		if err := tw.WriteHeader(&e.hdr); err != nil {
-			return nil, fmt.Errorf("tar %s: %w", p, err)
-		}
-		if _, err := tw.Write(e.data); err != nil {
-			return nil, fmt.Errorf("tar %s: %w", p, err)
-		}
-	}
-	if err := tw.Close(); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
+	return nil
 }
