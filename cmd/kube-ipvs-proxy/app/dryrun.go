@@ -8,7 +8,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/kubeapi"
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/manifest"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/nft"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
@@ -91,10 +92,6 @@ func dryRun(o *Options, res *DryRunResult) (policy.Plan, []string, error) {
 	if err != nil {
 		return policy.Plan{}, warnings, err
 	}
-	engine, err := policy.New(o.engineConfig())
-	if err != nil {
-		return policy.Plan{}, warnings, fmt.Errorf("configure engine: %w", err)
-	}
 	// at prefixes a message about obj with where obj was read.
 	at := func(obj any, msg string) string {
 		if src := objs.Source(obj); src != "" {
@@ -102,85 +99,47 @@ func dryRun(o *Options, res *DryRunResult) (policy.Plan, []string, error) {
 		}
 		return msg
 	}
-	services := map[policy.ServiceKey]any{}
-	warnings = append(warnings, dryRunNodes(engine, objs, at, o.NodeName)...)
-	for _, s := range objs.Services {
-		ps, err := kubeapi.Service(s, o.ServiceProxyName)
-		if err != nil {
-			// Not served, but it holds its ClusterIPs, and its
-			// endpoints are tracked (policy/unmanaged.go).
-			engine.SetUnmanagedService(policy.ServiceKey{Namespace: s.Namespace, Name: s.Name}, kubeapi.HeldClusterIPs(s))
-		}
-		if errors.Is(err, policy.ErrNotProxied) {
-			res.Skipped = append(res.Skipped, err.Error())
-			continue
-		}
-		if err != nil {
-			warnings = append(warnings, at(s, skipped(err)))
-			continue
-		}
-		if !gateOn(o.Config.FeatureGates, gateAllowServiceExternalIPs, true) {
-			kubeapi.DropExternalIPs(ps)
-		}
-		services[ps.Key] = s
-		for _, w := range engine.UpsertService(ps) {
-			warnings = append(warnings, at(s, w.String()))
-		}
+	r, err := planSnapshot(o, snapshot{Services: objs.Services, EndpointSlices: objs.EndpointSlices, Nodes: objs.Nodes},
+		func(p problem) {
+			switch p.Kind {
+			case notProxied:
+				res.Skipped = append(res.Skipped, p.Err.Error())
+			case nodeSkipped, serviceSkipped, sliceSkipped:
+				warnings = append(warnings, at(p.Object, skipped(p.Err)))
+			case endpointLeftOut:
+				warnings = append(warnings, at(p.Object, p.Err.Error()+"; endpoint left out, the slice's others kept"))
+			case nodeWarning, engineWarning:
+				warnings = append(warnings, at(p.Object, p.Warning.String()))
+			}
+		})
+	if err != nil {
+		return policy.Plan{}, warnings, err
 	}
-	for _, s := range objs.EndpointSlices {
-		ps, bad, err := kubeapi.EndpointSliceKeepValid(s)
-		if err != nil {
-			warnings = append(warnings, at(s, skipped(err)))
-			continue
-		}
-		for _, b := range bad {
-			warnings = append(warnings, at(s, b.Error()+"; endpoint left out, the slice's others kept"))
-		}
-		if ps != nil {
-			engine.UpsertEndpointSlice(ps)
-		}
+	if !r.NodeFound {
+		warnings = append(warnings, missingNodeWarning(o.NodeName, objs.Nodes))
 	}
-	plan, ws := engine.Compute()
-	res.LeftOut = engine.LeftOut
-	for _, w := range ws {
-		warnings = append(warnings, at(services[w.Service], w.String()))
-	}
-	return plan, warnings, nil
+	res.LeftOut = r.LeftOut
+	return r.Plan, warnings, nil
 }
 
-// dryRunNodes gives the engine the Nodes, and warns when none is this
-// node: a misspelt --hostname-override would otherwise give another
-// plan without a word.
-func dryRunNodes(engine *policy.Engine, objs *manifest.Objects, at func(any, string) string, self string) []string {
-	var warnings []string
-	found := false
-	var names []string
-	for _, n := range objs.Nodes {
-		names = append(names, n.Name)
-		pn, ws, err := kubeapi.Node(n)
-		if err != nil {
-			warnings = append(warnings, at(n, skipped(err)))
-			continue
+// missingNodeWarning says that no valid Node is the planned node: a
+// misspelt --hostname-override would otherwise give another plan
+// without a word.
+func missingNodeWarning(self string, nodes []*corev1.Node) string {
+	known := "no Node is given"
+	if len(nodes) > 0 {
+		names := make([]string, 0, len(nodes))
+		for _, n := range nodes {
+			names = append(names, n.Name)
 		}
-		found = found || n.Name == self
-		for _, w := range ws {
-			warnings = append(warnings, at(n, w.String()))
+		slices.Sort(names)
+		if len(names) > 5 {
+			names = append(names[:5], fmt.Sprintf("and %d more", len(names)-5))
 		}
-		engine.UpsertNode(pn)
+		known = "the Nodes given are " + strings.Join(names, ", ")
 	}
-	if !found {
-		known := "no Node is given"
-		if len(names) > 0 {
-			slices.Sort(names)
-			if len(names) > 5 {
-				names = append(names[:5], fmt.Sprintf("and %d more", len(names)-5))
-			}
-			known = "the Nodes given are " + strings.Join(names, ", ")
-		}
-		warnings = append(warnings, fmt.Sprintf("--hostname-override %s: no valid Node of that name in --objects (%s); "+
-			"the node has no labels or addresses: no NodePort virtual servers, no topology", self, known))
-	}
-	return warnings
+	return fmt.Sprintf("--hostname-override %s: no valid Node of that name in --objects (%s); "+
+		"the node has no labels or addresses: no NodePort virtual servers, no topology", self, known)
 }
 
 func skipped(err error) string { return err.Error() + "; skipped" }

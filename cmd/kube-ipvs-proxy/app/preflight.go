@@ -17,7 +17,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/kubeclient"
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/kubeapi"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 )
 
@@ -97,13 +96,6 @@ func warningFinding(w policy.Warning, refuseNodeAddresses bool) finding {
 	return f
 }
 
-// clusterObjects are the objects the preflight read from the API server.
-type clusterObjects struct {
-	Services       []*corev1.Service
-	EndpointSlices []*discoveryv1.EndpointSlice
-	Nodes          []*corev1.Node
-}
-
 // preflightReport is what the preflight found for one node.
 type preflightReport struct {
 	node     string
@@ -113,73 +105,46 @@ type preflightReport struct {
 }
 
 // planCluster runs the engine over objs as the proxy on o.NodeName would
-// and reports what it would serve differently from kube-proxy. It reads
-// nothing but objs.
-func planCluster(o *Options, objs clusterObjects) (preflightReport, error) {
+// (the dry run's pipeline, planSnapshot) and reports what it would serve
+// differently from kube-proxy. It reads nothing but objs.
+func planCluster(o *Options, objs snapshot) (preflightReport, error) {
 	r := preflightReport{node: o.NodeName}
-	engine, err := policy.New(o.engineConfig())
-	if err != nil {
-		return r, fmt.Errorf("configure engine: %w", err)
-	}
 	add := func(f finding) { r.findings = append(r.findings, f) }
-	for _, n := range objs.Nodes {
-		pn, ws, err := kubeapi.Node(n)
-		if err != nil {
-			add(finding{sevWarning, groupNode, "Node " + n.Name, skipped(err)})
-			continue
+	notProxiedCount := 0
+	sp, err := planSnapshot(o, objs, func(p problem) {
+		switch p.Kind {
+		case nodeSkipped:
+			add(finding{sevWarning, groupNode, "Node " + p.Object.(*corev1.Node).Name, skipped(p.Err)})
+		case nodeWarning:
+			add(finding{sevWarning, groupNode, p.Warning.Object, p.Warning.Message})
+		case notProxied:
+			notProxiedCount++ // headless, ExternalName, another proxy's: kube-proxy skips them too
+		case serviceSkipped:
+			s := p.Object.(*corev1.Service)
+			subject := "Service " + s.Namespace + "/" + s.Name
+			add(finding{sevError, groupRefused, subject, strings.TrimPrefix(p.Err.Error(), subject+": ") + "; not served"})
+		case engineWarning:
+			add(warningFinding(p.Warning, o.RefuseNodeAddressExternalIPs))
+		case sliceSkipped, endpointLeftOut:
+			s := p.Object.(*discoveryv1.EndpointSlice)
+			msg := skipped(p.Err)
+			if p.Kind == endpointLeftOut {
+				msg = p.Err.Error() + "; endpoint left out, the slice's others kept"
+			}
+			add(finding{sevWarning, groupOther, "EndpointSlice " + s.Namespace + "/" + s.Name, msg})
 		}
-		r.nodeSeen = r.nodeSeen || n.Name == o.NodeName
-		for _, w := range ws {
-			add(finding{sevWarning, groupNode, w.Object, w.Message})
-		}
-		engine.UpsertNode(pn)
+	})
+	if err != nil {
+		return r, err
 	}
+	r.nodeSeen = sp.NodeFound
 	if !r.nodeSeen {
 		add(finding{sevWarning, groupNode, "Node " + o.NodeName, "no such Node in the cluster (set --hostname-override): " +
 			"planned without its addresses and labels, so no NodePort virtual servers and no topology"})
 	}
-	notProxied := 0
-	services := map[policy.ServiceKey]*policy.Service{}
-	for _, s := range objs.Services {
-		ps, err := kubeapi.Service(s, o.ServiceProxyName)
-		if errors.Is(err, policy.ErrNotProxied) {
-			notProxied++ // headless, ExternalName, another proxy's: kube-proxy skips them too
-			continue
-		}
-		if err != nil {
-			subject := "Service " + s.Namespace + "/" + s.Name
-			add(finding{sevError, groupRefused, subject, strings.TrimPrefix(err.Error(), subject+": ") + "; not served"})
-			continue
-		}
-		if !gateOn(o.Config.FeatureGates, gateAllowServiceExternalIPs, true) {
-			kubeapi.DropExternalIPs(ps)
-		}
-		services[ps.Key] = ps
-		for _, w := range engine.UpsertService(ps) {
-			add(warningFinding(w, o.RefuseNodeAddressExternalIPs))
-		}
-	}
-	for _, s := range objs.EndpointSlices {
-		ps, bad, err := kubeapi.EndpointSliceKeepValid(s)
-		subject := "EndpointSlice " + s.Namespace + "/" + s.Name
-		if err != nil {
-			add(finding{sevWarning, groupOther, subject, skipped(err)})
-			continue
-		}
-		for _, b := range bad {
-			add(finding{sevWarning, groupOther, subject, b.Error() + "; endpoint left out, the slice's others kept"})
-		}
-		if ps != nil {
-			engine.UpsertEndpointSlice(ps)
-		}
-	}
-	plan, ws := engine.Compute()
-	for _, w := range ws {
-		add(warningFinding(w, o.RefuseNodeAddressExternalIPs))
-	}
-	r.findings = append(r.findings, localPolicyFindings(plan, services, engine.LeftOut)...)
+	r.findings = append(r.findings, localPolicyFindings(sp.Plan, sp.Served, sp.LeftOut)...)
 	r.counts = fmt.Sprintf("%d Services (%d not proxied, as by kube-proxy), %d EndpointSlices, %d Nodes; %d virtual servers on this node",
-		len(objs.Services), notProxied, len(objs.EndpointSlices), len(objs.Nodes), len(plan.VirtualServers))
+		len(objs.Services), notProxiedCount, len(objs.EndpointSlices), len(objs.Nodes), len(sp.Plan.VirtualServers))
 	return r, nil
 }
 
@@ -275,8 +240,8 @@ func hostFindings(r preflightReport, scheduler string, root fs.FS) []finding {
 
 // listCluster lists Services, EndpointSlices and Nodes once, through the
 // proxy's API client and configuration.
-func listCluster(ctx context.Context, o *Options) (clusterObjects, error) {
-	var objs clusterObjects
+func listCluster(ctx context.Context, o *Options) (snapshot, error) {
+	var objs snapshot
 	restCfg, err := restConfig(o.RunConfig().Client)
 	if err != nil {
 		return objs, fmt.Errorf("api client: %w", err)

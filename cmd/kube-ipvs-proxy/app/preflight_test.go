@@ -151,6 +151,19 @@ func TestPreflightRules(t *testing.T) {
 		name: "a conflict is reported as a warning", code: ExitOK, root: goodNode, cluster: conflictCluster,
 		want: []string{"ownership:\n  warning Service default/web-b: ", "[VirtualServerConflict]", "preflight PASS: 0 errors, 1 warnings"},
 	}, {
+		// The preflight plans as the real mode and the dry run do
+		// (planSnapshot): a Service not served still holds its ClusterIP.
+		name: "an external IP on another proxy's Service's ClusterIP is refused", code: ExitOK, root: goodNode,
+		cluster: func() *fakeCluster {
+			c := cleanCluster()
+			other, taker := testService("other", "10.96.0.30", 80), testService("taker", "10.96.0.31", 80)
+			other.Labels = map[string]string{"service.kubernetes.io/service-proxy-name": "elsewhere"}
+			taker.Spec.ExternalIPs = []string{"10.96.0.30"}
+			c.services = append(c.services, other, taker)
+			return c
+		},
+		want: []string{"Service default/taker: ", "10.96.0.30 is the ClusterIP of Service default/other", "[ExternalIPIsClusterIP]"},
+	}, {
 		name: "--strict fails on a warning", code: ExitError, root: goodNode, cluster: conflictCluster, args: []string{"--strict"},
 		want: []string{"[VirtualServerConflict]", "preflight FAIL: 0 errors, 1 warnings: --strict fails on warnings"},
 	}, {
