@@ -45,7 +45,7 @@ type problem struct {
 
 // snapshotPlan is a snapshot's plan and what the callers report with it.
 type snapshotPlan struct {
-	Plan    policy.Plan
+	Plan policy.Plan
 	// LeftOut explains a virtual server of Plan: its endpoints left out.
 	LeftOut func(*policy.VirtualServer) []policy.LeftOut
 	// Served are the converted Services the engine plans.
