@@ -95,6 +95,10 @@ func ParseFlags(args []string, out io.Writer) (*Options, error) {
 	o := &Options{}
 	s := &flagState{cfg: newFlagConfig(), healthzPort: defaultHealthzPort, metricsPort: defaultMetricsPort}
 	fs := newFlagSet(o, s, out)
+	if len(args) == 1 && args[0] == "help" {
+		fs.Usage()
+		return nil, pflag.ErrHelp
+	}
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -113,8 +117,28 @@ func newFlagSet(o *Options, s *flagState, out io.Writer) *pflag.FlagSet {
 	fs.SetNormalizeFunc(wordSepNormalize)
 	o.addFlags(fs)
 	s.register(fs)
+	fs.Usage = func() {
+		fmt.Fprint(out, synopsis)
+		fs.PrintDefaults()
+	}
 	return fs
 }
+
+// synopsis opens --help: the modes, before the flags that tune them.
+const synopsis = `kube-ipvs-proxy: a node proxy on IPVS and nftables, a drop-in for kube-proxy's IPVS mode.
+
+Usage:
+  kube-ipvs-proxy [--config FILE] [flags]         the proxy (kubeadm's DaemonSet runs it so)
+  kube-ipvs-proxy --dry-run --objects PATH ...    the plan of a node for manifests, no cluster or kernel
+  kube-ipvs-proxy --preflight --kubeconfig K ...  what a live cluster's node would be served differently from kube-proxy
+  kube-ipvs-proxy --init-only [--config FILE]     kube-proxy's privileged initialisation, then exit
+  kube-ipvs-proxy --cleanup [--dry-run]           remove our state (list it with --dry-run), then exit
+  kube-ipvs-proxy --cleanup --cleanup-table-only  after a rollback: our nftables table only
+  kube-ipvs-proxy --write-config-to FILE          the effective KubeProxyConfiguration
+  kube-ipvs-proxy --version                       the version
+
+Flags:
+`
 
 func (o *Options) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.ConfigFile, "config", "", "Path to a KubeProxyConfiguration file (kubeproxy.config.k8s.io/v1alpha1, YAML or JSON). As in kube-proxy, the file then replaces every kube-proxy flag except --hostname-override, --master, --cleanup, --write-config-to, --init-only, -v and --vmodule; kube-ipvs-proxy's own flags still apply.")

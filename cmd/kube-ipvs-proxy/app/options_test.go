@@ -2,6 +2,7 @@ package app
 
 import (
 	"bytes"
+	"errors"
 	"flag"
 	"io"
 	"net/netip"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/klog/v2"
 )
@@ -499,5 +501,22 @@ func TestIPVSSchedulerTakesAnyKernelSchedulerName(t *testing.T) {
 				t.Errorf("scheduler to the data plane %q and the policy %q, want %q", rc.DataPlane.Scheduler, rc.Policy.Scheduler, tc.scheduler)
 			}
 		})
+	}
+}
+
+// TestHelpOpensWithTheModes: --help and `kube-ipvs-proxy help` print the
+// synopsis of the modes, then the flags, and ask main to exit 0.
+func TestHelpOpensWithTheModes(t *testing.T) {
+	for _, args := range [][]string{{"--help"}, {"-h"}, {"help"}} {
+		var out bytes.Buffer
+		_, err := ParseFlags(args, &out)
+		if !errors.Is(err, pflag.ErrHelp) {
+			t.Errorf("%v: error %v, want pflag.ErrHelp", args, err)
+		}
+		for _, want := range []string{"--dry-run --objects PATH", "--preflight --kubeconfig", "--init-only", "--cleanup-table-only", "Flags:\n", "--hostname-override"} {
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("%v: help lacks %q", args, want)
+			}
+		}
 	}
 }
