@@ -44,7 +44,7 @@ func BenchmarkRepairNoChange5000(b *testing.B) {
 // programmed 10,000 services (5 elements each): a Resync that adopts a
 // table another Writer programmed (so the Fake's own table is not
 // counted). Its retained-B figure is the nftables writer's share of the
-// proxy's RSS (BENCHMARKS.md, memory).
+// proxy's RSS (benchmarks/NOTES.md, memory).
 func BenchmarkRetainedState10000(b *testing.B) {
 	f := NewFake()
 	if err := New(testConfig, f).Resync(manyServices(10000)); err != nil {

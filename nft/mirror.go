@@ -17,7 +17,7 @@ import (
 // only map elements list their holders, whose order decides the value
 // installed. On a large node the sets hold tens of thousands of
 // elements, and a list for each would cost memory per element
-// (BENCHMARKS.md, memory).
+// (benchmarks/NOTES.md, memory).
 type mirror struct {
 	services map[policy.ServiceKey][]contribution
 	counts   map[elemID]int32    // set elements: how many services hold each

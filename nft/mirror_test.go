@@ -54,7 +54,7 @@ func TestMirrorHoldsAnElementUntilItsLastHolder(t *testing.T) {
 
 // TestContributionsAreKeptCompact: the mirror keeps every service's
 // contributions, so they come at their length, and a virtual server's
-// key, in several sets, is one string (BENCHMARKS.md, memory).
+// key, in several sets, is one string (benchmarks/NOTES.md, memory).
 func TestContributionsAreKeptCompact(t *testing.T) {
 	cs := contributions([]policy.VirtualServer{vs("default/web", "10.96.0.10", 80, dest("10.244.1.5", 8080), dest("10.244.1.6", 8080))})
 	if cap(cs) != len(cs) {

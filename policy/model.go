@@ -117,12 +117,12 @@ type Endpoint struct {
 	// Endpoints on the same node and zone may share one Place: the
 	// engine never modifies it. A pointer, not two strings, because the
 	// endpoints of a cluster run on a few nodes in a few zones while
-	// there are many endpoints (BENCHMARKS.md, memory).
+	// there are many endpoints (benchmarks/NOTES.md, memory).
 	Place *Place
 	// Hints are the endpoint's topology hints, nil when it has none.
 	// Endpoints with equal hints may share one Hints: the engine never
 	// modifies them. A pointer, not two slices, because most endpoints
-	// have none (BENCHMARKS.md, memory).
+	// have none (benchmarks/NOTES.md, memory).
 	Hints *Hints
 }
 

@@ -8,7 +8,7 @@ import (
 
 // TestEndpointIs48Bytes: an endpoint's node and zone are one shared
 // pointer and its hints another, so an Endpoint is 48 bytes on amd64
-// (72 with the node and zone strings inline; BENCHMARKS.md, memory).
+// (72 with the node and zone strings inline; benchmarks/NOTES.md, memory).
 func TestEndpointIs48Bytes(t *testing.T) {
 	if runtime.GOARCH != "amd64" {
 		t.Skipf("sizes are pinned on amd64, not %s", runtime.GOARCH)

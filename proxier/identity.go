@@ -12,7 +12,7 @@ import (
 // an API object; the other fields read as empty and their setters do
 // nothing, as for an object that has none. It is a fraction of
 // metav1.ObjectMeta's size, for each Service and EndpointSlice
-// (BENCHMARKS.md, memory).
+// (benchmarks/NOTES.md, memory).
 type identity struct {
 	namespace, name, resourceVersion string
 	uid                              types.UID

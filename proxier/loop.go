@@ -94,8 +94,8 @@ type Config struct {
 	// after the heap grew (memory.go). A full sync holds the whole plan
 	// and its kernel batch at once, a repair reads the whole kernel
 	// table back, and a burst of changes leaves the heap at its GC goal:
-	// otherwise RSS would stay well above the live heap (BENCHMARKS.md,
-	// settled RSS).
+	// otherwise RSS would stay well above the live heap (benchmarks/NOTES.md,
+	// memory).
 	ReleaseMemory bool
 }
 

@@ -22,7 +22,7 @@ import (
 // in the heap's growth: a burst long enough for collections of its own
 // can end with the heap no larger than the last release left it, yet
 // with the garbage made since its last collection, and the pages that
-// collection freed, still resident (BENCHMARKS.md, Memory). A
+// collection freed, still resident (benchmarks/NOTES.md, Memory). A
 // sixteenth, not more: a quiet node's resident set is what its operator
 // sees; a release costs one collection of the live heap.
 const (

@@ -12,7 +12,7 @@ import (
 // kernel sees them: every field but the human-readable Reason. The loop
 // keeps it, not the plan, to tell a changed plan from an unchanged one:
 // the plans (their destinations and reasons) were the largest part of
-// the heap nothing else read (BENCHMARKS.md, memory). The zero
+// the heap nothing else read (benchmarks/NOTES.md, memory). The zero
 // digest is that of no virtual servers.
 type planDigest [2]uint64
 

@@ -444,7 +444,7 @@ func (t *tracker) checkout(full, wantPlan bool) work {
 // emptied returns m, or a new map when m is empty: a map keeps the room
 // it grew to, and the start marks every service (an entry's room per
 // service in each of these maps, held for the process's life;
-// BENCHMARKS.md, memory).
+// benchmarks/NOTES.md, memory).
 func emptied[K comparable, V any](m map[K]V) map[K]V {
 	if len(m) == 0 {
 		return map[K]V{}

@@ -8,7 +8,7 @@
 // every typed client and informer package, imports
 // k8s.io/client-go/kubernetes/scheme, which registers every built-in API
 // group when the process starts. That costs resident memory on every
-// node for groups the proxy never reads (BENCHMARKS.md, Memory, says how
+// node for groups the proxy never reads (benchmarks/NOTES.md, Memory, says how
 // much), and the binary carries their clients, informers and apply
 // configurations. The requests are the typed clients' own: the same
 // paths, list options, watch-list semantics, content types and event

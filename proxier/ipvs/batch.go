@@ -196,7 +196,7 @@ func (b *batch) virtualServer(k Key, svc policy.ServiceKey, mayDelete bool) {
 					return fmt.Errorf("add virtual server %s: %w", k, err)
 				}
 				// Sized for the destinations that follow: one at a time,
-				// they would grow it past that (BENCHMARKS.md, memory).
+				// they would grow it past that (benchmarks/NOTES.md, memory).
 				w.mirror[k] = &actual{vs: vs, managed: true, dests: make(destList, 0, n)}
 				return nil
 			}}, nil

@@ -55,7 +55,7 @@ func BenchmarkRepairNoChange5000(b *testing.B) {
 // programmed 10,000 services x 10 destinations: a Resync that adopts a
 // kernel another Writer programmed (so the fake kernel's own table is not
 // counted). Its retained-B figure is the Writer's share of the proxy's
-// RSS (BENCHMARKS.md, memory).
+// RSS (benchmarks/NOTES.md, memory).
 func BenchmarkRetainedState10000(b *testing.B) {
 	k, l, ct, sys := NewFakeKernel(), NewFakeLinks(), NewFakeConntrack(), NewFakeSysctls()
 	if err := New(Config{Now: time.Now}, k, l, ct, sys).Resync(scalePlan(10000)); err != nil {
@@ -70,7 +70,7 @@ func BenchmarkRetainedState10000(b *testing.B) {
 // BenchmarkColdResyncPeak10000 reports the most heap a cold Resync of
 // 10,000 services x 10 destinations holds at once, over the fakes (whose
 // table is part of it): what the first sync adds to the proxy's peak RSS
-// (BENCHMARKS.md, memory).
+// (benchmarks/NOTES.md, memory).
 func BenchmarkColdResyncPeak10000(b *testing.B) {
 	plan := scalePlan(10000)
 	retained.ReportPeak(b, func() error {

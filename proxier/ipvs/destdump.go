@@ -22,10 +22,10 @@ import (
 // per read and copies the answer out of it, and it decodes only the
 // attributes a Destination holds. A Repair lists every virtual server,
 // and on a large node moby's read and decode, not the kernel, dominated
-// each list (BENCHMARKS.md). The socket blocks in the read, as moby's
+// each list (benchmarks/NOTES.md). The socket blocks in the read, as moby's
 // does: on a socket on Go's network poller (mdlayher/netlink's, which
 // this reader used first) the goroutine parked in its reads, and a read
-// was slower than moby's (BENCHMARKS.md).
+// was slower than moby's (benchmarks/NOTES.md).
 const (
 	ipvsGenlName    = "IPVS"
 	ipvsGenlVersion = 1

@@ -100,7 +100,7 @@ func (a *actual) own() {
 // share makes a virtual server's mirrored destinations its desired list
 // when the kernel holds what is desired (connection counts aside: they
 // are read afresh by each drain), so that the Writer holds the
-// destinations of a virtual server in sync once, not twice (BENCHMARKS.md,
+// destinations of a virtual server in sync once, not twice (benchmarks/NOTES.md,
 // memory). The lists are never changed in place while shared: the desired
 // one is replaced whole by a new plan, the mirrored one copied first by
 // put and remove.

@@ -149,7 +149,7 @@ func (l *netlinkLinks) DeleteLink(name string) error {
 // every few seconds, and vishvananda/netlink's AddrList (which the
 // proxy used before) allocated a netlink.Addr and copies of every
 // attribute per address: at 10,000 services, an eighth of what the
-// proxy allocated after its cold start (BENCHMARKS.md).
+// proxy allocated after its cold start (benchmarks/NOTES.md).
 // A dump the kernel marks as interrupted (an address of the namespace
 // changed while it ran) is redone (netlinkdump.Redo) instead of failing
 // the sync. IPv6 link-local addresses are left out.

@@ -19,7 +19,7 @@ import (
 // there (destdump.go), and more: moby decodes each virtual server's
 // statistics too, copying every attribute, and a Repair dumps the whole
 // table; on a large node that decoding was among the largest
-// allocations of a quiet proxy (BENCHMARKS.md). Here the answer is
+// allocations of a quiet proxy (benchmarks/NOTES.md). Here the answer is
 // decoded in place and the statistics are skipped.
 const (
 	ipvsCmdGetService = 4 // IPVS_CMD_GET_SERVICE

@@ -45,7 +45,7 @@ func (vs VirtualServer) String() string {
 // InactiveConns are read from the kernel and ignored when writing. The
 // fields are the kernel's widths (weight s32, connection counts u32, a
 // forwarding method of three bits), so that a destination is small: the
-// Writer holds two per destination, desired and mirrored (BENCHMARKS.md,
+// Writer holds two per destination, desired and mirrored (benchmarks/NOTES.md,
 // memory).
 type Destination struct {
 	Addr          netip.Addr

@@ -13,7 +13,7 @@ import (
 // hands back after a sync stays resident: khugepaged folds each 2 MiB
 // region that still holds one live page back into a whole huge page, so
 // the resident set stays far above the heap in use. With THP off for the
-// process it follows the heap, at no measurable CPU cost (BENCHMARKS.md,
+// process it follows the heap, at no measurable CPU cost (benchmarks/NOTES.md,
 // "Transparent huge pages").
 func hugePagesOff() error {
 	if err := unix.Prctl(unix.PR_SET_THP_DISABLE, 1, 0, 0, 0); err != nil {
