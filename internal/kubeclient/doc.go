@@ -16,6 +16,10 @@
 // rate limiter shared by both API groups, as a Clientset shares them.
 //
 // Tests that run the proxy over client-go's fake clientset adapt it with
-// internal/testsupport/fakeapi; the REST path is exercised against a
-// real apiserver (integration/e2e) and in the lab cluster.
+// internal/testsupport/fakeapi. The REST path has unit tests over an
+// httptest API server of this package's own (lists, content negotiation,
+// watches and bookmarks, a 410 Gone relisted through an informer, Node
+// reads, Event writes, the shared rate limiter, the timeouts), and is
+// exercised against a real apiserver (integration/e2e) and in the lab
+// cluster.
 package kubeclient
