@@ -22,31 +22,36 @@ import (
 func TestOneConflictIsOneEventInTheCluster(t *testing.T) {
 	cs := fake.NewClientset()
 	ref := &corev1.ObjectReference{Kind: "Service", APIVersion: "v1", Namespace: "default", Name: "grab"}
-	for _, node := range []string{"node-a", "node-b", "node-c"} {
+	nodes := []string{"node-a", "node-b", "node-c"}
+	written := make(chan string, 2*len(nodes))
+	for _, node := range nodes {
 		b := record.NewBroadcaster()
-		b.StartRecordingToSink(ClusterWideEventSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")}))
+		sink := ClusterWideEventSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
+		b.StartRecordingToSink(writtenSink{sink, written})
 		defer b.Shutdown()
 		rec := b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kube-ipvs-proxy", Host: node})
 		rec.Event(ref, corev1.EventTypeWarning, policy.ReasonVirtualServerConflict, "spec.ports[http]: ExternalIP virtual server 203.0.113.7:80/TCP is owned by Service default/a")
 		rec.Event(ref, corev1.EventTypeWarning, ipvs.ReasonKernelError, "scheduler mh: module not found")
 	}
-	count := func() map[string][]corev1.Event {
-		list, err := cs.CoreV1().Events("default").List(context.Background(), metav1.ListOptions{})
-		if err != nil {
-			t.Fatal(err)
+	// Every node's two writes have returned, the second conflict's and
+	// the third's included (refused, or written again if the rule were
+	// broken): what the API holds now is all there will be.
+	deadline := time.After(10 * time.Second)
+	for range 2 * len(nodes) {
+		select {
+		case <-written:
+		case <-deadline:
+			t.Fatal("the Events were not all written within 10 s")
 		}
-		out := map[string][]corev1.Event{}
-		for _, e := range list.Items {
-			out[e.Reason] = append(out[e.Reason], e)
-		}
-		return out
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for len(count()[ipvs.ReasonKernelError]) < 3 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
+	list, err := cs.CoreV1().Events("default").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	time.Sleep(200 * time.Millisecond) // the conflict's writes went out with the kernel errors'
-	got := count()
+	got := map[string][]corev1.Event{}
+	for _, e := range list.Items {
+		got[e.Reason] = append(got[e.Reason], e)
+	}
 	if n := len(got[ipvs.ReasonKernelError]); n != 3 {
 		t.Errorf("%d KernelError Events, want 3 (one per node)", n)
 	}
@@ -57,4 +62,17 @@ func TestOneConflictIsOneEventInTheCluster(t *testing.T) {
 	if h := conflicts[0].Source.Host; h != "" {
 		t.Errorf("the cluster-wide Event's source host is %q, want none", h)
 	}
+}
+
+// writtenSink says on written, after each Create has returned (written
+// or refused), the reason of the Event.
+type writtenSink struct {
+	record.EventSink
+	written chan<- string
+}
+
+func (s writtenSink) Create(ev *corev1.Event) (*corev1.Event, error) {
+	out, err := s.EventSink.Create(ev)
+	s.written <- ev.Reason
+	return out, err
 }

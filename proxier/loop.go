@@ -300,11 +300,11 @@ func (p *Proxier) stopInformers(set *informerSet) {
 		p.nodes.shutdown()
 		set.shutdown()
 	}()
-	t := time.NewTimer(informerStopWait)
+	t := p.clock.NewTimer(informerStopWait)
 	defer t.Stop()
 	select {
 	case <-done:
-	case <-t.C:
+	case <-t.C():
 		p.log.Info("Not waiting longer for the informers to stop", "waited", informerStopWait)
 	}
 }

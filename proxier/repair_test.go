@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/nft"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
@@ -74,21 +75,24 @@ var repairRules = []struct {
 }
 
 // repairingProxier is a test proxier over a repairingDataPlane whose
-// Repair is slices RepairSteps, after its initial Resync.
-func repairingProxier(t *testing.T, slices int, minSyncPeriod time.Duration) (*testProxier, *repairingDataPlane) {
+// Repair is slices RepairSteps, after its initial Resync, on a fake clock
+// that only the test moves.
+func repairingProxier(t *testing.T, slices int, minSyncPeriod time.Duration) (*testProxier, *repairingDataPlane, *testingclock.FakeClock) {
 	t.Helper()
 	dp := &repairingDataPlane{fakeDataPlane: &fakeDataPlane{}, slices: slices}
 	tp := newTestProxier(t, func(c *Config) { c.DataPlane, c.MinSyncPeriod = dp, minSyncPeriod })
 	tp.dp = dp.fakeDataPlane
+	clk := testingclock.NewFakeClock(t0)
+	tp.setClock(clk)
 	baseline(tp)
 	tp.syncNow(false)
-	return tp, dp
+	return tp, dp, clk
 }
 
 func TestRepairRules(t *testing.T) {
 	for _, tc := range repairRules {
 		t.Run(tc.name, func(t *testing.T) {
-			tp, dp := repairingProxier(t, 3, tc.minSP)
+			tp, dp, _ := repairingProxier(t, 3, tc.minSP)
 			before := len(dp.snapshot())
 			if tc.step != nil {
 				tc.step(tp, dp)
@@ -195,7 +199,8 @@ func TestDataPlaneRepairRules(t *testing.T) {
 // the slice to end once RepairSliceShortest has passed, so that it waits
 // for about that long, not a whole RepairSlice; not sooner (the repair
 // still progresses under steady churn), not without a change, and not
-// while MinSyncPeriod holds the change back anyway.
+// while MinSyncPeriod holds the change back anyway. The slice's time
+// passes on the fake clock.
 func TestRepairSliceGivesWayToAChange(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -205,12 +210,12 @@ func TestRepairSliceGivesWayToAChange(t *testing.T) {
 		want   bool // what the slice's stop says after the change
 	}{
 		{name: "a change queued once the shortest slice has run ends the slice", change: true, wait: RepairSliceShortest, want: true},
-		{name: "a change queued before the shortest slice has run waits for it", change: true},
+		{name: "a change queued before the shortest slice has run waits for it", change: true, wait: RepairSliceShortest - time.Nanosecond},
 		{name: "with no change queued, the slice runs its budget", wait: RepairSliceShortest},
 		{name: "a change MinSyncPeriod holds back does not end the slice", minSP: time.Hour, change: true, wait: RepairSliceShortest},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tp, dp := repairingProxier(t, 2, tc.minSP)
+			tp, dp, clk := repairingProxier(t, 2, tc.minSP)
 			dp.onStep = func(step int) {
 				if step != 1 {
 					return
@@ -218,7 +223,7 @@ func TestRepairSliceGivesWayToAChange(t *testing.T) {
 				if tc.change {
 					tp.slice(slice("web-1", "web", ep{"10.244.1.5", testNode}, ep{"10.244.1.6", "node-b"}))
 				}
-				time.Sleep(tc.wait)
+				clk.Step(tc.wait)
 			}
 			if err := tp.sync(true); err != nil {
 				t.Fatalf("periodic sync: %v", err)

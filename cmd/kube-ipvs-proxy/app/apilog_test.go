@@ -7,13 +7,18 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/textlogger"
 )
@@ -120,11 +125,88 @@ current-context: c
 	return path, dead
 }
 
+// TestInstalledLogCountsEveryRequest: install puts the log on the
+// client's transport: every request that cannot reach the API server is
+// a failure, logged at once, then counted until the interval has passed;
+// a request the client cancels itself is no failure.
+func TestInstalledLogCountsEveryRequest(t *testing.T) {
+	kubeconfig, dead := deadKubeconfig(t)
+	type step struct {
+		at       time.Duration
+		canceled bool // the request's context is canceled before it is sent
+		want     string
+	}
+	tests := []struct {
+		name  string
+		steps []step
+	}{
+		{"the first request failing is logged with the address and the error", []step{
+			{at: 0, want: `"Cannot reach the API server; retrying" err="dial tcp ` + dead + `: connect: connection refused" address="` + dead + `"`},
+		}},
+		{"the requests failing within the interval are counted, then logged with the count", []step{
+			{at: 0, want: "Cannot reach"},
+			{at: time.Second},
+			{at: 2 * time.Second},
+			{at: apiErrorLogEvery, want: `address="` + dead + `" failuresSinceLastLog=2`},
+		}},
+		{"a request canceled by its client is not a failure", []step{
+			{at: 0, canceled: true},
+			{at: time.Second, want: "Cannot reach"},
+			{at: time.Second + apiErrorLogEvery, canceled: true},
+			{at: 2*time.Second + apiErrorLogEvery, want: "failuresSinceLastLog=0"},
+		}},
+	}
+	handlers := utilruntime.ErrorHandlers
+	t.Cleanup(func() { utilruntime.ErrorHandlers = handlers })
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+			if err != nil {
+				t.Fatal(err)
+			}
+			logger, buf := bufferLogger()
+			l := newAPIErrorLog(logger)
+			start := time.Unix(1000, 0)
+			var now time.Time
+			l.now = func() time.Time { return now }
+			l.install(cfg)
+			client, err := rest.HTTPClientFor(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, s := range tc.steps {
+				before := len(buf.String())
+				now = start.Add(s.at)
+				ctx, cancel := context.WithCancel(context.Background())
+				if s.canceled {
+					cancel()
+				}
+				req, err := http.NewRequestWithContext(ctx, http.MethodGet, cfg.Host+"/api", nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				// The request has returned: the log has said what it
+				// will about it.
+				if resp, err := client.Do(req); err == nil {
+					resp.Body.Close()
+					t.Fatalf("step %d: a request to %s got through", i, dead)
+				}
+				cancel()
+				got := buf.String()[before:]
+				if (s.want == "") != (got == "") || !strings.Contains(got, s.want) {
+					t.Errorf("step %d: logged %q, want %q", i, got, s.want)
+				}
+			}
+		})
+	}
+}
+
 // TestWatchUnreachableAPIServer: against a closed port, the default-level
 // log says that the caches are awaited and that the API server cannot be
-// reached, with its address and the error; and the proxy returns within
-// a few seconds of being stopped, although its reflectors are in a
-// backoff that ignores the stop.
+// reached, with its address and the error, and the proxy returns once
+// stopped. (How often the failure is logged: the tests above; how long
+// the stop waits for reflectors backing off: the proxier's
+// TestStopWaitsForTheInformersAtMostInformerStopWait, on a fake clock.)
 func TestWatchUnreachableAPIServer(t *testing.T) {
 	kubeconfig, dead := deadKubeconfig(t)
 	opts, err := ParseFlags([]string{"--dry-run", "--kubeconfig", kubeconfig, "--hostname-override", "node-a",
@@ -135,16 +217,17 @@ func TestWatchUnreachableAPIServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logger, buf := bufferLogger()
+	handlers := utilruntime.ErrorHandlers
+	t.Cleanup(func() { utilruntime.ErrorHandlers = handlers })
+	out := newWatchedBuffer()
+	logger := textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(out), textlogger.Verbosity(0)))
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- Watch(ctx, opts, openNop, io.Discard) }()
-	// The reflectors' backoff doubles from 0.8 s: after 7 s they wait
-	// 6.4 s without looking at the stop.
-	time.Sleep(7 * time.Second)
+	out.waitFor(t, `"Waiting for informer caches to sync"`, `"Cannot reach the API server; retrying"`,
+		`address="`+dead+`"`, "connection refused")
 	cancel()
-	stopped := time.Now()
 	select {
 	case err := <-done:
 		if err != nil {
@@ -153,27 +236,43 @@ func TestWatchUnreachableAPIServer(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("Watch did not return within 30 s of the stop")
 	}
-	if took := time.Since(stopped); took > informerStopWaitForTest+time.Second {
-		t.Errorf("Watch returned %v after the stop, want at most %v", took, informerStopWaitForTest+time.Second)
-	}
-	out := buf.String()
-	for _, want := range []string{
-		`"Waiting for informer caches to sync"`,
-		`"Cannot reach the API server; retrying"`,
-		`address="` + dead + `"`,
-		"connection refused",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("default-level log lacks %s:\n%s", want, out)
-		}
-	}
-	if n := strings.Count(out, "Cannot reach the API server"); n != 1 {
-		t.Errorf("logged the failure %d times in 7 s, want once (rate-limited):\n%s", n, out)
-	}
 }
 
-// informerStopWaitForTest is proxier's bound on waiting for the informers.
-const informerStopWaitForTest = 2 * time.Second
+// watchedBuffer is a syncBuffer that wakes waitFor at every write.
+type watchedBuffer struct {
+	syncBuffer
+	wrote chan struct{}
+}
+
+func newWatchedBuffer() *watchedBuffer { return &watchedBuffer{wrote: make(chan struct{}, 1)} }
+
+func (w *watchedBuffer) Write(p []byte) (int, error) {
+	n, err := w.syncBuffer.Write(p)
+	select {
+	case w.wrote <- struct{}{}:
+	default: // a wake-up is pending already
+	}
+	return n, err
+}
+
+// waitFor waits until the buffer holds every one of wants; the real-clock
+// bound only turns a hang into a failure.
+func (w *watchedBuffer) waitFor(t *testing.T, wants ...string) {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		out := w.String()
+		missing := slices.DeleteFunc(slices.Clone(wants), func(s string) bool { return strings.Contains(out, s) })
+		if len(missing) == 0 {
+			return
+		}
+		select {
+		case <-w.wrote:
+		case <-deadline:
+			t.Fatalf("after 30 s the default-level log lacks %q:\n%s", missing, out)
+		}
+	}
+}
 
 // TestHandledErrorsOncePerIntervalEach: an error client-go reports
 // through utilruntime.HandleError (a reflector's failed list on a 403 or

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/clock"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/manifest"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/nft"
@@ -17,7 +18,7 @@ import (
 
 // runDryRun prints the plan for the --objects files.
 func runDryRun(o *Options, stdout, stderr io.Writer) int {
-	stop := startProgress(stderr, progressAfter, progressEvery)
+	stop := startProgress(stderr, clock.RealClock{}, progressAfter, progressEvery)
 	res, err := DryRun(o)
 	stop()
 	for _, w := range res.Warnings {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/kubeclient"
 )
@@ -21,8 +22,8 @@ const podCIDRPoll = time.Second
 // pods is local: in-cluster for masquerade, NOTRACK and eTP=Local. It
 // returns the RunConfig with them. kube-proxy restarts when the podCIDRs
 // change later; this proxy keeps the ones it started with. It reads the
-// Node every poll (podCIDRPoll) while it has none.
-func (o *Options) useNodeCIDRs(ctx context.Context, cs kubeclient.Interface, poll time.Duration) (RunConfig, error) {
+// Node every poll (podCIDRPoll) on clk while it has none.
+func (o *Options) useNodeCIDRs(ctx context.Context, cs kubeclient.Interface, clk clock.Clock, poll time.Duration) (RunConfig, error) {
 	logger := klog.FromContext(ctx)
 	waiting := false
 	for {
@@ -43,7 +44,7 @@ func (o *Options) useNodeCIDRs(ctx context.Context, cs kubeclient.Interface, pol
 		select {
 		case <-ctx.Done():
 			return RunConfig{}, fmt.Errorf("detectLocalMode NodeCIDR: waiting for node %s's podCIDRs: %w", o.NodeName, context.Cause(ctx))
-		case <-time.After(poll):
+		case <-clk.After(poll):
 		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/conntrack"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/health"
@@ -62,7 +63,7 @@ func Watch(ctx context.Context, o *Options, open DataPlaneOpener, stdout io.Writ
 	}
 	o.logDetectLocal(logger)
 	if o.Config.DetectLocalMode == localModeNodeCIDR {
-		if rc, err = o.useNodeCIDRs(ctx, cs, podCIDRPoll); err != nil {
+		if rc, err = o.useNodeCIDRs(ctx, cs, clock.RealClock{}, podCIDRPoll); err != nil {
 			if ctx.Err() != nil && errors.Is(err, context.Canceled) {
 				return nil // stopped while waiting
 			}
