@@ -8,8 +8,6 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/moby/ipvs"
-	"github.com/vishvananda/netlink"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -65,44 +63,15 @@ func TestAddressesNormalisedFromObjects(t *testing.T) {
 		t.Fatalf("Services failing after an incremental Apply: %v", f)
 	}
 
-	h, err := ipvs.New("")
-	if err != nil {
-		t.Fatalf("ipvs handle: %v", err)
-	}
-	defer h.Close()
-	svcs, err := h.GetServices()
-	if err != nil {
-		t.Fatalf("list IPVS virtual servers: %v", err)
-	}
-	var onExt, onLoopback []string
-	for _, s := range svcs {
-		a, _ := netip.AddrFromSlice(s.Address)
-		switch a = a.Unmap(); {
-		case a == extIP:
-			onExt = append(onExt, hostPort(a, int(s.Port)))
-		case a.IsLoopback():
-			onLoopback = append(onLoopback, hostPort(a, int(s.Port)))
-		}
-	}
+	onExt := ipvsPortsOn(t, extIP)
+	onLoopback := ipvsPortsWhere(t, netip.Addr.IsLoopback)
 	if len(onExt) != 2 { // TCP 80 and UDP 53
 		t.Errorf("IPVS virtual servers on %s: %v, want one per port (two)", extIP, onExt)
 	}
 	if len(onLoopback) > 0 {
 		t.Errorf("IPVS virtual servers on loopback: %v, want none", onLoopback)
 	}
-	link, err := netlink.LinkByName("kube-ipvs0")
-	if err != nil {
-		t.Fatalf("kube-ipvs0: %v", err)
-	}
-	bound, err := netlink.AddrList(link, netlink.FAMILY_ALL)
-	if err != nil {
-		t.Fatalf("kube-ipvs0's addresses: %v", err)
-	}
-	var onDummy []netip.Addr
-	for _, a := range bound {
-		b, _ := netip.AddrFromSlice(a.IP)
-		onDummy = append(onDummy, b.Unmap())
-	}
+	onDummy := kubeIPVS0Addrs(t)
 	if n := len(slices.DeleteFunc(slices.Clone(onDummy), func(a netip.Addr) bool { return a != extIP })); n != 1 {
 		t.Errorf("kube-ipvs0 holds %s %d times (%v), want once", extIP, n, onDummy)
 	}

@@ -187,6 +187,13 @@ func (l *lab) externalVirtualServer(key policy.ServiceKey, addr netip.Addr, prot
 // ipvsPortsOn lists the IPVS virtual servers on addr as host:port.
 func ipvsPortsOn(t *testing.T, addr netip.Addr) []string {
 	t.Helper()
+	return ipvsPortsWhere(t, func(a netip.Addr) bool { return a == addr })
+}
+
+// ipvsPortsWhere lists the IPVS virtual servers whose address is
+// selected, as host:port.
+func ipvsPortsWhere(t *testing.T, selected func(netip.Addr) bool) []string {
+	t.Helper()
 	h, err := ipvs.New("")
 	if err != nil {
 		t.Fatalf("ipvs handle: %v", err)
@@ -198,8 +205,8 @@ func ipvsPortsOn(t *testing.T, addr netip.Addr) []string {
 	}
 	var on []string
 	for _, s := range svcs {
-		if a, _ := netip.AddrFromSlice(s.Address); a.Unmap() == addr {
-			on = append(on, hostPort(addr, int(s.Port)))
+		if a, _ := netip.AddrFromSlice(s.Address); selected(a.Unmap()) {
+			on = append(on, hostPort(a.Unmap(), int(s.Port)))
 		}
 	}
 	return on

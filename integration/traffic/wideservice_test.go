@@ -7,7 +7,6 @@ import (
 	"net/netip"
 	"testing"
 
-	"github.com/moby/ipvs"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -61,23 +60,11 @@ func TestWideDualStackServiceServedByDefault(t *testing.T) {
 	if f := l.dp.ServiceFailures(); len(f) > 0 {
 		t.Fatalf("Services failing: %v", f)
 	}
-	h, err := ipvs.New("")
-	if err != nil {
-		t.Fatalf("ipvs handle: %v", err)
-	}
-	defer h.Close()
-	svcs, err := h.GetServices()
-	if err != nil {
-		t.Fatalf("list IPVS virtual servers: %v", err)
-	}
 	perVIP := map[netip.Addr]int{}
-	for _, v := range svcs {
-		a, _ := netip.AddrFromSlice(v.Address)
-		perVIP[a.Unmap()]++
-	}
 	for _, vip := range []string{vip4, vip6} {
-		if n := perVIP[netip.MustParseAddr(vip)]; n != wideUDPPorts {
-			t.Errorf("IPVS virtual servers on %s: %d, want %d", vip, n, wideUDPPorts)
+		a := netip.MustParseAddr(vip)
+		if perVIP[a] = len(ipvsPortsOn(t, a)); perVIP[a] != wideUDPPorts {
+			t.Errorf("IPVS virtual servers on %s: %d, want %d", vip, perVIP[a], wideUDPPorts)
 		}
 	}
 	t.Logf("IPVS: %d virtual servers on %s, %d on %s", perVIP[netip.MustParseAddr(vip4)], vip4, perVIP[netip.MustParseAddr(vip6)], vip6)
