@@ -14,7 +14,14 @@
 #   forward-drop-nft  and a NodePort (30082); the lab host calls that
 #                     NodePort on every other node (tag np-hostnet) and a pod
 #                     on every other node calls the ClusterIP (tag ci-hostnet)
+#   metallb-l2        MetalLB in L2 mode and two LoadBalancer Services the
+#                     lab host calls by their announced addresses (tags
+#                     lb-l2, lb-l2-local), with an ARP check after each
+#                     hand-over (metallb-l2.sh)
 #   default, legacy   nothing beyond the common load
+
+# shellcheck source=conformance/migration/metallb-l2.sh
+. "$(dirname "${BASH_SOURCE[0]}")/metallb-l2.sh"
 
 # variant_workload: the variant's backends and Services.
 variant_workload() {
@@ -90,6 +97,7 @@ spec:
 YAML
 		kc -n migration rollout status deploy/hostsrv --timeout=5m >&2
 		;;
+	metallb-l2) lb_l2_workload ;;
 	esac
 }
 
@@ -166,6 +174,10 @@ variant_start_load() {
 			echo $! >>"$OUT/$phase.hosts"
 		done
 		;;
+	metallb-l2)
+		lb_l2_start_load "$phase"
+		return 0
+		;;
 	*) return 0 ;;
 	esac
 	kc -n migration wait --for=condition=Ready pod -l extra=1 --timeout=5m >&2
@@ -196,5 +208,6 @@ variant_counts() {
 		done | awk -v t="$t" '{ for (i = 2; i <= NF; i++) { split($i, kv, "="); s[kv[1]] += kv[2] } }
 			END { printf " %s-requests=%d %s-failed=%d", t, s["requests"], t, s["failed"] }'
 	done
+	if [[ $NODE_VARIANT == metallb-l2 ]]; then lb_l2_arp_words "$phase"; fi
 	echo
 }

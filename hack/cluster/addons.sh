@@ -27,7 +27,7 @@ sed -e "s/__DNS_IP__/${dns_ip%%,*}/" -e "s/__DNS_IPS__/${dns_ip//,/, }/" \
 # ClusterRoleBinding to system:node-proxier, ConfigMap kube-proxy
 # (config.conf with mode: ipvs, kubeconfig.conf) and the DaemonSet.
 kubeadm_kube_proxy() {
-	local cfg=$RUN/kubeadm.yaml endpoint advertise pod_subnet
+	local cfg=$RUN/kubeadm.yaml endpoint advertise pod_subnet ipvs
 	case $FAMILY in
 	ipv6) endpoint="[$GW6]:$API_PORT" advertise=$GW6 ;;
 	*) endpoint="$GW4:$API_PORT" advertise=$GW4 ;;
@@ -36,6 +36,9 @@ kubeadm_kube_proxy() {
 	# kube-proxy's ConfigMap, as on clusters made without --pod-network-cidr.
 	pod_subnet="  podSubnet: \"$(family_values "$POD_CIDR4" "$POD_CIDR6")\""
 	[[ ${NODE_VARIANT:-default} == no-cluster-cidr ]] && pod_subnet=""
+	# MetalLB's guide for IPVS mode: strictARP in kube-proxy's config.
+	ipvs=""
+	[[ ${NODE_VARIANT:-default} == metallb-l2 ]] && ipvs=$'ipvs:\n  strictARP: true'
 	cat >"$cfg" <<CFG
 apiVersion: kubeadm.k8s.io/v1beta4
 kind: InitConfiguration
@@ -57,6 +60,7 @@ $pod_subnet
 apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 mode: ipvs
+$ipvs
 CFG
 	log "kube-proxy $K8S_VERSION (IPVS mode): kubeadm init phase addon kube-proxy"
 	in_ns "$K8S_BIN/kubeadm" init phase addon kube-proxy --config "$cfg" \

@@ -17,7 +17,12 @@
 #                     (update-alternatives), the kubelet restarted so its
 #                     canary chains are legacy ones; kube-proxy's image picks
 #                     legacy from them as upstream's iptables-wrapper does
-#   metallb-l2, nodelocaldns, flannel   named, not implemented yet
+#   metallb-l2        kube-proxy's ConfigMap with ipvs.strictARP: true from
+#                     the start (addons.sh), as MetalLB's guide has it; no
+#                     node change. MetalLB itself (metallb.sh up) comes with
+#                     the migration run's workload, once kube-proxy serves
+#                     the API's ClusterIP
+#   nodelocaldns, flannel   named, not implemented yet
 #
 # The node changes run as one privileged host-network, host-PID pod per
 # node (kube-proxy's image, imported at boot on KIP_KUBE_PROXY=upstream
@@ -28,8 +33,8 @@ shopt -s inherit_errexit
 # shellcheck source=hack/cluster/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-VARIANTS="default no-cluster-cidr forward-drop forward-drop-nft legacy"
-TODO_VARIANTS="metallb-l2 nodelocaldns flannel"
+VARIANTS="default no-cluster-cidr forward-drop forward-drop-nft legacy metallb-l2"
+TODO_VARIANTS="nodelocaldns flannel"
 
 # check_variant: dies on an unknown variant, on a named one not built yet,
 # and on a node variant without kube-proxy's image on the nodes.
@@ -41,6 +46,8 @@ check_variant() {
 		die "KIP_NODE_VARIANT=$NODE_VARIANT: want one of $VARIANTS"
 	case $NODE_VARIANT in
 	default | no-cluster-cidr) ;;
+	metallb-l2) [[ $KUBE_PROXY == upstream ]] ||
+		die "node variant metallb-l2 needs KIP_KUBE_PROXY=upstream (its strictARP is set in kubeadm's kube-proxy ConfigMap)" ;;
 	*) [[ $KUBE_PROXY == upstream ]] ||
 		die "node variant $NODE_VARIANT needs KIP_KUBE_PROXY=upstream (its node setup runs kube-proxy's image)" ;;
 	esac
@@ -140,7 +147,7 @@ nodes)
 	. "$RUN/cluster.env"
 	check_variant
 	case $NODE_VARIANT in
-	default | no-cluster-cidr) log "node variant $NODE_VARIANT: nothing to change on the nodes" ;;
+	default | no-cluster-cidr | metallb-l2) log "node variant $NODE_VARIANT: nothing to change on the nodes" ;;
 	*) on_nodes ;;
 	esac
 	;;
