@@ -14,7 +14,15 @@
 #   forward-drop-nft  and a NodePort (30082); the lab host calls that
 #                     NodePort on every other node (tag np-hostnet) and a pod
 #                     on every other node calls the ClusterIP (tag ci-hostnet)
+#   nodelocaldns      on each node a pod resolving through its
+#                     resolv.conf, i.e. the node's cache on 169.254.20.10
+#                     (tag nodelocal-dns), and a check that the cache's
+#                     address and NOTRACK rules stay (tag nodelocal-intact):
+#                     migration/nodelocaldns.sh
 #   default, legacy   nothing beyond the common load
+
+# shellcheck source=conformance/migration/nodelocaldns.sh
+. "$(dirname "${BASH_SOURCE[0]}")/nodelocaldns.sh"
 
 # variant_workload: the variant's backends and Services.
 variant_workload() {
@@ -90,6 +98,7 @@ spec:
 YAML
 		kc -n migration rollout status deploy/hostsrv --timeout=5m >&2
 		;;
+	nodelocaldns) kc -n kube-system rollout status ds/node-local-dns --timeout=5m >&2 ;;
 	esac
 }
 
@@ -166,6 +175,7 @@ variant_start_load() {
 			echo $! >>"$OUT/$phase.hosts"
 		done
 		;;
+	nodelocaldns) nodelocaldns_start_load ;;
 	*) return 0 ;;
 	esac
 	kc -n migration wait --for=condition=Ready pod -l extra=1 --timeout=5m >&2

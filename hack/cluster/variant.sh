@@ -17,7 +17,12 @@
 #                     (update-alternatives), the kubelet restarted so its
 #                     canary chains are legacy ones; kube-proxy's image picks
 #                     legacy from them as upstream's iptables-wrapper does
-#   metallb-l2, nodelocaldns, flannel   named, not implemented yet
+#   nodelocaldns      NodeLocal DNSCache as its IPVS-mode manifest sets it
+#                     up: 169.254.20.10 on a dummy nodelocaldns interface,
+#                     node-cache's NOTRACK rules, the kubelet's clusterDNS
+#                     pointed at it; then the lab's CoreDNS as the cache,
+#                     a host-network DaemonSet (nodelocaldns.sh)
+#   metallb-l2, flannel   named, not implemented yet
 #
 # The node changes run as one privileged host-network, host-PID pod per
 # node (kube-proxy's image, imported at boot on KIP_KUBE_PROXY=upstream
@@ -27,9 +32,11 @@ set -euo pipefail
 shopt -s inherit_errexit
 # shellcheck source=hack/cluster/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+# shellcheck source=hack/cluster/nodelocaldns.sh
+. "$CLUSTER_DIR/nodelocaldns.sh"
 
-VARIANTS="default no-cluster-cidr forward-drop forward-drop-nft legacy"
-TODO_VARIANTS="metallb-l2 nodelocaldns flannel"
+VARIANTS="default no-cluster-cidr forward-drop forward-drop-nft legacy nodelocaldns"
+TODO_VARIANTS="metallb-l2 flannel"
 
 # check_variant: dies on an unknown variant, on a named one not built yet,
 # and on a node variant without kube-proxy's image on the nodes.
@@ -44,6 +51,9 @@ check_variant() {
 	*) [[ $KUBE_PROXY == upstream ]] ||
 		die "node variant $NODE_VARIANT needs KIP_KUBE_PROXY=upstream (its node setup runs kube-proxy's image)" ;;
 	esac
+	if [[ $NODE_VARIANT == nodelocaldns && $FAMILY == ipv6 ]]; then
+		die "node variant nodelocaldns: its cache's address $NODELOCAL_IP is IPv4; want FAMILY=ipv4 or dual"
+	fi
 }
 
 # pod_cidrs: the cluster's pod CIDRs of FAMILY, space separated.
@@ -83,6 +93,7 @@ node_script() {
 		echo "iptables --version"
 		echo "systemctl restart --no-block kubelet"
 		;;
+	nodelocaldns) nodelocaldns_node_script ;;
 	*) die "node variant $NODE_VARIANT has no node script" ;;
 	esac
 }
@@ -122,8 +133,9 @@ YAML
 		kc -n kip-variant logs "variant-$node" | sed "s/^/$node: /" >&2
 	done
 	kc delete namespace kip-variant --wait=false >&2
-	if [[ $NODE_VARIANT == legacy ]]; then
-		# The kubelet restarts: Ready again, then its legacy canary chains.
+	if [[ $NODE_VARIANT == legacy || $NODE_VARIANT == nodelocaldns ]]; then
+		# The kubelet restarts: Ready again (legacy: then its legacy canary
+		# chains; nodelocaldns: with clusterDNS the node's cache).
 		sleep 5
 		for ((i = 1; i <= NODES; i++)); do
 			kc wait --for=condition=Ready "node/$(node_name "$i")" --timeout=5m >&2
@@ -143,6 +155,7 @@ nodes)
 	default | no-cluster-cidr) log "node variant $NODE_VARIANT: nothing to change on the nodes" ;;
 	*) on_nodes ;;
 	esac
+	if [[ $NODE_VARIANT == nodelocaldns ]]; then nodelocaldns_deploy; fi
 	;;
 *) die "usage: variant.sh check|script|nodes" ;;
 esac
