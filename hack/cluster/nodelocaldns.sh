@@ -77,5 +77,8 @@ nodelocaldns_deploy() {
 	[[ -n $upstream ]] || die "Service kube-system/kube-dns-upstream has no clusterIP"
 	sed -e "s/__LOCAL_DNS__/$NODELOCAL_IP/g" -e "s/__UPSTREAM__/$upstream/g" "$dir/node-local-dns.yaml" |
 		kc apply -f - >&2
-	kc -n kube-system rollout status ds/node-local-dns --timeout=10m >&2
+	if ! kc -n kube-system rollout status ds/node-local-dns --timeout=5m >&2; then
+		kc -n kube-system logs -l k8s-app=node-local-dns --tail=5 --prefix >&2 || true
+		die "DaemonSet kube-system/node-local-dns did not roll out (its logs above; \"Unknown directive 'bind'\": hack/k8s/build.sh coredns)"
+	fi
 }
