@@ -234,8 +234,8 @@ migration:
 # The node matrix: the migration run once per node variant (a cluster
 # brought up for each: hack/cluster/variant.sh), each variant's last
 # result kept in conformance/migration/RESULTS.md. KIP_MIGRATION_PHASES
-# narrows the phases. Not implemented yet: metallb-l2 nodelocaldns flannel.
-VARIANTS ?= no-cluster-cidr forward-drop forward-drop-nft legacy
+# narrows the phases. Not implemented yet: metallb-l2 flannel.
+VARIANTS ?= no-cluster-cidr forward-drop forward-drop-nft legacy nodelocaldns
 migration-matrix:
 	conformance/matrix.sh $(VARIANTS)
 
