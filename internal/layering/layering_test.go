@@ -99,8 +99,8 @@ var rules = []rule{
 		why: "internal/testsupport/plantest/doc.go: package policy only"},
 	{pkg: "internal/testsupport/httpservetest", deps: thisModule,
 		why: "internal/testsupport/httpservetest/doc.go: net/http and testing only"},
-	{pkg: "internal/testsupport/packettrace", deps: clientGo,
-		why: "internal/testsupport/packettrace/doc.go: no client-go"},
+	{pkg: "nft/internal/packettrace", deps: clientGo,
+		why: "nft/internal/packettrace/doc.go: no client-go"},
 }
 
 // kernelPackages are the packages that may import the kernel libraries
@@ -108,6 +108,11 @@ var rules = []rule{
 // kernel: host addresses, kube-proxy's leftovers, the redone dumps).
 // Test support and the VM tests may too.
 var kernelPackages = own("nft", "proxier/ipvs", "proxier/leftovers", "proxier/hostaddr", "internal/netlinkdump")
+
+// testSupport are the packages only tests may import: the shared test
+// support, and the nftables packet tracer, which sits beside the rules it
+// tests.
+var testSupport = own("internal/testsupport", "nft/internal/packettrace")
 
 // list runs `go list -json` over the module, with the given build tags.
 func list(t *testing.T, tags string) []pkg {
@@ -206,12 +211,12 @@ func TestImportRules(t *testing.T) {
 	}
 	for _, p := range byPath {
 		rel := strings.TrimPrefix(p.ImportPath, module+"/")
-		testOnly := hasPrefix(p.ImportPath, own("internal/testsupport", "integration", "hack"))
+		testOnly := hasPrefix(p.ImportPath, slices.Concat(testSupport, own("integration", "hack")))
 		for _, imp := range p.Imports {
 			if hasPrefix(imp, kernelLibs) && !testOnly && !hasPrefix(p.ImportPath, kernelPackages) {
 				t.Errorf("%s imports the kernel library %s: only %v may (STYLE.md)", rel, imp, kernelPackages)
 			}
-			if hasPrefix(imp, own("internal/testsupport")) && !testOnly {
+			if hasPrefix(imp, testSupport) && !testOnly {
 				t.Errorf("%s imports the test support %s outside its tests", rel, imp)
 			}
 		}

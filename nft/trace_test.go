@@ -1,10 +1,10 @@
-package packettrace_test
+package nft_test
 
 import (
 	"strings"
 	"testing"
 
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testsupport/packettrace"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/nft/internal/packettrace"
 )
 
 // traceCase is one packet and the verdict nft/README.md's rules give it.

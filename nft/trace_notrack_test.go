@@ -1,10 +1,10 @@
-package packettrace_test
+package nft_test
 
 import (
 	"fmt"
 	"testing"
 
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testsupport/packettrace"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/nft/internal/packettrace"
 )
 
 // TestNoTrackIsBothDirectionsOrNeither proves nft/README.md's invariant

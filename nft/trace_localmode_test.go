@@ -1,10 +1,10 @@
-package packettrace_test
+package nft_test
 
 import (
 	"net/netip"
 	"testing"
 
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testsupport/packettrace"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/nft/internal/packettrace"
 )
 
 // localMode is one of kube-proxy's ways of telling this node's pods

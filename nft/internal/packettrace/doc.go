@@ -16,8 +16,11 @@
 // the model leaves out (IPVS's reverse NAT of replies, the NAT binding of
 // established connections) is in README.md.
 //
-// It is test support: it is imported only from _test.go files. Like the
-// integration tests, and unlike the rest of the module outside nft/ and
-// proxier/, it reads google/nftables expressions, because interpreting
-// them is its job; it never programs a kernel and imports no client-go.
+// It is test support: it is imported only from _test.go files, the
+// packet-trace cases beside the rules they test (nft/trace_*_test.go),
+// and it lives under nft/internal so that nothing outside nft/ can import
+// it (internal/layering checks that only tests do). It reads google/nftables
+// expressions, because interpreting them is its job, and ipvs.Kernel's
+// listing of virtual servers; it never programs a kernel and imports no
+// client-go.
 package packettrace

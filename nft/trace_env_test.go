@@ -1,4 +1,4 @@
-package packettrace_test
+package nft_test
 
 import (
 	"net/netip"
@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testsupport/packettrace"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/nft"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/nft/internal/packettrace"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxier/ipvs"
 )

@@ -1,4 +1,4 @@
-package packettrace_test
+package nft_test
 
 import (
 	"errors"
@@ -9,7 +9,7 @@ import (
 	"github.com/google/nftables/expr"
 	"golang.org/x/sys/unix"
 
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testsupport/packettrace"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/nft/internal/packettrace"
 )
 
 // editedTables reads the testbed's table with some rules replaced and

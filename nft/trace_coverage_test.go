@@ -1,4 +1,4 @@
-package packettrace_test
+package nft_test
 
 import (
 	"os"
@@ -8,8 +8,8 @@ import (
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
 
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testsupport/packettrace"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/nft"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/nft/internal/packettrace"
 )
 
 // verdicts traces every case in both families. A trace that fails is
