@@ -17,7 +17,11 @@
 #                     (update-alternatives), the kubelet restarted so its
 #                     canary chains are legacy ones; kube-proxy's image picks
 #                     legacy from them as upstream's iptables-wrapper does
-#   metallb-l2, nodelocaldns, flannel   named, not implemented yet
+#   flannel           flannel (VXLAN) as the CNI instead of the lab's: the
+#                     lab's CNI config goes before the add-ons, addons.sh
+#                     deploys flannel after kube-proxy, up.sh adds no
+#                     podCIDR routes to the namespace (flannel.sh)
+#   metallb-l2, nodelocaldns   named, not implemented yet
 #
 # The node changes run as one privileged host-network, host-PID pod per
 # node (kube-proxy's image, imported at boot on KIP_KUBE_PROXY=upstream
@@ -28,8 +32,8 @@ shopt -s inherit_errexit
 # shellcheck source=hack/cluster/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-VARIANTS="default no-cluster-cidr forward-drop forward-drop-nft legacy"
-TODO_VARIANTS="metallb-l2 nodelocaldns flannel"
+VARIANTS="default no-cluster-cidr forward-drop forward-drop-nft legacy flannel"
+TODO_VARIANTS="metallb-l2 nodelocaldns"
 
 # check_variant: dies on an unknown variant, on a named one not built yet,
 # and on a node variant without kube-proxy's image on the nodes.
@@ -44,6 +48,7 @@ check_variant() {
 	*) [[ $KUBE_PROXY == upstream ]] ||
 		die "node variant $NODE_VARIANT needs KIP_KUBE_PROXY=upstream (its node setup runs kube-proxy's image)" ;;
 	esac
+	[[ $NODE_VARIANT != flannel || $FAMILY == ipv4 ]] || die "node variant flannel: IPv4 only, not FAMILY=$FAMILY"
 }
 
 # pod_cidrs: the cluster's pod CIDRs of FAMILY, space separated.
@@ -83,6 +88,7 @@ node_script() {
 		echo "iptables --version"
 		echo "systemctl restart --no-block kubelet"
 		;;
+	flannel) "$CLUSTER_DIR/flannel.sh" script ;;
 	*) die "node variant $NODE_VARIANT has no node script" ;;
 	esac
 }
