@@ -43,8 +43,10 @@ binaries() {
 	if [[ ! -x $dir/flannel ]]; then
 		log "building flanneld $FLANNEL_VERSION, install-conf and the CNI plugin (minutes when cold)"
 		tmp=$(mktemp -d "$OUT/.build.XXXXXX")
-		(cd "$FLANNEL_MOD" && CGO_ENABLED=0 nice -n 10 go build -trimpath \
-			-ldflags "-s -w -X github.com/flannel-io/flannel/pkg/version.Version=$FLANNEL_VERSION" \
+		# As flannel's Makefile builds it for amd64: cgo on (the udp
+		# backend's C proxy; without it the build fails there), linked static.
+		(cd "$FLANNEL_MOD" && CGO_ENABLED=$([[ $(go env GOARCH) == amd64 ]] && echo 1 || echo 0) nice -n 10 \
+			go build -trimpath -ldflags "-s -w -X github.com/flannel-io/flannel/pkg/version.Version=$FLANNEL_VERSION -extldflags -static" \
 			-o "$tmp/flanneld" github.com/flannel-io/flannel &&
 			CGO_ENABLED=0 nice -n 10 go build -trimpath -ldflags "-s -w" -o "$tmp/install-conf" \
 				github.com/flannel-io/flannel/cmd/install_conf &&
