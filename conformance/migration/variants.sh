@@ -19,6 +19,11 @@
 #                     (tag nodelocal-dns), and a check that the cache's
 #                     address and NOTRACK rules stay (tag nodelocal-intact):
 #                     migration/nodelocaldns.sh
+#   flannel           the same pinned backends as no-cluster-cidr; on each
+#                     node a pod calling the ClusterIP of the other node's
+#                     backend, so every request crosses flannel.1's VXLAN
+#                     (tag vxlan), and a hostNetwork client doing the same
+#                     from the node's own address (tag hostnet)
 #   default, legacy   nothing beyond the common load
 
 # shellcheck source=conformance/migration/nodelocaldns.sh
@@ -28,7 +33,7 @@
 variant_workload() {
 	local i node
 	case $NODE_VARIANT in
-	no-cluster-cidr)
+	no-cluster-cidr | flannel)
 		for ((i = 1; i <= NODES; i++)); do
 			node=$(node_name "$i")
 			kc apply -f - >&2 <<YAML
@@ -162,6 +167,18 @@ variant_start_load() {
   - {name: client, image: localhost/kip-load:lab, imagePullPolicy: IfNotPresent, args: [client, -rate, '6', -http, 'http://$ip:80/']}"
 			ip=$(kc get svc kubernetes -o jsonpath='{.spec.clusterIP}')
 			extra_pod "node-curl-$node" "$node" "$(node_curl_spec "https://$ip:443/readyz")"
+		done
+		;;
+	flannel)
+		for ((i = 1; i <= NODES; i++)); do
+			node=$(node_name "$i")
+			other=$(node_name $((i % NODES + 1)))
+			ip=$(kc -n migration get svc "pinned-$other" -o jsonpath='{.spec.clusterIP}')
+			extra_pod "vxlan-$node" "$node" "  containers:
+  - {name: client, image: localhost/kip-load:lab, imagePullPolicy: IfNotPresent, args: [client, -rate, '6', -http, 'http://$ip:80/']}"
+			extra_pod "hostnet-$node" "$node" "  hostNetwork: true
+  containers:
+  - {name: client, image: localhost/kip-load:lab, imagePullPolicy: IfNotPresent, args: [client, -rate, '6', -http, 'http://$ip:80/']}"
 		done
 		;;
 	forward-drop | forward-drop-nft)

@@ -22,7 +22,11 @@
 #                     node-cache's NOTRACK rules, the kubelet's clusterDNS
 #                     pointed at it; then the lab's CoreDNS as the cache,
 #                     a host-network DaemonSet (nodelocaldns.sh)
-#   metallb-l2, flannel   named, not implemented yet
+#   flannel           flannel (VXLAN) as the CNI instead of the lab's: the
+#                     lab's CNI config goes before the add-ons, addons.sh
+#                     deploys flannel after kube-proxy, up.sh adds no
+#                     podCIDR routes to the namespace (flannel.sh)
+#   metallb-l2        named, not implemented yet
 #
 # The node changes run as one privileged host-network, host-PID pod per
 # node (kube-proxy's image, imported at boot on KIP_KUBE_PROXY=upstream
@@ -35,8 +39,8 @@ shopt -s inherit_errexit
 # shellcheck source=hack/cluster/nodelocaldns.sh
 . "$CLUSTER_DIR/nodelocaldns.sh"
 
-VARIANTS="default no-cluster-cidr forward-drop forward-drop-nft legacy nodelocaldns"
-TODO_VARIANTS="metallb-l2 flannel"
+VARIANTS="default no-cluster-cidr forward-drop forward-drop-nft legacy nodelocaldns flannel"
+TODO_VARIANTS="metallb-l2"
 
 # check_variant: dies on an unknown variant, on a named one not built yet,
 # and on a node variant without kube-proxy's image on the nodes.
@@ -54,6 +58,7 @@ check_variant() {
 	if [[ $NODE_VARIANT == nodelocaldns && $FAMILY == ipv6 ]]; then
 		die "node variant nodelocaldns: its cache's address $NODELOCAL_IP is IPv4; want FAMILY=ipv4 or dual"
 	fi
+	[[ $NODE_VARIANT != flannel || $FAMILY == ipv4 ]] || die "node variant flannel: IPv4 only, not FAMILY=$FAMILY"
 }
 
 # pod_cidrs: the cluster's pod CIDRs of FAMILY, space separated.
@@ -94,6 +99,7 @@ node_script() {
 		echo "systemctl restart --no-block kubelet"
 		;;
 	nodelocaldns) nodelocaldns_node_script ;;
+	flannel) "$CLUSTER_DIR/flannel.sh" script ;;
 	*) die "node variant $NODE_VARIANT has no node script" ;;
 	esac
 }
