@@ -1,14 +1,6 @@
 package ipvs
 
-import (
-	"errors"
-	"fmt"
-)
-
-// ErrUnanswered wraps the error of an op that Kernel.Write sent but whose
-// answer never came (the socket failed or timed out): the kernel may or
-// may not have made the change, so the whole data plane is unknown.
-var ErrUnanswered = errors.New("the kernel's answer was lost")
+import "fmt"
 
 // WriteEach makes the changes ops one at a time through k's
 // single-change methods: Kernel.Write for a kernel that has no batched
