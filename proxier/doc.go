@@ -57,7 +57,9 @@
 //  7. proxier/ipvs/batch.go (batch.service, batch.plan, batch.run): each
 //     service's plan is translated into kernel form and claimed
 //     (Writer.setDesired, proxier/ipvs/desired.go), diffed against the
-//     mirror of the kernel into ordered steps and run phase by phase: the
+//     mirror of the kernel into ordered actions by the pure reconciler
+//     (reconcileVS, reconcileAddr: proxier/ipvs/reconcile.go) and run
+//     phase by phase: the
 //     ClusterIP and other VIPs bound on kube-ipvs0 first (one
 //     Links.AddAddrs), then the IPVS adds, updates and prunes, each
 //     phase's changes in chunks of up to writeChunk (4,096), one

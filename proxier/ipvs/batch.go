@@ -50,6 +50,7 @@ type batch struct {
 	addrDone map[netip.Addr]bool
 	fresh    map[Key]bool // destinations re-read from the kernel in this batch
 	errs     []error
+	scratch  []action // the reconciler's answer for one object, reused
 
 	// Touched by the services of this batch, reconciled by plan once
 	// every service's desired state is recorded.
@@ -155,8 +156,12 @@ func (b *batch) plan() {
 }
 
 // virtualServer plans the changes that make one kernel virtual server
-// match its desired state. Without a desired state it is deleted if
-// mayDelete (it is ours) and it is not excluded.
+// match its desired state (reconcileVS). Without a desired state it is
+// deleted if mayDelete (it is ours) and it is not excluded. The Writer's
+// own bookkeeping is done here, before the changes are run: a planned
+// virtual server is no longer stale, one present is managed, a planned
+// destination no longer drains, and one no longer ours to delete is no
+// longer ours to drain either.
 func (b *batch) virtualServer(k Key, svc policy.ServiceKey, mayDelete bool) {
 	if b.vsDone[k] {
 		return
@@ -164,17 +169,37 @@ func (b *batch) virtualServer(k Key, svc policy.ServiceKey, mayDelete bool) {
 	b.vsDone[k] = true
 	w := b.w
 	want, have := w.desired[k], w.mirror[k]
-	if want != nil {
-		delete(w.stale, k)
-	}
+	excluded := w.excluded(k.Address)
 	switch {
-	case want == nil && have == nil:
-	case want == nil:
-		if !mayDelete || w.excluded(k.Address) {
-			delete(w.draining, k) // no longer ours to drain
-			return
+	case want != nil:
+		delete(w.stale, k)
+		svc = want.svc
+		if have != nil {
+			have.managed = true
+			for _, d := range want.dests {
+				w.forgetDrain(k, d.AddrPort())
+			}
 		}
-		b.add(step{phase: phasePrune, key: k, svcs: b.svcs(svc), run: func() (*change, error) {
+	case have != nil && (!mayDelete || excluded):
+		delete(w.draining, k)
+	}
+	b.scratch = reconcileVS(b.scratch[:0], k, want, have, mayDelete, excluded)
+	for _, a := range b.scratch {
+		b.add(b.stepFor(a, svc))
+	}
+}
+
+// stepFor makes the step that runs action a for service svc (blamed if
+// it fails): its change, and what the kernel's answer does to the
+// mirror.
+func (b *batch) stepFor(a action, svc policy.ServiceKey) step {
+	w, k := b.w, a.vs.Key
+	s := step{phase: a.phase(), key: k, svcs: b.svcs(svc)}
+	switch a.kind {
+	case actBind, actUnbind:
+		s.key, s.addr = Key{}, a.addr
+	case actDeleteVS:
+		s.run = func() (*change, error) {
 			return &change{op: Op{Kind: OpDeleteService, VS: VirtualServer{Key: k}}, done: func(err error) error {
 				if err := gone(err, syscall.ESRCH); err != nil {
 					if svc != (policy.ServiceKey{}) {
@@ -187,10 +212,10 @@ func (b *batch) virtualServer(k Key, svc policy.ServiceKey, mayDelete bool) {
 				delete(w.draining, k)
 				return nil
 			}}, nil
-		}})
-	case have == nil:
-		vs, n := want.vs, len(want.dests)
-		b.add(step{phase: phaseAdd, key: k, svcs: b.svcs(want.svc), run: func() (*change, error) {
+		}
+	case actAddVS:
+		vs, n := a.vs, a.dests
+		s.run = func() (*change, error) {
 			return &change{op: Op{Kind: OpAddService, VS: vs}, done: func(err error) error {
 				if err != nil {
 					return fmt.Errorf("add virtual server %s: %w", k, err)
@@ -200,94 +225,64 @@ func (b *batch) virtualServer(k Key, svc policy.ServiceKey, mayDelete bool) {
 				w.mirror[k] = &actual{vs: vs, managed: true, dests: make(destList, 0, n)}
 				return nil
 			}}, nil
-		}})
-		for _, d := range want.dests {
-			b.destination(phaseAdd, "add", want, d)
 		}
-	default:
-		have.managed = true
-		if have.vs != want.vs {
-			vs := want.vs
-			b.add(step{phase: phaseUpdate, key: k, svcs: b.svcs(want.svc), run: func() (*change, error) {
-				return &change{op: Op{Kind: OpUpdateService, VS: vs}, done: func(err error) error {
-					if err != nil {
-						return fmt.Errorf("update virtual server %s: %w", k, err)
-					}
-					w.mirror[k].vs = vs
-					return nil
-				}}, nil
-			}})
+	case actUpdateVS:
+		vs := a.vs
+		s.run = func() (*change, error) {
+			return &change{op: Op{Kind: OpUpdateService, VS: vs}, done: func(err error) error {
+				if err != nil {
+					return fmt.Errorf("update virtual server %s: %w", k, err)
+				}
+				w.mirror[k].vs = vs
+				return nil
+			}}, nil
 		}
-		b.destinations(want, have)
+	case actAddDest, actUpdateDest:
+		s.run = b.destination(a)
+	case actRetireDest:
+		d := a.dest.AddrPort()
+		s.run = func() (*change, error) { return b.retireNow(k, d) }
 	}
+	return s
 }
 
-// destinations plans a kept virtual server's destination changes: new
-// ones are added, changed weights updated (a draining destination that
-// is back in the plan returns to its weight), and those no longer
-// planned retired.
-func (b *batch) destinations(want *desiredVS, have *actual) {
-	k := want.vs.Key
-	for _, d := range want.dests {
-		b.w.forgetDrain(k, d.AddrPort())
-		cur, ok := have.dests.get(d.AddrPort())
-		switch {
-		case !ok:
-			b.destination(phaseAdd, "add", want, d)
-		case cur.Weight != d.Weight || cur.Forward != ForwardMasq:
-			b.destination(phaseUpdate, "update", want, d)
-		}
+// destination is the run of adding or updating one planned destination.
+func (b *batch) destination(a action) func() (*change, error) {
+	w, k, d := b.w, a.vs.Key, a.dest
+	kind, verb := OpUpdateDestination, "update"
+	if a.kind == actAddDest {
+		kind, verb = OpAddDestination, "add"
 	}
-	var leaving []netip.AddrPort
-	for _, d := range have.dests { // sorted
-		if !want.dests.has(d.AddrPort()) {
-			leaving = append(leaving, d.AddrPort())
-		}
-	}
-	for _, d := range leaving {
-		b.retire(k, want.svc, d)
-	}
-}
-
-// destination plans adding or updating one planned destination.
-func (b *batch) destination(ph phase, verb string, want *desiredVS, d Destination) {
-	w, k, ap := b.w, want.vs.Key, d.AddrPort()
-	kind := OpUpdateDestination
-	if verb == "add" {
-		kind = OpAddDestination
-	}
-	b.add(step{phase: ph, key: k, svcs: b.svcs(want.svc), run: func() (*change, error) {
+	return func() (*change, error) {
 		// Its virtual server may be added in the same Write: it is
 		// looked up in the mirror once the kernel has answered.
 		return &change{op: Op{Kind: kind, VS: VirtualServer{Key: k}, Dest: d}, done: func(err error) error {
 			if err != nil {
-				return fmt.Errorf("%s destination %s of virtual server %s: %w", verb, ap, k, err)
+				return fmt.Errorf("%s destination %s of virtual server %s: %w", verb, d.AddrPort(), k, err)
 			}
 			a := w.mirror[k]
 			if a == nil {
-				return fmt.Errorf("%s destination %s of virtual server %s: virtual server missing", verb, ap, k)
+				return fmt.Errorf("%s destination %s of virtual server %s: virtual server missing", verb, d.AddrPort(), k)
 			}
 			a.put(d)
 			return nil
 		}}, nil
-	}})
+	}
 }
 
 // address plans adding a dummy address that a planned virtual server
-// binds, or deleting one that none binds.
+// binds, or deleting one that none binds (reconcileAddr).
 func (b *batch) address(a netip.Addr, by ...policy.ServiceKey) {
 	if b.addrDone[a] {
 		return
 	}
 	b.addrDone[a] = true
-	w := b.w
-	need := w.addrRefs[a] > 0
-	p, has := w.bound[a]
-	switch {
-	case need && !has:
-		b.add(step{phase: phaseAddAddress, svcs: by, addr: hostPrefix(a)})
-	case !need && has:
-		b.add(step{phase: phasePruneAddress, svcs: by, addr: p})
+	p, has := b.w.bound[a]
+	b.scratch = reconcileAddr(b.scratch[:0], a, b.w.addrRefs[a], p, has)
+	for _, x := range b.scratch {
+		s := b.stepFor(x, policy.ServiceKey{})
+		s.svcs = by
+		b.add(s)
 	}
 }
 

@@ -18,14 +18,10 @@ import (
 // replying from the endpoint are deleted too, so that clients' flows are
 // not kept pinned to a dead endpoint (kubernetes/kubernetes#71514).
 
-// retire plans the removal of a destination that left the plan.
-func (b *batch) retire(k Key, svc policy.ServiceKey, d netip.AddrPort) {
-	b.add(step{phase: phasePrune, key: k, svcs: b.svcs(svc), run: func() (*change, error) { return b.retireNow(k, d) }})
-}
-
 // retireNow decides, from the destination's current connection counts
-// (read at once), whether to delete it or drain it, and returns that
-// change; nil when there is nothing to change.
+// (read at once, for TCP) and its drain, whether to delete it or drain
+// it (retireDecision), and returns that change; nil when there is
+// nothing to change.
 func (b *batch) retireNow(k Key, d netip.AddrPort) (*change, error) {
 	w := b.w
 	a := w.mirror[k]
@@ -33,23 +29,20 @@ func (b *batch) retireNow(k Key, d netip.AddrPort) (*change, error) {
 		w.forgetDrain(k, d)
 		return nil, nil
 	}
-	if !gracefulTermination(k.Protocol) {
-		return b.deleteDestination(a, d), nil
+	if gracefulTermination(k.Protocol) {
+		if err := b.refresh(a); err != nil {
+			return nil, err
+		}
 	}
-	if err := b.refresh(a); err != nil {
-		return nil, err
-	}
-	cur, ok := a.dests.get(d)
-	if !ok {
+	cur, present := a.dests.get(d)
+	since, draining := w.draining[k][d]
+	switch retireDecision(k.Protocol, cur, present, drainState{since, draining}, b.now, w.cfg.GracefulPeriod) {
+	case retireForget:
 		w.forgetDrain(k, d)
 		return nil, nil
-	}
-	since, draining := w.draining[k][d]
-	expired := draining && !b.now.Before(since.Add(w.cfg.GracefulPeriod))
-	if cur.ActiveConns+cur.InactiveConns == 0 || expired {
+	case retireDelete:
 		return b.deleteDestination(a, d), nil
-	}
-	if cur.Weight == 0 {
+	case retireWait:
 		if !draining {
 			w.setDrain(k, d, b.now)
 		}
