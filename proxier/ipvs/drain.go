@@ -20,18 +20,18 @@ import (
 
 // retireNow decides, from the destination's current connection counts
 // (read at once, for TCP) and its drain, whether to delete it or drain
-// it (retireDecision), and returns that change; nil when there is
-// nothing to change.
-func (b *batch) retireNow(k Key, d netip.AddrPort) (*change, error) {
-	w := b.w
+// it (retireDecision), and returns that change; ok is false when there
+// is nothing to change.
+func (b *batch) retireNow(s *step) (x sent, ok bool, err error) {
+	w, k, d := b.w, s.vs.Key, s.dest.AddrPort()
 	a := w.mirror[k]
 	if a == nil {
 		w.forgetDrain(k, d)
-		return nil, nil
+		return sent{}, false, nil
 	}
 	if gracefulTermination(k.Protocol) {
 		if err := b.refresh(a); err != nil {
-			return nil, err
+			return sent{}, false, err
 		}
 	}
 	cur, present := a.dests.get(d)
@@ -39,26 +39,20 @@ func (b *batch) retireNow(k Key, d netip.AddrPort) (*change, error) {
 	switch retireDecision(k.Protocol, cur, present, drainState{since, draining}, b.now, w.cfg.GracefulPeriod) {
 	case retireForget:
 		w.forgetDrain(k, d)
-		return nil, nil
+		return sent{}, false, nil
 	case retireDelete:
-		return b.deleteDestination(a, d), nil
+		if !present {
+			cur = Destination{Addr: d.Addr(), Port: d.Port()}
+		}
+		return sent{s: s, op: Op{Kind: OpDeleteDestination, VS: VirtualServer{Key: k}, Dest: cur}}, true, nil
 	case retireWait:
 		if !draining {
 			w.setDrain(k, d, b.now)
 		}
-		return nil, nil
+		return sent{}, false, nil
 	}
 	cur.Weight = 0
-	return &change{op: Op{Kind: OpUpdateDestination, VS: VirtualServer{Key: k}, Dest: cur}, done: func(err error) error {
-		if err != nil {
-			return fmt.Errorf("drain destination %s of virtual server %s: %w", d, k, err)
-		}
-		a.put(cur)
-		if !draining {
-			w.setDrain(k, d, b.now)
-		}
-		return nil
-	}}, nil
+	return sent{s: s, op: Op{Kind: OpUpdateDestination, VS: VirtualServer{Key: k}, Dest: cur}, drain: true}, true, nil
 }
 
 // refresh re-reads a virtual server's destinations, for their current
@@ -77,27 +71,17 @@ func (b *batch) refresh(a *actual) error {
 	return nil
 }
 
-// deleteDestination is the deletion of a destination; once the kernel
-// has made it, for UDP, the conntrack entries whose reply comes from the
-// endpoint are deleted too.
-func (b *batch) deleteDestination(a *actual, d netip.AddrPort) *change {
-	k := a.vs.Key
-	dest, ok := a.dests.get(d)
-	if !ok {
-		dest = Destination{Addr: d.Addr(), Port: d.Port()}
-	}
-	return &change{op: Op{Kind: OpDeleteDestination, VS: VirtualServer{Key: k}, Dest: dest}, done: func(err error) error {
-		return b.deleted(a, d, err)
-	}}
-}
-
-// deleted records the kernel's answer to a destination's deletion.
-func (b *batch) deleted(a *actual, d netip.AddrPort, err error) error {
-	w, k := b.w, a.vs.Key
+// deleted applies the kernel's answer to a destination's deletion: gone
+// from the mirror and from the drains, and, for UDP, the conntrack
+// entries whose reply comes from the endpoint deleted too.
+func (b *batch) deleted(k Key, d netip.AddrPort, err error) error {
+	w := b.w
 	if err := gone(err, syscall.ENOENT, syscall.ESRCH); err != nil {
 		return fmt.Errorf("delete destination %s of virtual server %s: %w", d, k, err)
 	}
-	a.remove(d)
+	if a := w.mirror[k]; a != nil {
+		a.remove(d)
+	}
 	w.forgetDrain(k, d)
 	if k.Protocol != policy.ProtocolUDP {
 		return nil
