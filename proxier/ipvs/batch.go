@@ -177,6 +177,9 @@ func (b *batch) virtualServer(k Key, svc policy.ServiceKey, mayDelete bool) {
 		delete(w.draining, k)
 	}
 	b.scratch = reconcileVS(b.scratch[:0], k, want, have, mayDelete, excluded)
+	if len(b.scratch) == 0 {
+		return // the usual case of a Resync: the list of its service is not made
+	}
 	svcs := b.svcs(svc)
 	for _, a := range b.scratch {
 		b.add(step{action: a, svcs: svcs})

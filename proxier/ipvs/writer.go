@@ -239,11 +239,16 @@ func (w *Writer) Resync(plan policy.Plan) error {
 	w.failed = map[policy.ServiceKey]*retry{}
 	w.stale = map[Key]policy.ServiceKey{}
 	b := w.newBatch(w.cfg.Now())
-	adds := len(plan.VirtualServers)
-	for i := range plan.VirtualServers {
-		adds += len(plan.VirtualServers[i].Destinations)
+	if len(w.mirror) == 0 {
+		// A cold start adds every planned virtual server and
+		// destination; a Resync over a kernel that holds them adds few,
+		// and is not made to hold room for them all.
+		adds := len(plan.VirtualServers)
+		for i := range plan.VirtualServers {
+			adds += len(plan.VirtualServers[i].Destinations)
+		}
+		b.expect(phaseAdd, adds)
 	}
-	b.expect(phaseAdd, adds) // at most: a cold start adds them all
 	for _, sp := range plan.ByService() {
 		b.service(sp.Service, sp.VirtualServers)
 	}
