@@ -205,9 +205,9 @@ func (b *batch) address(a netip.Addr, by ...policy.ServiceKey) {
 func (b *batch) finish() {
 	for svc := range b.services {
 		if b.blamed[svc] {
-			b.w.scheduleRetry(svc, b.now)
+			b.w.retries.failedAt(svc, b.now)
 		} else {
-			delete(b.w.failed, svc)
+			b.w.retries.succeeded(svc)
 		}
 	}
 }

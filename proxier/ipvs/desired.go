@@ -5,7 +5,6 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/backoff"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 )
 
@@ -168,19 +167,6 @@ func decrement[K comparable](m map[K]int, k K) {
 		return
 	}
 	m[k]--
-}
-
-// scheduleRetry schedules a failed service's retry: backoff.Initial after its
-// first failure, doubling with each further one, at most
-// backoff.ServiceMax.
-func (w *Writer) scheduleRetry(svc policy.ServiceKey, now time.Time) {
-	r := w.failed[svc]
-	if r == nil {
-		r = &retry{}
-		w.failed[svc] = r
-	}
-	r.failures++
-	r.at = now.Add(backoff.Delay(r.failures, backoff.Initial, backoff.ServiceMax))
 }
 
 func (w *Writer) setDrain(k Key, d netip.AddrPort, since time.Time) {

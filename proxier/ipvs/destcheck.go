@@ -30,9 +30,9 @@ type destCursor struct {
 // programmed: one deleted or added by hand (addresses are compared, as
 // the repair compares them).
 func (w *Writer) destsDrifted() error {
-	start := w.cfg.Now()
+	start := w.drift.now()
 	for visited := 0; ; visited++ {
-		c := &w.destCursor
+		c := &w.drift.cursor
 		if c.next >= len(c.keys) {
 			if visited > 0 {
 				return nil // a whole pass in one Check
@@ -60,7 +60,7 @@ func (w *Writer) destsDrifted() error {
 		if !sameDestinations(a.dests, ds) {
 			return fmt.Errorf("virtual server %s: %d destinations in the kernel, %d programmed, or other addresses: %w", k, len(ds), len(a.dests), ErrDrift)
 		}
-		if w.cfg.Now().Sub(start) >= destCheckBudget {
+		if w.drift.now().Sub(start) >= destCheckBudget {
 			return nil
 		}
 	}

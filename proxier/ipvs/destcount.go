@@ -34,20 +34,17 @@ const countCheckRetry = time.Minute
 // countsDrifted compares every virtual server's destination count with
 // ours, when due, and reports (ErrDrift) the first that differs.
 func (w *Writer) countsDrifted() error {
-	now := w.cfg.Now()
-	if now.Before(w.countCheckDue) {
+	start, due := w.drift.countStart()
+	if !due {
 		return nil
 	}
 	counts, err := w.kernel.DestinationCounts()
-	took := w.cfg.Now().Sub(now)
-	w.countCheckDue = now.Add(max(driftCheckInterval, countCheckCostShare*took))
-	w.countsRead = err == nil
+	w.drift.counted(start, err)
 	if err != nil {
 		// The table unreadable (/proc/net/ip_vs missing or masked) says
 		// nothing of drift; the dump of virtual servers (drifted), the
 		// reads in turn and the periodic repair still run, and the count
 		// is tried again later.
-		w.countCheckDue = now.Add(countCheckRetry)
 		return nil
 	}
 	for k, a := range w.mirror {

@@ -87,7 +87,7 @@ func (w *Writer) linkChanged() error {
 // programmed that is no longer in the kernel. Others' virtual servers
 // and addresses are not looked at.
 func (w *Writer) drifted() error {
-	if !w.countsRead {
+	if !w.drift.countsRead {
 		if err := w.serversDrifted(); err != nil {
 			return err
 		}

@@ -78,25 +78,13 @@ type Writer struct {
 	desired    map[Key]*desiredVS
 	claimed    map[policy.ServiceKey][]Key
 	retryPlans map[policy.ServiceKey][]policy.VirtualServer
-	// driftCheckedAt is when Check last looked for drift.
-	driftCheckedAt time.Time
-	// dumpDue is when Check next dumps the addresses (and the virtual
-	// servers, when the count read is not there to list them).
-	dumpDue time.Time
-	// countsRead says the last count read succeeded: it lists every
-	// virtual server, so the dump of virtual servers is not needed.
-	countsRead bool
-	// destCursor is where Check's turn of destination reads is.
-	destCursor destCursor
-	// countCheckDue is when Check next counts every virtual server's
-	// destinations.
-	countCheckDue time.Time
+	drift      driftSchedule // when Check reads what (schedule.go)
+	retries    retrySchedule // the failed services' backoff (schedule.go)
 
 	addrRefs map[netip.Addr]int // planned VSs binding each address
 
 	draining map[Key]map[netip.AddrPort]time.Time
-	recorded map[Key]bool // to adopt at the next kernel read (AdoptRecorded)
-	failed   map[policy.ServiceKey]*retry
+	recorded map[Key]bool              // to adopt at the next kernel read (AdoptRecorded)
 	stale    map[Key]policy.ServiceKey // released by a service, deletion failed
 	ops      map[string]int
 	repair   *repairCursor // a Repair in slices in progress
@@ -116,13 +104,6 @@ type actual struct {
 	managed bool
 }
 
-// retry is a failed service's backoff: its consecutive failures and
-// when it is retried.
-type retry struct {
-	failures int
-	at       time.Time
-}
-
 // New returns a Writer over the given kernel handles (fakes in tests).
 func New(cfg Config, k Kernel, l Links, ct Conntrack, sys sysctl.Files) *Writer {
 	if cfg.Interface == "" {
@@ -135,10 +116,11 @@ func New(cfg Config, k Kernel, l Links, ct Conntrack, sys sysctl.Files) *Writer 
 		cfg.Now = time.Now
 	}
 	w := &Writer{cfg: cfg, kernel: k, links: l, ct: ct, sysctls: sys, ops: map[string]int{}}
+	w.drift.now = cfg.Now
 	w.resetDesired()
 	w.resetMirror()
 	w.draining = map[Key]map[netip.AddrPort]time.Time{}
-	w.failed = map[policy.ServiceKey]*retry{}
+	w.retries = newRetrySchedule()
 	w.stale = map[Key]policy.ServiceKey{}
 	return w
 }
@@ -195,8 +177,8 @@ func (w *Writer) Apply(changes []policy.ServicePlan) error {
 		changed[ch.Service] = true
 		b.service(ch.Service, ch.VirtualServers)
 	}
-	for _, svc := range slices.SortedFunc(maps.Keys(w.failed), policy.ServiceKey.Compare) {
-		if r := w.failed[svc]; !changed[svc] && !now.Before(r.at) {
+	for _, svc := range w.retries.due(now) {
+		if !changed[svc] {
 			b.retry(svc)
 		}
 	}
@@ -236,7 +218,7 @@ func (w *Writer) Resync(plan policy.Plan) error {
 		errs = append(errs, err)
 	}
 	w.resetDesired()
-	w.failed = map[policy.ServiceKey]*retry{}
+	w.retries = newRetrySchedule()
 	w.stale = map[Key]policy.ServiceKey{}
 	b := w.newBatch(w.cfg.Now())
 	if len(w.mirror) == 0 {
@@ -292,7 +274,7 @@ func (w *Writer) forget() {
 	w.resetDesired()
 	w.resetMirror()
 	w.draining = map[Key]map[netip.AddrPort]time.Time{}
-	w.failed = map[policy.ServiceKey]*retry{}
+	w.retries = newRetrySchedule()
 	w.stale = map[Key]policy.ServiceKey{}
 	w.repair = nil
 }
@@ -329,14 +311,6 @@ func (w *Writer) NeedsResync() bool {
 	return w.needsResync
 }
 
-// driftCheckInterval spaces Check's dumps of the addresses and reads of
-// the virtual servers: at most one a second, whatever the loop's probe
-// interval, so that an idle node with thousands of services does not
-// read them twice a second, and a deletion is still noticed within a
-// second while the reads are cheap. Costly reads are spaced more (see
-// countCheckCostShare).
-const driftCheckInterval = time.Second
-
 // Check verifies, without changing anything, that the dummy interface
 // known from the last sync still exists with the same index (one
 // rtnetlink request), that every virtual server we programmed is still
@@ -358,12 +332,11 @@ func (w *Writer) Check() error {
 		return nil // a Resync is due and re-reads everything anyway
 	}
 	err := w.linkChanged()
-	if now := w.cfg.Now(); err == nil && now.Sub(w.driftCheckedAt) >= driftCheckInterval {
-		w.driftCheckedAt = now
+	if err == nil && w.drift.begin() {
 		err = w.countsDrifted()
-		if now := w.cfg.Now(); err == nil && !now.Before(w.dumpDue) {
+		if start, due := w.drift.dumpStart(); err == nil && due {
 			err = w.drifted()
-			w.dumpDue = now.Add(max(driftCheckInterval, countCheckCostShare*w.cfg.Now().Sub(now)))
+			w.drift.dumped(start)
 		}
 		if err == nil {
 			err = w.destsDrifted()
@@ -380,7 +353,7 @@ func (w *Writer) Check() error {
 func (w *Writer) Failing() []policy.ServiceKey {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return slices.SortedFunc(maps.Keys(w.failed), policy.ServiceKey.Compare)
+	return w.retries.services()
 }
 
 // NextRetry returns when the earliest failed service is due for a retry
@@ -388,13 +361,7 @@ func (w *Writer) Failing() []policy.ServiceKey {
 func (w *Writer) NextRetry() time.Time {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	var next time.Time
-	for _, r := range w.failed {
-		if next.IsZero() || r.at.Before(next) {
-			next = r.at
-		}
-	}
-	return next
+	return w.retries.next()
 }
 
 // call runs one kernel change, counting it.
