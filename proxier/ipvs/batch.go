@@ -31,36 +31,53 @@ type step struct {
 	svcs []policy.ServiceKey // blamed (retried with backoff) on failure
 }
 
-// batch collects the steps of one Apply or Resync and runs them.
+// batch collects the steps of one Apply or Resync and runs them
+// (execute.go).
 type batch struct {
-	w        *Writer
-	now      time.Time
-	steps    [phases][]step             // by phase, each in the order planned
-	services map[policy.ServiceKey]bool // reconciled: a retry is cleared or scheduled
-	blamed   map[policy.ServiceKey]bool
-	vsDone   map[Key]bool
-	addrDone map[netip.Addr]bool
-	fresh    map[Key]bool // destinations re-read from the kernel in this batch
-	errs     []error
-	scratch  []action // the reconciler's answer for one object, reused
-	failed   failures // what has failed in this batch's run (execute.go)
+	w       *Writer
+	now     time.Time
+	steps   [phases][]step // by phase, each in the order planned
+	scratch []action       // the reconciler's answer for one object, reused
+	errs    []error
+	failed  failures // what has failed in this batch's run (execute.go)
+	outcome
+	pending
+	done
+}
 
-	// Touched by the services of this batch, reconciled by plan once
-	// every service's desired state is recorded.
+// outcome is what becomes of the batch's services once it has run: a
+// retry cleared or scheduled (finish).
+type outcome struct {
+	services map[policy.ServiceKey]bool                // reconciled
+	blamed   map[policy.ServiceKey]bool                // a step of theirs failed
+	svcLists map[policy.ServiceKey][]policy.ServiceKey // see svcs
+}
+
+// pending is what the batch's services touched, reconciled by plan once
+// every service's desired state is recorded.
+type pending struct {
 	pendingVS   []Key
 	vsBy        map[Key]policy.ServiceKey
 	pendingAddr []netip.Addr
 	addrBy      map[netip.Addr][]policy.ServiceKey
-	svcLists    map[policy.ServiceKey][]policy.ServiceKey // see svcs
+}
+
+// done is what the batch has reconciled or read already: each virtual
+// server and address once, each virtual server's destinations re-read
+// from the kernel at most once.
+type done struct {
+	vsDone   map[Key]bool
+	addrDone map[netip.Addr]bool
+	fresh    map[Key]bool
 }
 
 func (w *Writer) newBatch(now time.Time) *batch {
 	return &batch{
 		w: w, now: now,
-		services: map[policy.ServiceKey]bool{}, blamed: map[policy.ServiceKey]bool{},
-		vsDone: map[Key]bool{}, addrDone: map[netip.Addr]bool{}, fresh: map[Key]bool{},
-		vsBy: map[Key]policy.ServiceKey{}, addrBy: map[netip.Addr][]policy.ServiceKey{},
-		svcLists: map[policy.ServiceKey][]policy.ServiceKey{},
+		outcome: outcome{services: map[policy.ServiceKey]bool{}, blamed: map[policy.ServiceKey]bool{},
+			svcLists: map[policy.ServiceKey][]policy.ServiceKey{}},
+		pending: pending{vsBy: map[Key]policy.ServiceKey{}, addrBy: map[netip.Addr][]policy.ServiceKey{}},
+		done:    done{vsDone: map[Key]bool{}, addrDone: map[netip.Addr]bool{}, fresh: map[Key]bool{}},
 	}
 }
 

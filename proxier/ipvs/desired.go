@@ -143,21 +143,21 @@ func (w *Writer) setDesired(svc policy.ServiceKey, vss []policy.VirtualServer) (
 	return touched, addrs, errs
 }
 
-func (w *Writer) claim(k Key, x *desiredVS) {
-	w.desired[k] = x
+func (d *desiredState) claim(k Key, x *desiredVS) {
+	d.desired[k] = x
 	if x.binds() {
-		w.addrRefs[k.Address]++
+		d.addrRefs[k.Address]++
 	}
 }
 
-func (w *Writer) release(k Key) {
-	x := w.desired[k]
+func (d *desiredState) release(k Key) {
+	x := d.desired[k]
 	if x == nil {
 		return
 	}
-	delete(w.desired, k)
+	delete(d.desired, k)
 	if x.binds() {
-		decrement(w.addrRefs, k.Address)
+		decrement(d.addrRefs, k.Address)
 	}
 }
 

@@ -49,45 +49,89 @@ type Config struct {
 }
 
 // Writer programs IPVS and the dummy interface from plans. Its methods
-// are safe for concurrent use (they serialize).
+// are safe for concurrent use (they serialize). Its state is grouped by
+// owner: the kernel handles, where it is in its life (started, tuned,
+// a Resync due), the mirror of the kernel, the desired state, and the
+// two schedules; a sync's batch reconciles the desired state against
+// the mirror (reconcile.go) and applies the kernel's answers to the
+// mirror (execute.go).
 type Writer struct {
-	mu      sync.Mutex
-	dumpMu  sync.Mutex // serializes Config.RepairReader's dumps
-	cfg     Config
+	mu     sync.Mutex
+	dumpMu sync.Mutex // serializes Config.RepairReader's dumps
+	cfg    Config
+	handles
+	lifecycle
+	mirrorState
+	desiredState
+	drift   driftSchedule  // when Check reads what (schedule.go)
+	retries retrySchedule  // the failed services' backoff (schedule.go)
+	ops     map[string]int // kernel changes made, by kind (Ops)
+	repair  *repairCursor  // a Repair in slices in progress
+}
+
+// handles are the kernel seams a Writer is given.
+type handles struct {
 	kernel  Kernel
 	links   Links
 	ct      Conntrack
 	sysctls sysctl.Files // /proc/sys, for the keys of sysctlList
+}
 
+// lifecycle is where a Writer is in its life.
+type lifecycle struct {
 	started     bool // the kernel has been read
 	tuned       bool // sysctls and timeouts applied
 	tuneTried   bool
 	needsResync bool // a failure asks for a Resync
+}
 
+// mirrorState is what the Writer believes the kernel holds: the virtual
+// servers with their destinations, the dummy interface and its
+// addresses, the destinations draining since they left the plan, and
+// the virtual servers to adopt at the next kernel read. The kernel's
+// answers (execute.go) and its reads (kernelstate.go, repair.go) change
+// it.
+type mirrorState struct {
 	mirror     map[Key]*actual
 	bound      map[netip.Addr]netip.Prefix // addresses on the dummy interface
 	linkExists bool
 	linkIndex  int // the dummy interface's index, when linkExists
+	draining   map[Key]map[netip.AddrPort]time.Time
+	recorded   map[Key]bool // to adopt at the next kernel read (AdoptRecorded)
+}
 
-	// desired is the desired state: each planned virtual server in
-	// kernel form (desired.go). claimed lists the virtual servers each
-	// service claims. retryPlans holds the planned virtual servers of the
-	// services that could not have all of them (untranslatable, or
-	// claimed by another service), to translate them again at their
-	// retry; other services are retried from desired.
+// reset forgets the kernel's virtual servers, interface and addresses.
+func (m *mirrorState) reset() {
+	m.mirror = map[Key]*actual{}
+	m.bound = map[netip.Addr]netip.Prefix{}
+	m.linkExists, m.linkIndex = false, 0
+}
+
+// desiredState is what the plans ask for (desired.go): each planned
+// virtual server in kernel form, which service claims it, how many
+// planned virtual servers bind each address, the plans to translate
+// again at a service's retry, and the deletions that failed after a
+// service released a virtual server.
+type desiredState struct {
+	// desired is each planned virtual server in kernel form. claimed
+	// lists the virtual servers each service claims. retryPlans holds
+	// the planned virtual servers of the services that could not have
+	// all of them (untranslatable, or claimed by another service), to
+	// translate them again at their retry; other services are retried
+	// from desired.
 	desired    map[Key]*desiredVS
 	claimed    map[policy.ServiceKey][]Key
 	retryPlans map[policy.ServiceKey][]policy.VirtualServer
-	drift      driftSchedule // when Check reads what (schedule.go)
-	retries    retrySchedule // the failed services' backoff (schedule.go)
+	addrRefs   map[netip.Addr]int        // planned VSs binding each address
+	stale      map[Key]policy.ServiceKey // released by a service, deletion failed
+}
 
-	addrRefs map[netip.Addr]int // planned VSs binding each address
-
-	draining map[Key]map[netip.AddrPort]time.Time
-	recorded map[Key]bool              // to adopt at the next kernel read (AdoptRecorded)
-	stale    map[Key]policy.ServiceKey // released by a service, deletion failed
-	ops      map[string]int
-	repair   *repairCursor // a Repair in slices in progress
+// reset forgets every plan (not the stale deletions).
+func (d *desiredState) reset() {
+	d.retryPlans = map[policy.ServiceKey][]policy.VirtualServer{}
+	d.claimed = map[policy.ServiceKey][]Key{}
+	d.desired = map[Key]*desiredVS{}
+	d.addrRefs = map[netip.Addr]int{}
 }
 
 // actual is the mirror of one kernel virtual server.
@@ -115,27 +159,14 @@ func New(cfg Config, k Kernel, l Links, ct Conntrack, sys sysctl.Files) *Writer 
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	w := &Writer{cfg: cfg, kernel: k, links: l, ct: ct, sysctls: sys, ops: map[string]int{}}
+	w := &Writer{cfg: cfg, handles: handles{kernel: k, links: l, ct: ct, sysctls: sys}, ops: map[string]int{}}
 	w.drift.now = cfg.Now
-	w.resetDesired()
-	w.resetMirror()
+	w.desiredState.reset()
+	w.mirrorState.reset()
 	w.draining = map[Key]map[netip.AddrPort]time.Time{}
 	w.retries = newRetrySchedule()
 	w.stale = map[Key]policy.ServiceKey{}
 	return w
-}
-
-func (w *Writer) resetDesired() {
-	w.retryPlans = map[policy.ServiceKey][]policy.VirtualServer{}
-	w.claimed = map[policy.ServiceKey][]Key{}
-	w.desired = map[Key]*desiredVS{}
-	w.addrRefs = map[netip.Addr]int{}
-}
-
-func (w *Writer) resetMirror() {
-	w.mirror = map[Key]*actual{}
-	w.bound = map[netip.Addr]netip.Prefix{}
-	w.linkExists, w.linkIndex = false, 0
 }
 
 // Apply applies changed services: each ServicePlan replaces that
@@ -217,7 +248,7 @@ func (w *Writer) Resync(plan policy.Plan) error {
 		}
 		errs = append(errs, err)
 	}
-	w.resetDesired()
+	w.desiredState.reset()
 	w.retries = newRetrySchedule()
 	w.stale = map[Key]policy.ServiceKey{}
 	b := w.newBatch(w.cfg.Now())
@@ -271,8 +302,8 @@ func (w *Writer) AdoptRecorded(keys []Key) {
 // forget drops all state but the op counts: the next call starts afresh.
 func (w *Writer) forget() {
 	w.started, w.tuned, w.tuneTried, w.needsResync = false, false, false, false
-	w.resetDesired()
-	w.resetMirror()
+	w.desiredState.reset()
+	w.mirrorState.reset()
 	w.draining = map[Key]map[netip.AddrPort]time.Time{}
 	w.retries = newRetrySchedule()
 	w.stale = map[Key]policy.ServiceKey{}
