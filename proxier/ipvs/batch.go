@@ -1,6 +1,7 @@
 package ipvs
 
 import (
+	"maps"
 	"net/netip"
 	"slices"
 	"time"
@@ -241,4 +242,26 @@ func (b *batch) svcs(svc policy.ServiceKey) []policy.ServiceKey {
 		b.svcLists[svc] = l
 	}
 	return l
+}
+
+// Graceful termination. A TCP destination that leaves the plan is set to
+// weight 0 (no new connections) and deleted once it has no active or
+// inactive connections, or when Config.GracefulPeriod has passed since it
+// left. Every Apply and Resync checks the draining destinations. UDP and
+// SCTP destinations are deleted at once; for UDP the conntrack entries
+// replying from the endpoint are deleted too, so that clients' flows are
+// not kept pinned to a dead endpoint (kubernetes/kubernetes#71514).
+// retireDecision (reconcile.go) decides; the executor (retireNow,
+// execute.go) reads the connection counts and makes the change.
+
+// drains plans a check of every virtual server with draining
+// destinations that the batch has not reconciled already.
+func (b *batch) drains() {
+	for _, k := range slices.SortedFunc(maps.Keys(b.w.draining), Key.Compare) {
+		var svc policy.ServiceKey
+		if x := b.w.desired[k]; x != nil {
+			svc = x.svc
+		}
+		b.virtualServer(k, svc, false)
+	}
 }

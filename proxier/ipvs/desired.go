@@ -2,9 +2,12 @@ package ipvs
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
+	"slices"
 	"time"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/backoff"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 )
 
@@ -184,4 +187,61 @@ func (w *Writer) forgetDrain(k Key, d netip.AddrPort) {
 	if len(m) == 0 {
 		delete(w.draining, k)
 	}
+}
+
+// retrySchedule is the failed services' backoff: each one's consecutive
+// failures and when it is retried.
+type retrySchedule struct {
+	failed map[policy.ServiceKey]*retry
+}
+
+// retry is a failed service's backoff.
+type retry struct {
+	failures int
+	at       time.Time
+}
+
+func newRetrySchedule() retrySchedule { return retrySchedule{failed: map[policy.ServiceKey]*retry{}} }
+
+// failedAt schedules svc's retry after a failure at now: backoff.Initial
+// after its first failure, doubling with each further one, at most
+// backoff.ServiceMax.
+func (r *retrySchedule) failedAt(svc policy.ServiceKey, now time.Time) {
+	x := r.failed[svc]
+	if x == nil {
+		x = &retry{}
+		r.failed[svc] = x
+	}
+	x.failures++
+	x.at = now.Add(backoff.Delay(x.failures, backoff.Initial, backoff.ServiceMax))
+}
+
+// succeeded clears svc's backoff.
+func (r *retrySchedule) succeeded(svc policy.ServiceKey) { delete(r.failed, svc) }
+
+// due returns the failed services whose retry is due at now, sorted.
+func (r *retrySchedule) due(now time.Time) []policy.ServiceKey {
+	var out []policy.ServiceKey
+	for _, svc := range r.services() {
+		if !now.Before(r.failed[svc].at) {
+			out = append(out, svc)
+		}
+	}
+	return out
+}
+
+// services returns the failed services, sorted.
+func (r *retrySchedule) services() []policy.ServiceKey {
+	return slices.SortedFunc(maps.Keys(r.failed), policy.ServiceKey.Compare)
+}
+
+// next returns the earliest retry; zero when none failed.
+func (r *retrySchedule) next() time.Time {
+	var next time.Time
+	for _, x := range r.failed {
+		if next.IsZero() || x.at.Before(next) {
+			next = x.at
+		}
+	}
+	return next
 }

@@ -13,6 +13,15 @@
 // RepairStep in slices, with Applies between them) re-reads the kernel
 // and repairs drift from what the Writer last programmed, without a plan.
 //
+// Inside, each decision has one owner: the reconciler (reconcile.go) is
+// pure and decides what to change, from the desired state and the
+// mirror; the batch (batch.go, desired.go) records the desired state and
+// asks the reconciler about what a sync touched; the executor
+// (execute.go) writes the reconciler's actions and applies each answer to
+// the mirror in one pass; and the schedules (driftSchedule in check.go,
+// retrySchedule in desired.go) decide when Check reads the kernel and
+// when a failed service is retried, on the clock Config.Now gives them.
+//
 // Ownership: the Writer manages only virtual servers on addresses of its
 // dummy interface and on node addresses paired with one of the plan's
 // NodePorts, plus those it created itself and those its caller names as

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/netip"
 	"syscall"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 )
 
 // The executor: it runs a batch's steps phase by phase, hands each
@@ -282,4 +284,78 @@ func (b *batch) blameStep(s *step) {
 	for _, svc := range s.svcs {
 		b.blame(svc)
 	}
+}
+
+// retireNow decides, from the destination's current connection counts
+// (read at once, for TCP) and its drain, whether to delete it or drain
+// it (retireDecision), and returns that change; ok is false when there
+// is nothing to change.
+func (b *batch) retireNow(s *step) (x sent, ok bool, err error) {
+	w, k, d := b.w, s.vs.Key, s.dest.AddrPort()
+	a := w.mirror[k]
+	if a == nil {
+		w.forgetDrain(k, d)
+		return sent{}, false, nil
+	}
+	if gracefulTermination(k.Protocol) {
+		if err := b.refresh(a); err != nil {
+			return sent{}, false, err
+		}
+	}
+	cur, present := a.dests.get(d)
+	since, draining := w.draining[k][d]
+	switch retireDecision(k.Protocol, cur, present, drainState{since, draining}, b.now, w.cfg.GracefulPeriod) {
+	case retireForget:
+		w.forgetDrain(k, d)
+		return sent{}, false, nil
+	case retireDelete:
+		if !present {
+			cur = Destination{Addr: d.Addr(), Port: d.Port()}
+		}
+		return sent{s: s, op: Op{Kind: OpDeleteDestination, VS: VirtualServer{Key: k}, Dest: cur}}, true, nil
+	case retireWait:
+		if !draining {
+			w.setDrain(k, d, b.now)
+		}
+		return sent{}, false, nil
+	}
+	cur.Weight = 0
+	return sent{s: s, op: Op{Kind: OpUpdateDestination, VS: VirtualServer{Key: k}, Dest: cur}, drain: true}, true, nil
+}
+
+// refresh re-reads a virtual server's destinations, for their current
+// connection counts, once per batch.
+func (b *batch) refresh(a *actual) error {
+	k := a.vs.Key
+	if b.fresh[k] {
+		return nil
+	}
+	ds, err := b.w.kernel.Destinations(k)
+	if err != nil {
+		return fmt.Errorf("list destinations of virtual server %s: %w", k, err)
+	}
+	a.setDests(newDestList(ds))
+	b.fresh[k] = true
+	return nil
+}
+
+// deleted applies the kernel's answer to a destination's deletion: gone
+// from the mirror and from the drains, and, for UDP, the conntrack
+// entries whose reply comes from the endpoint deleted too.
+func (b *batch) deleted(k Key, d netip.AddrPort, err error) error {
+	w := b.w
+	if err := gone(err, syscall.ENOENT, syscall.ESRCH); err != nil {
+		return fmt.Errorf("delete destination %s of virtual server %s: %w", d, k, err)
+	}
+	if a := w.mirror[k]; a != nil {
+		a.remove(d)
+	}
+	w.forgetDrain(k, d)
+	if k.Protocol != policy.ProtocolUDP {
+		return nil
+	}
+	if err := w.call("flush-conntrack", func() error { _, err := w.ct.DeleteUDP(d); return err }); err != nil {
+		return fmt.Errorf("delete conntrack entries of UDP endpoint %s: %w", d, err)
+	}
+	return nil
 }

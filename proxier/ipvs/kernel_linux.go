@@ -1,6 +1,11 @@
 package ipvs
 
-import "github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxier/ipvs/ipvsnl"
+import (
+	"fmt"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/sysctl"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxier/ipvs/ipvsnl"
+)
 
 // netlinkKernel is the Kernel over IPVS's generic netlink family on
 // sockets of our own (package ipvsnl, which says why not through
@@ -55,4 +60,49 @@ func newNetlinkKernel() (*netlinkKernel, error) {
 		return nil, err
 	}
 	return &netlinkKernel{Conn: c, counts: openProcTable()}, nil
+}
+
+// NewLinux returns a Writer over the running kernel: IPVS through its
+// generic netlink family on sockets of our own (a second set is the
+// Repair's RepairReader; nothing is loaded or exec'd: a node without
+// ip_vs is an error naming the module), the dummy interface and conntrack
+// through github.com/vishvananda/netlink, sysctls through /proc/sys.
+func NewLinux(cfg Config) (*Writer, error) {
+	if cfg.KernelRelease == "" {
+		rel, err := (sysctl.Host{}).Read(sysctl.Path("kernel/osrelease"))
+		if err != nil {
+			return nil, fmt.Errorf("read the kernel release: %w", err)
+		}
+		cfg.KernelRelease = rel
+	}
+	k, l, ct, sys, closeAll, err := NewLinuxAdapters()
+	if err != nil {
+		return nil, err
+	}
+	if cfg.RepairReader == nil {
+		reader, err := newNetlinkKernel()
+		if err != nil {
+			closeAll()
+			return nil, fmt.Errorf("repair reader: %w", err)
+		}
+		cfg.RepairReader = reader
+	}
+	return New(cfg, k, l, ct, sys), nil
+}
+
+// NewLinuxAdapters opens the running kernel's adapters, the ones NewLinux
+// wires into its Writer: the IPVS handle, the links' rtnetlink handle,
+// conntrack and /proc/sys. Tests of the kernel hold them to the fakes'
+// contract. close releases the handles.
+func NewLinuxAdapters() (k Kernel, l Links, ct Conntrack, sys sysctl.Files, close func(), err error) {
+	links, err := newNetlinkLinks()
+	if err != nil {
+		return nil, nil, nil, nil, nil, err
+	}
+	h, err := newNetlinkKernel()
+	if err != nil {
+		links.Close()
+		return nil, nil, nil, nil, nil, err
+	}
+	return h, links, netlinkConntrack{}, sysctl.Host{}, func() { h.Close(); links.Close() }, nil
 }

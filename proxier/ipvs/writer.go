@@ -63,8 +63,8 @@ type Writer struct {
 	lifecycle
 	mirrorState
 	desiredState
-	drift   driftSchedule  // when Check reads what (schedule.go)
-	retries retrySchedule  // the failed services' backoff (schedule.go)
+	drift   driftSchedule  // when Check reads what (check.go)
+	retries retrySchedule  // the failed services' backoff (desired.go)
 	ops     map[string]int // kernel changes made, by kind (Ops)
 	repair  *repairCursor  // a Repair in slices in progress
 }
@@ -340,43 +340,6 @@ func (w *Writer) NeedsResync() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.needsResync
-}
-
-// Check verifies, without changing anything, that the dummy interface
-// known from the last sync still exists with the same index (one
-// rtnetlink request), that every virtual server we programmed is still
-// in the kernel with as many destinations as we programmed (one read of
-// /proc/net/ip_vs; a dump of the virtual servers where that cannot be
-// read) and every address we bound still on the interface (one dump of
-// its addresses; each of these at most once per driftCheckInterval, less
-// often when it is costly), and
-// then reads back, in turn, the destinations of as many of our virtual
-// servers as destCheckBudget allows. If the link was deleted or
-// replaced it returns an error wrapping ErrLinkChanged, if a virtual
-// server, an address or a destination is gone (or a destination changed)
-// one wrapping ErrDrift, and NeedsResync becomes true. Before the first sync, and
-// when a Resync is due already, it returns nil.
-func (w *Writer) Check() error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.needsResync || !w.started {
-		return nil // a Resync is due and re-reads everything anyway
-	}
-	err := w.linkChanged()
-	if err == nil && w.drift.begin() {
-		err = w.countsDrifted()
-		if start, due := w.drift.dumpStart(); err == nil && due {
-			err = w.drifted()
-			w.drift.dumped(start)
-		}
-		if err == nil {
-			err = w.destsDrifted()
-		}
-	}
-	if err != nil {
-		w.needsResync = true
-	}
-	return err
 }
 
 // Failing returns the services whose last attempt failed and that are
