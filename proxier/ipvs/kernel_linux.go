@@ -17,33 +17,6 @@ type netlinkKernel struct {
 
 var _ Kernel = (*netlinkKernel)(nil)
 
-// one makes a single change as a batch of one.
-func (m *netlinkKernel) one(o Op) error { return m.Write([]Op{o})[0] }
-
-func (m *netlinkKernel) AddVirtualServer(vs VirtualServer) error {
-	return m.one(Op{Kind: OpAddService, VS: vs})
-}
-
-func (m *netlinkKernel) UpdateVirtualServer(vs VirtualServer) error {
-	return m.one(Op{Kind: OpUpdateService, VS: vs})
-}
-
-func (m *netlinkKernel) DeleteVirtualServer(k Key) error {
-	return m.one(Op{Kind: OpDeleteService, VS: VirtualServer{Key: k}})
-}
-
-func (m *netlinkKernel) AddDestination(k Key, d Destination) error {
-	return m.one(Op{Kind: OpAddDestination, VS: VirtualServer{Key: k}, Dest: d})
-}
-
-func (m *netlinkKernel) UpdateDestination(k Key, d Destination) error {
-	return m.one(Op{Kind: OpUpdateDestination, VS: VirtualServer{Key: k}, Dest: d})
-}
-
-func (m *netlinkKernel) DeleteDestination(k Key, d Destination) error {
-	return m.one(Op{Kind: OpDeleteDestination, VS: VirtualServer{Key: k}, Dest: d})
-}
-
 func (m *netlinkKernel) Close() {
 	m.Conn.Close()
 	m.counts.Close()

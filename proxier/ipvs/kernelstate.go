@@ -320,10 +320,10 @@ func checkScheduler(k Kernel, name string) error {
 		}
 	}
 	probe := VirtualServer{Key: schedulerProbe, Scheduler: name}
-	err = k.AddVirtualServer(probe)
+	err = writeOne(k, Op{Kind: OpAddService, VS: probe})
 	if errors.Is(err, syscall.EEXIST) { // left by a start that stopped between the two
-		if err = k.DeleteVirtualServer(schedulerProbe); err == nil {
-			err = k.AddVirtualServer(probe)
+		if err = writeOne(k, Op{Kind: OpDeleteService, VS: VirtualServer{Key: schedulerProbe}}); err == nil {
+			err = writeOne(k, Op{Kind: OpAddService, VS: probe})
 		}
 	}
 	if err != nil {
@@ -332,7 +332,7 @@ func checkScheduler(k Kernel, name string) error {
 		}
 		return fmt.Errorf("check IPVS scheduler %q: add probe virtual server %s: %w", name, schedulerProbe, err)
 	}
-	if err := k.DeleteVirtualServer(schedulerProbe); err != nil {
+	if err := writeOne(k, Op{Kind: OpDeleteService, VS: VirtualServer{Key: schedulerProbe}}); err != nil {
 		return fmt.Errorf("check IPVS scheduler %q: delete probe virtual server %s: %w", name, schedulerProbe, err)
 	}
 	return nil

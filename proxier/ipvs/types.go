@@ -37,7 +37,7 @@ const (
 	ForwardMasq    = ipvsnl.ForwardMasq
 )
 
-// The IPVS changes of Kernel.Write, one per single-change method.
+// The kinds of IPVS change of Kernel.Write.
 const (
 	OpAddService        = ipvsnl.OpAddService
 	OpUpdateService     = ipvsnl.OpUpdateService
@@ -52,9 +52,10 @@ const (
 // may not have made the change, so the whole data plane is unknown.
 var ErrUnanswered = ipvsnl.ErrUnanswered
 
-// Kernel is the IPVS part of the kernel. Errors are the kernel's: adding
-// what exists is EEXIST, changing or deleting a missing virtual server is
-// ESRCH, a missing destination ENOENT.
+// Kernel is the IPVS part of the kernel, as production uses it: reads,
+// and changes in batches (a single change is a Write of one). Errors are
+// the kernel's: adding what exists is EEXIST, changing or deleting a
+// missing virtual server is ESRCH, a missing destination ENOENT.
 type Kernel interface {
 	// VirtualServers lists every address-based virtual server (firewall
 	// mark services are not listed); empty when there are none.
@@ -68,21 +69,15 @@ type Kernel interface {
 	// virtual server in one read; a virtual server without any counts 0.
 	// The map is valid until the next call, which may refill it.
 	DestinationCounts() (map[Key]int, error)
-	AddVirtualServer(vs VirtualServer) error
-	UpdateVirtualServer(vs VirtualServer) error
-	DeleteVirtualServer(k Key) error
-	AddDestination(k Key, d Destination) error
-	UpdateDestination(k Key, d Destination) error
-	DeleteDestination(k Key, d Destination) error
 	Timeouts() (Timeouts, error)
 	// SetTimeouts changes the non-zero timeouts.
 	SetTimeouts(t Timeouts) error
-	// Write makes the changes ops in order, each as its single-change
-	// method above would: an op sees the kernel as the ops before it
-	// left it, and a failing op stops none of the later ones. It returns
-	// one error per op, nil for those that succeeded; an op whose answer
-	// was lost (the socket failed) has an error wrapping ErrUnanswered.
-	// Empty ops is nothing to do.
+	// Write makes the changes ops in order, each as the kernel makes it
+	// alone: an op sees the kernel as the ops before it left it, and a
+	// failing op stops none of the later ones. It returns one error per
+	// op, nil for those that succeeded; an op whose answer was lost (the
+	// socket failed) has an error wrapping ErrUnanswered. Empty ops is
+	// nothing to do.
 	Write(ops []Op) []error
 }
 
@@ -131,10 +126,9 @@ type Conntrack interface {
 	DeleteUDP(ep netip.AddrPort) (int, error)
 }
 
-// WriteEach makes the changes ops one at a time through k's
-// single-change methods: Kernel.Write for a kernel that has no batched
-// path (the fakes), and the one-request-per-op baseline that the batched
-// path is measured against.
+// WriteEach makes the changes ops one request each, a Write of one op
+// per change: the baseline that batches are measured against, and the
+// contract tests' single changes.
 func WriteEach(k Kernel, ops []Op) []error {
 	errs := make([]error, len(ops))
 	for i, o := range ops {
@@ -143,20 +137,10 @@ func WriteEach(k Kernel, ops []Op) []error {
 	return errs
 }
 
+// writeOne makes one change as a Write of one.
 func writeOne(k Kernel, o Op) error {
-	switch o.Kind {
-	case OpAddService:
-		return k.AddVirtualServer(o.VS)
-	case OpUpdateService:
-		return k.UpdateVirtualServer(o.VS)
-	case OpDeleteService:
-		return k.DeleteVirtualServer(o.VS.Key)
-	case OpAddDestination:
-		return k.AddDestination(o.VS.Key, o.Dest)
-	case OpUpdateDestination:
-		return k.UpdateDestination(o.VS.Key, o.Dest)
-	case OpDeleteDestination:
-		return k.DeleteDestination(o.VS.Key, o.Dest)
+	if errs := k.Write([]Op{o}); len(errs) == 1 {
+		return errs[0]
 	}
-	return fmt.Errorf("%s: unknown op kind", o)
+	return fmt.Errorf("%s: %w: no answer", o, ErrUnanswered)
 }
