@@ -1,5 +1,7 @@
 package ipvsnl
 
+import "time"
+
 // The IPVS generic netlink family's names and numbers
 // (include/uapi/linux/ip_vs.h), all of them that the codec sends or reads.
 const (
@@ -71,3 +73,32 @@ const (
 // ForwardMasq is the NAT (masquerade) forwarding method of a destination,
 // IP_VS_CONN_F_MASQ; the only one the Writer programs.
 const ForwardMasq = 0
+
+// The sockets' sizes and bounds.
+
+// Buffer sizes asked of the kernel (as root; otherwise capped at
+// net.core.wmem_max and rmem_max), and a generous bound on the receive
+// buffer one failure's answer takes (its socket buffer and data; an
+// error acknowledgement without the request echoed is under a kilobyte).
+const (
+	opSendBuffer  = 1 << 20
+	opRecvBuffer  = 4 << 20
+	opAnswerBytes = 2048
+	// netlink_sendmsg refuses a message longer than the send buffer less
+	// 32 bytes; keep some more margin.
+	opSendMargin = 64
+)
+
+// keepBatchBuffer bounds the encoding buffer a sender keeps between
+// batches: a cold start's batches fill the send buffer, a megabyte or
+// more, while a sync after it sends a few requests, and a buffer of the
+// cold start's size would stay in the live heap for good.
+const keepBatchBuffer = 64 << 10
+
+// genlReadBuffer is the read buffer: the kernel sizes a dump's pieces to
+// the largest read it has seen, up to 32 KiB (netlink_recvmsg).
+const genlReadBuffer = 32 << 10
+
+// genlReadTimeout bounds one read, so a kernel that never answers is an
+// error, not a writer stuck for good.
+const genlReadTimeout = 30 * time.Second

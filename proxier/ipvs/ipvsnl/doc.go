@@ -4,9 +4,10 @@
 // sequence number (answer.go), the family looked up by name (the module
 // check: a node without ip_vs fails at start with the module named), and
 // the blocking sockets it all goes over (socket_linux.go, batches in
-// batch_linux.go), with every number of include/uapi/linux/ip_vs.h it
-// uses in consts.go. Conn (conn_linux.go) is the IPVS handle the writer's
-// Kernel adapter wraps; AddrConn changes and lists the dummy interface's
+// batch_linux.go); every constant, the numbers of
+// include/uapi/linux/ip_vs.h it uses and the sockets' sizes, is in
+// consts.go. Conn (conn_linux.go) is the IPVS handle the writer's Kernel
+// adapter wraps; AddrConn changes and lists the dummy interface's
 // addresses on route netlink the same way, in batches on a socket of its
 // own (addr.go encodes them).
 //

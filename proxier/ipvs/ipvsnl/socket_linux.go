@@ -3,12 +3,10 @@ package ipvsnl
 import (
 	"errors"
 	"fmt"
-	"time"
-
-	"github.com/mdlayher/netlink"
-	"golang.org/x/sys/unix"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/nlsock"
+	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
 )
 
 // nlSocket is a blocking netlink socket (generic netlink for IPVS, route
@@ -24,14 +22,6 @@ type nlSocket struct {
 	// socket's own, since Sendto writes its encoding into it.
 	kernel unix.SockaddrNetlink
 }
-
-// genlReadBuffer is the read buffer: the kernel sizes a dump's pieces to
-// the largest read it has seen, up to 32 KiB (netlink_recvmsg).
-const genlReadBuffer = 32 << 10
-
-// genlReadTimeout bounds one read, so a kernel that never answers is an
-// error, not a writer stuck for good.
-const genlReadTimeout = 30 * time.Second
 
 func openGenlSocket() (*nlSocket, error) { return openNetlinkSocket(unix.NETLINK_GENERIC, "ipvs") }
 
