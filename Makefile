@@ -156,14 +156,14 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzEndpointSlice -fuzztime 30s ./kubeapi/
 	$(GO) test -run '^$$' -fuzz FuzzDryRunManifest -fuzztime 60s ./cmd/kube-ipvs-proxy/app/
 	$(GO) test -run '^$$' -fuzz FuzzCompute -fuzztime 30s ./policy/
-	$(GO) test -run '^$$' -fuzz FuzzParseDestinations -fuzztime 30s ./proxier/ipvs/
-	$(GO) test -run '^$$' -fuzz FuzzParseVirtualServers -fuzztime 30s ./proxier/ipvs/
-	$(GO) test -run '^$$' -fuzz FuzzSplitAnswer -fuzztime 30s ./proxier/ipvs/
-	$(GO) test -run '^$$' -fuzz FuzzReadAcks -fuzztime 30s ./proxier/ipvs/
+	$(GO) test -run '^$$' -fuzz FuzzParseDestinations -fuzztime 30s ./proxier/ipvs/ipvsnl/
+	$(GO) test -run '^$$' -fuzz FuzzParseVirtualServers -fuzztime 30s ./proxier/ipvs/ipvsnl/
+	$(GO) test -run '^$$' -fuzz FuzzSplitAnswer -fuzztime 30s ./proxier/ipvs/ipvsnl/
+	$(GO) test -run '^$$' -fuzz FuzzReadAcks -fuzztime 30s ./proxier/ipvs/ipvsnl/
 	$(GO) test -run '^$$' -fuzz FuzzParseDestinationCounts -fuzztime 30s ./proxier/ipvs/
 	$(GO) test -run '^$$' -fuzz FuzzWalkReadsWhatMdlayherReads -fuzztime 30s ./internal/nlattr/
 	$(GO) test -run '^$$' -fuzz FuzzSplit -fuzztime 30s ./internal/nlsock/
-	$(GO) test -run '^$$' -fuzz FuzzParseAddrMessage -fuzztime 30s ./proxier/ipvs/
+	$(GO) test -run '^$$' -fuzz FuzzParseAddrMessage -fuzztime 30s ./proxier/ipvs/ipvsnl/
 	$(GO) test -run '^$$' -fuzz FuzzDecodeNotification -fuzztime 30s ./nft/
 	$(GO) test -run '^$$' -fuzz FuzzParseSetElementsReadsWhatNftablesReads -fuzztime 30s ./nft/
 	$(GO) test -run '^$$' -fuzz FuzzWidenCtDirections -fuzztime 30s ./nft/

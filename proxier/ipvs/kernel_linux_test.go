@@ -3,6 +3,8 @@ package ipvs
 import (
 	"strings"
 	"testing"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxier/ipvs/ipvsnl"
 )
 
 // TestNewLinuxWithoutIPVSNamesTheModule holds the start on a kernel
@@ -10,8 +12,8 @@ import (
 // that names the module: moby/ipvs only logs that it could not resolve
 // the family, and its handle then panics on the first request.
 func TestNewLinuxWithoutIPVSNamesTheModule(t *testing.T) {
-	if s, _, err := openIPVSSocket(); err == nil {
-		s.Close()
+	if c, err := ipvsnl.Open(); err == nil {
+		c.Close()
 		t.Skip("this kernel has IPVS")
 	}
 	w, err := NewLinux(Config{})

@@ -7,62 +7,58 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"os"
 	"strconv"
-	"time"
+	"sync"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 )
 
-// The count of every virtual server's destinations, in one read. The
-// kernel announces no IPVS change, and generic netlink lists
-// destinations one virtual server per request, so reading them all back
-// on a node with thousands of services takes seconds; /proc/net/ip_vs
-// lists every virtual server with its destinations in one read. A
-// destination deleted or added by hand changes its virtual server's
-// count, which countsDrifted compares with what we programmed; a
-// destination replaced by another (the count unchanged) is left to the
-// reads in turn (destcheck.go) and the periodic repair.
-//
-// The read's cost grows with the table, so its period stretches to
-// countCheckCostShare times its last duration: every driftCheckInterval
-// while the read is cheap, and never more than a small share of a CPU.
-const countCheckCostShare = 50
+// /proc/net/ip_vs, read for every virtual server's count of destinations
+// in one read (check.go says why).
 
-// countCheckRetry is when an unreadable table is tried again.
-const countCheckRetry = time.Minute
+// procTable is /proc/net/ip_vs of the network namespace the kernel
+// handle was made in. /proc/net follows the reading thread's namespace
+// at open, so the file is opened once, beside the netlink sockets, and
+// read again from its start each time.
+type procTable struct {
+	mu      sync.Mutex
+	f       *os.File
+	openErr error
+	last    map[Key]int // the last read's counts, refilled by the next
+	buf     []byte
+}
 
-// countsDrifted compares every virtual server's destination count with
-// ours, when due, and reports (ErrDrift) the first that differs.
-func (w *Writer) countsDrifted() error {
-	now := w.cfg.Now()
-	if now.Before(w.countCheckDue) {
-		return nil
+// openProcTable opens the table. A node whose /proc hides it still runs
+// the proxy, as it runs kube-proxy, which never reads it: counts then
+// reports the open's error, and Check goes without the count.
+func openProcTable() *procTable {
+	f, err := os.Open("/proc/thread-self/net/ip_vs")
+	return &procTable{f: f, openErr: err}
+}
+
+func (p *procTable) counts() (map[Key]int, error) {
+	if p.openErr != nil {
+		return nil, fmt.Errorf("open the IPVS table in /proc: %w", p.openErr)
 	}
-	counts, err := w.kernel.DestinationCounts()
-	took := w.cfg.Now().Sub(now)
-	w.countCheckDue = now.Add(max(driftCheckInterval, countCheckCostShare*took))
-	w.countsRead = err == nil
-	if err != nil {
-		// The table unreadable (/proc/net/ip_vs missing or masked) says
-		// nothing of drift; the dump of virtual servers (drifted), the
-		// reads in turn and the periodic repair still run, and the count
-		// is tried again later.
-		w.countCheckDue = now.Add(countCheckRetry)
-		return nil
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, err := p.f.Seek(0, io.SeekStart); err != nil {
+		return nil, fmt.Errorf("rewind %s: %w", p.f.Name(), err)
 	}
-	for k, a := range w.mirror {
-		if a == nil || w.desired[k] == nil {
-			continue
-		}
-		n, ok := counts[k]
-		if !ok {
-			return fmt.Errorf("virtual server %s gone from the kernel: %w", k, ErrDrift)
-		}
-		if n != len(a.dests) {
-			return fmt.Errorf("virtual server %s: %d destinations in the kernel, %d programmed: %w", k, n, len(a.dests), ErrDrift)
-		}
+	if p.last == nil {
+		p.last, p.buf = map[Key]int{}, make([]byte, procReadBuffer)
 	}
-	return nil
+	if err := parseDestinationCounts(p.f, p.last, p.buf); err != nil {
+		return nil, fmt.Errorf("%s: %w", p.f.Name(), err)
+	}
+	return p.last, nil
+}
+
+func (p *procTable) Close() {
+	if p.f != nil {
+		p.f.Close()
+	}
 }
 
 // parseDestinationCounts reads the text of /proc/net/ip_vs: after three

@@ -1,11 +1,10 @@
-package ipvs
+package ipvsnl
 
 import (
 	"fmt"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/nlsock"
+	"golang.org/x/sys/unix"
 )
 
 // batchSender sends netlink requests in batches on a socket of its own
@@ -29,19 +28,6 @@ type batchSender struct {
 	maxOps   int
 	buf      []byte
 }
-
-// Buffer sizes asked of the kernel (as root; otherwise capped at
-// net.core.wmem_max and rmem_max), and a generous bound on the receive
-// buffer one failure's answer takes (its socket buffer and data; an
-// error acknowledgement without the request echoed is under a kilobyte).
-const (
-	opSendBuffer  = 1 << 20
-	opRecvBuffer  = 4 << 20
-	opAnswerBytes = 2048
-	// netlink_sendmsg refuses a message longer than the send buffer less
-	// 32 bytes; keep some more margin.
-	opSendMargin = 64
-)
 
 // newBatchSender sizes s's buffers for batches and takes s over; what
 // names its use in errors. It closes s if it fails.
@@ -120,12 +106,6 @@ func (w *batchSender) send(reqs []request, index []int, errs []error) {
 		w.buf = nil
 	}
 }
-
-// keepBatchBuffer bounds the encoding buffer a sender keeps between
-// batches: a cold start's batches fill the send buffer, a megabyte or
-// more, while a sync after it sends a few requests, and a buffer of the
-// cold start's size would stay in the live heap for good.
-const keepBatchBuffer = 64 << 10
 
 // receive reads the answers of the batch whose first sequence number is
 // first until the last request's acknowledgement.

@@ -1,6 +1,7 @@
-package ipvs
+package ipvsnl
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -59,5 +60,36 @@ func TestBatchAnswersOnTheHostKernel(t *testing.T) {
 				t.Errorf("answers %q, want %q", g, tc.want)
 			}
 		})
+	}
+}
+
+// TestBatchSenderKeepsNoColdStartBuffer: after a batch larger than
+// keepBatchBuffer (a cold start's), the sender lets its encoding buffer
+// go, so that a cold start's megabyte does not stay in the live heap.
+// The requests are NLMSG_NOOPs, which the kernel answers only when asked
+// to (the last one), whatever their number.
+func TestBatchSenderKeepsNoColdStartBuffer(t *testing.T) {
+	s, err := openGenlSocket()
+	if err != nil {
+		t.Skipf("no generic netlink socket here: %v", err)
+	}
+	w := &batchSender{s: s, maxOps: 1 << 16, maxBytes: 1 << 20}
+	defer w.Close()
+	if snd, err := unix.GetsockoptInt(s.fd, unix.SOL_SOCKET, unix.SO_SNDBUF); err == nil {
+		w.maxBytes = snd - opSendMargin
+	}
+	req := request{typ: unix.NLMSG_NOOP, body: make([]byte, 256)}
+	n := 2*keepBatchBuffer/len(req.body) + 1
+	reqs, index := make([]request, n), make([]int, n)
+	for i := range reqs {
+		reqs[i], index[i] = req, i
+	}
+	errs := make([]error, n)
+	w.sendAll(reqs, index, errs)
+	if err := errors.Join(errs...); err != nil {
+		t.Fatalf("the batch: %v", err)
+	}
+	if c := cap(w.buf); c > keepBatchBuffer {
+		t.Errorf("the sender keeps a %d-byte buffer after the batch, want at most %d", c, keepBatchBuffer)
 	}
 }

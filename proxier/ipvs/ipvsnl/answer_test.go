@@ -1,4 +1,4 @@
-package ipvs
+package ipvsnl
 
 import (
 	"encoding/binary"
@@ -65,9 +65,9 @@ func TestSplitAnswerEndsWhereTheKernelSaysTheAnswerEnds(t *testing.T) {
 		}(), errAny: true},
 		{name: "an error message without an errno is an error", read: nlsock.AppendMessage(nil, unix.NLMSG_ERROR, 0, seq, []byte{1}), errAny: true},
 		{name: "a part marked interrupted makes the dump interrupted",
-			read: concat(part("a"), nlsock.AppendMessage(nil, ipvs, unix.NLM_F_MULTI|unix.NLM_F_DUMP_INTR, seq, []byte("b")), done), wantErr: errDumpInterrupted},
+			read: concat(part("a"), nlsock.AppendMessage(nil, ipvs, unix.NLM_F_MULTI|unix.NLM_F_DUMP_INTR, seq, []byte("b")), done), wantErr: ErrDumpInterrupted},
 		{name: "a DONE marked interrupted makes the dump interrupted",
-			read: concat(part("a"), nlsock.AppendMessage(nil, unix.NLMSG_DONE, unix.NLM_F_MULTI|unix.NLM_F_DUMP_INTR, seq, errnoData(0))), wantErr: errDumpInterrupted},
+			read: concat(part("a"), nlsock.AppendMessage(nil, unix.NLMSG_DONE, unix.NLM_F_MULTI|unix.NLM_F_DUMP_INTR, seq, errnoData(0))), wantErr: ErrDumpInterrupted},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			msgs, done, err := splitAnswer(nil, tc.read, seq)
