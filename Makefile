@@ -31,13 +31,15 @@ unit:
 # hack/benchplot, a module of its own that ./... does not reach: its vet
 # and its tests, which fail when BENCHMARKS.md's generated table or
 # benchmarks/vs-kube-proxy.svg is not what the committed results render
-# (a second or two warm; a fresh machine first fetches gonum.org/v1/plot).
+# (a second or two warm; a fresh machine first fetches gonum.org/v1/plot);
+# and the lab's flannel CNI plugin (hack/flannel/cni, another module).
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 	$(GO) vet -tags integration $(PKGS)
 	cd hack/benchplot && $(GO) vet ./... && $(GO) test -count=1 ./...
+	cd hack/flannel && $(GO) vet ./cni/ && $(GO) test -count=1 ./cni/
 	hack/shellcheck.sh
 
 # A real kube-apiserver and etcd (hack/k8s, the module that builds every
@@ -154,14 +156,14 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzEndpointSlice -fuzztime 30s ./kubeapi/
 	$(GO) test -run '^$$' -fuzz FuzzDryRunManifest -fuzztime 60s ./cmd/kube-ipvs-proxy/app/
 	$(GO) test -run '^$$' -fuzz FuzzCompute -fuzztime 30s ./policy/
-	$(GO) test -run '^$$' -fuzz FuzzParseDestinations -fuzztime 30s ./proxier/ipvs/
-	$(GO) test -run '^$$' -fuzz FuzzParseVirtualServers -fuzztime 30s ./proxier/ipvs/
-	$(GO) test -run '^$$' -fuzz FuzzSplitAnswer -fuzztime 30s ./proxier/ipvs/
-	$(GO) test -run '^$$' -fuzz FuzzReadAcks -fuzztime 30s ./proxier/ipvs/
+	$(GO) test -run '^$$' -fuzz FuzzParseDestinations -fuzztime 30s ./proxier/ipvs/ipvsnl/
+	$(GO) test -run '^$$' -fuzz FuzzParseVirtualServers -fuzztime 30s ./proxier/ipvs/ipvsnl/
+	$(GO) test -run '^$$' -fuzz FuzzSplitAnswer -fuzztime 30s ./proxier/ipvs/ipvsnl/
+	$(GO) test -run '^$$' -fuzz FuzzReadAcks -fuzztime 30s ./proxier/ipvs/ipvsnl/
 	$(GO) test -run '^$$' -fuzz FuzzParseDestinationCounts -fuzztime 30s ./proxier/ipvs/
 	$(GO) test -run '^$$' -fuzz FuzzWalkReadsWhatMdlayherReads -fuzztime 30s ./internal/nlattr/
 	$(GO) test -run '^$$' -fuzz FuzzSplit -fuzztime 30s ./internal/nlsock/
-	$(GO) test -run '^$$' -fuzz FuzzParseAddrMessage -fuzztime 30s ./proxier/ipvs/
+	$(GO) test -run '^$$' -fuzz FuzzParseAddrMessage -fuzztime 30s ./proxier/ipvs/ipvsnl/
 	$(GO) test -run '^$$' -fuzz FuzzDecodeNotification -fuzztime 30s ./nft/
 	$(GO) test -run '^$$' -fuzz FuzzParseSetElementsReadsWhatNftablesReads -fuzztime 30s ./nft/
 	$(GO) test -run '^$$' -fuzz FuzzWidenCtDirections -fuzztime 30s ./nft/
@@ -234,8 +236,8 @@ migration:
 # The node matrix: the migration run once per node variant (a cluster
 # brought up for each: hack/cluster/variant.sh), each variant's last
 # result kept in conformance/migration/RESULTS.md. KIP_MIGRATION_PHASES
-# narrows the phases. Not implemented yet: nodelocaldns flannel.
-VARIANTS ?= no-cluster-cidr forward-drop forward-drop-nft legacy metallb-l2
+# narrows the phases.
+VARIANTS ?= no-cluster-cidr forward-drop forward-drop-nft legacy nodelocaldns flannel metallb-l2
 migration-matrix:
 	conformance/matrix.sh $(VARIANTS)
 

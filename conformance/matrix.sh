@@ -18,7 +18,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=hack/cluster/lib.sh
 . "$HERE/../hack/cluster/lib.sh"
 
-(($# > 0)) || die "usage: matrix.sh <variant>... (default no-cluster-cidr forward-drop forward-drop-nft legacy metallb-l2; not yet: nodelocaldns flannel)"
+(($# > 0)) || die "usage: matrix.sh <variant>... (default no-cluster-cidr forward-drop forward-drop-nft legacy nodelocaldns flannel metallb-l2)"
 if [[ -e $RUN/cluster.env ]] && ip netns list | grep -qw "$NETNS"; then
 	die "a lab cluster is up: make cluster-down first (each variant brings up its own)"
 fi

@@ -24,8 +24,10 @@
 // without I/O (--dry-run, golden tests). ForeignEdits and
 // WatchForeignEdits read the kernel's nftables notifications so that
 // Check reports an edit of our table by another program at once. Fake is
-// a kernel-faithful Conn for tests. See README.md for the hooks, every chain, set and map, and
-// how to inspect the table.
+// a kernel-faithful Conn for tests; the rules are tested by tracing
+// packets through it (trace_*_test.go, with the test-only tracer
+// internal/packettrace). See README.md for the hooks, every chain, set and
+// map, and how to inspect the table.
 //
 // It makes no policy decisions (it reads them from policy.Plan), never
 // touches another table but to keep one accept rule of its own, owned by

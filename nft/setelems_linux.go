@@ -38,10 +38,10 @@ func (c *linuxConn) EachSetElement(s *nftables.Set, each func(nftables.SetElemen
 // google/nftables opens one per read. It is a plain socket, not
 // mdlayher/netlink's Conn, whose Receive copies every message out of its
 // buffer; and it blocks in its reads, as the IPVS writer's readers' do
-// (proxier/ipvs/destdump.go): on Go's network poller a goroutine parks in
-// each read of a dump. It is opened
-// at the first read, in the network namespace of the thread that makes
-// it, opened again after a read that failed on the socket, and closed
+// (proxier/ipvs/ipvsnl/socket_linux.go): on Go's network poller a
+// goroutine parks in each read of a dump. It is opened at the first
+// read, in the network namespace of the thread that makes it, opened
+// again after a read that failed on the socket, and closed
 // once the reader is unreachable (the Writer has no Close). Safe for
 // concurrent use; reads are made one at a time.
 type elementReader struct {

@@ -54,16 +54,21 @@
 //     (nft/writer.go), then
 //  6. proxier/ipvs/writer.go (Writer.Apply): the IPVS writer, which
 //     builds one batch for the changes;
-//  7. proxier/ipvs/batch.go (batch.service, batch.plan, batch.run): each
-//     service's plan is translated into kernel form and claimed
-//     (Writer.setDesired, proxier/ipvs/desired.go), diffed against the
-//     mirror of the kernel into ordered steps (add, update, prune) and
-//     run phase by phase, each phase's changes in one Kernel.Write, which
-//     on Linux is
-//  8. proxier/ipvs/batchwrite_linux.go (netlinkKernel.Write, opWriter.write):
-//     the changes encoded as IPVS generic netlink requests
-//     (proxier/ipvs/ipvsmsg.go) and sent in as few sendmsg calls as the
-//     socket buffers allow.
+//  7. proxier/ipvs/batch.go (batch.service, batch.plan): each service's
+//     plan is translated into kernel form and claimed (Writer.setDesired,
+//     proxier/ipvs/desired.go) and diffed against the mirror of the
+//     kernel into ordered actions by the pure reconciler (reconcileVS,
+//     reconcileAddr: proxier/ipvs/reconcile.go); the executor (batch.run,
+//     proxier/ipvs/execute.go) runs them phase by phase: the ClusterIP and
+//     other VIPs bound on kube-ipvs0 first (one Links.AddAddrs), then the
+//     IPVS adds, updates and prunes, each phase's changes in chunks of up
+//     to writeChunk (4,096), one Kernel.Write each, whose answers it
+//     applies to the mirror, and last the addresses no longer used
+//     unbound; on Linux a Write is
+//  8. proxier/ipvs/ipvsnl/conn_linux.go (Conn.Write, opWriter.write): the
+//     changes encoded as IPVS generic netlink requests
+//     (proxier/ipvs/ipvsnl/encode.go) and sent in as few sendmsg calls as
+//     the socket buffers allow.
 //
 // A full resync takes the same path with every service (Resync and
 // Plan.ByService for Apply). Both writers meet one contract, kernelWriter

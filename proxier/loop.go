@@ -244,6 +244,9 @@ func (p *Proxier) setClock(c clock.Clock) {
 	if p.t != nil {
 		p.t.since = c.Now()
 	}
+	if d, ok := c.(clock.WithDelayedExecution); ok && p.nodes != nil {
+		p.nodes.clock = d
+	}
 }
 
 // Run starts the informers, waits for their caches, makes the first full

@@ -2,6 +2,7 @@ package proxier
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	metadatafake "k8s.io/client-go/metadata/fake"
 	k8stesting "k8s.io/client-go/testing"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 )
@@ -189,34 +191,45 @@ func TestRunNodeMetadataInformer(t *testing.T) {
 }
 
 // TestNodeWatchDebounce: toggling the topology-keys annotation starts the
-// watch of all Nodes once; it stops only after lingering unused.
+// watch of all Nodes once; it stops only after lingering unused, as the
+// Proxier's clock counts: not a nanosecond before.
 func TestNodeWatchDebounce(t *testing.T) {
 	ctx := context.Background()
-	tp := newTestProxier(t, func(c *Config) { c.NodeWatchLinger = 500 * time.Millisecond }, node(testNode, "192.168.0.10", nil),
+	const linger = 500 * time.Millisecond
+	tp := newTestProxier(t, func(c *Config) { c.NodeWatchLinger = linger }, node(testNode, "192.168.0.10", nil),
 		service("topo", "10.96.0.50"))
+	clk := testingclock.NewFakeClock(t0)
+	tp.setClock(clk)
 	tp.start(t)
+	hasTopology := func() bool {
+		tp.t.mu.Lock()
+		defer tp.t.mu.Unlock()
+		return len(tp.t.topo) > 0
+	}
 	svcs := tp.client.CoreV1().Services("default")
 	for i := range 6 {
 		s := service("topo", "10.96.0.50")
-		if i%2 == 0 {
+		on := i%2 == 0
+		if on {
 			s = service("topo", "10.96.0.50", annotated(policy.AnnotationTopologyKeys, policy.LabelTopologyZone))
 		}
 		if _, err := svcs.Update(ctx, s, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(30 * time.Millisecond)
+		// The marker: the tracker has the update, and the watch was set
+		// with it in the same handler.
+		waitFor(t, fmt.Sprintf("toggle %d handled", i), func() bool { return hasTopology() == on })
 	}
-	waitFor(t, "the annotation removed", func() bool {
-		tp.t.mu.Lock()
-		defer tp.t.mu.Unlock()
-		return len(tp.t.topo) == 0
-	})
 	if s := tp.Stats(); !s.NodeInformer || s.NodeInformerStarts != 1 || s.NodeInformerStops != 0 {
 		t.Errorf("after 3 toggles: %+v, want started once, still running", s)
 	}
-	waitFor(t, "stopped after lingering", func() bool { s := tp.Stats(); return !s.NodeInformer && s.NodeInformerStops == 1 })
-	if s := tp.Stats(); s.NodeInformerStarts != 1 {
-		t.Errorf("starts %d, want 1", s.NodeInformerStarts)
+	clk.Step(linger - time.Nanosecond)
+	if s := tp.Stats(); !s.NodeInformer || s.NodeInformerStops != 0 {
+		t.Errorf("a nanosecond before lingering %v: %+v, want still running", linger, s)
+	}
+	clk.Step(time.Nanosecond) // the stop runs in Step, on this goroutine
+	if s := tp.Stats(); s.NodeInformer || s.NodeInformerStops != 1 || s.NodeInformerStarts != 1 {
+		t.Errorf("after lingering %v: %+v, want stopped once, started once", linger, s)
 	}
 }
 

@@ -7,24 +7,25 @@ import (
 )
 
 // Returning freed heap to the OS. The Go runtime keeps the pages a
-// collection freed, up to its next goal (by default twice the live
-// heap), and returns them only slowly: after a cold start, a repair or a
-// burst of changes, a quiet proxy's resident set stays near its busiest.
-// With Config.ReleaseMemory the loop returns them at once after what
-// reads or writes the whole table (a full sync, a periodic repair), and,
-// when the loop has been quiet for quietBeforeRelease: after syncs since
-// the last release, once the proxy has allocated releaseGrowthMin since
-// it, so that a burst of changes is returned once it is over, whenever
-// the last release came; otherwise (the idle checks' garbage) once it
-// has allocated a sixteenth of the resident heap, so that a steady
-// trickle of checks costs a collection only every so often. The
-// quiet probe logs each release at V(2). It is measured in bytes allocated, not
-// in the heap's growth: a burst long enough for collections of its own
-// can end with the heap no larger than the last release left it, yet
-// with the garbage made since its last collection, and the pages that
-// collection freed, still resident (benchmarks/NOTES.md, Memory). A
-// sixteenth, not more: a quiet node's resident set is what its operator
-// sees; a release costs one collection of the live heap.
+// collection freed, up to its next goal (twice the live heap), and
+// returns them only slowly: after a cold start, a repair or a burst of
+// changes, a quiet proxy's resident set would stay near its busiest, and
+// a node's operator reads the resident set. With Config.ReleaseMemory the
+// loop returns them at once after what reads or writes the whole table
+// (a full sync, a periodic repair), and once the loop has been quiet for
+// quietBeforeRelease: after syncs since the last release, as soon as
+// releaseGrowthMin was allocated since it (a burst is returned once it
+// is over); otherwise once a sixteenth of the resident heap was (the idle
+// checks' garbage costs a collection of the live heap only every so
+// often). It counts bytes allocated, not the heap's growth: a burst with
+// collections of its own can end with the heap no larger than the last
+// release left it and the pages those collections freed still resident.
+//
+// Why not a memory limit (GOMEMLIMIT, debug.SetMemoryLimit) in its
+// place: a limit low enough to hold the quiet resident set as low holds
+// the cold start under it too, and the runtime then collects without
+// pause while the first sync's heap is above it. The measurement is in
+// benchmarks/NOTES.md, "Memory".
 const (
 	quietBeforeRelease = 5 * time.Second
 	releaseGrowthMin   = 4 << 20

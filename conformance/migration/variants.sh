@@ -14,12 +14,24 @@
 #   forward-drop-nft  and a NodePort (30082); the lab host calls that
 #                     NodePort on every other node (tag np-hostnet) and a pod
 #                     on every other node calls the ClusterIP (tag ci-hostnet)
+#   nodelocaldns      on each node a pod resolving through its
+#                     resolv.conf, i.e. the node's cache on 169.254.20.10
+#                     (tag nodelocal-dns), and a check that the cache's
+#                     address and NOTRACK rules stay (tag nodelocal-intact):
+#                     migration/nodelocaldns.sh
+#   flannel           the same pinned backends as no-cluster-cidr; on each
+#                     node a pod calling the ClusterIP of the other node's
+#                     backend, so every request crosses flannel.1's VXLAN
+#                     (tag vxlan), and a hostNetwork client doing the same
+#                     from the node's own address (tag hostnet)
 #   metallb-l2        MetalLB in L2 mode and two LoadBalancer Services the
 #                     lab host calls by their announced addresses (tags
 #                     lb-l2, lb-l2-local), with an ARP check after each
 #                     hand-over (metallb-l2.sh)
 #   default, legacy   nothing beyond the common load
 
+# shellcheck source=conformance/migration/nodelocaldns.sh
+. "$(dirname "${BASH_SOURCE[0]}")/nodelocaldns.sh"
 # shellcheck source=conformance/migration/metallb-l2.sh
 . "$(dirname "${BASH_SOURCE[0]}")/metallb-l2.sh"
 
@@ -27,7 +39,7 @@
 variant_workload() {
 	local i node
 	case $NODE_VARIANT in
-	no-cluster-cidr)
+	no-cluster-cidr | flannel)
 		for ((i = 1; i <= NODES; i++)); do
 			node=$(node_name "$i")
 			kc apply -f - >&2 <<YAML
@@ -97,6 +109,7 @@ spec:
 YAML
 		kc -n migration rollout status deploy/hostsrv --timeout=5m >&2
 		;;
+	nodelocaldns) kc -n kube-system rollout status ds/node-local-dns --timeout=5m >&2 ;;
 	metallb-l2) lb_l2_workload ;;
 	esac
 }
@@ -163,6 +176,18 @@ variant_start_load() {
 			extra_pod "node-curl-$node" "$node" "$(node_curl_spec "https://$ip:443/readyz")"
 		done
 		;;
+	flannel)
+		for ((i = 1; i <= NODES; i++)); do
+			node=$(node_name "$i")
+			other=$(node_name $((i % NODES + 1)))
+			ip=$(kc -n migration get svc "pinned-$other" -o jsonpath='{.spec.clusterIP}')
+			extra_pod "vxlan-$node" "$node" "  containers:
+  - {name: client, image: localhost/kip-load:lab, imagePullPolicy: IfNotPresent, args: [client, -rate, '6', -http, 'http://$ip:80/']}"
+			extra_pod "hostnet-$node" "$node" "  hostNetwork: true
+  containers:
+  - {name: client, image: localhost/kip-load:lab, imagePullPolicy: IfNotPresent, args: [client, -rate, '6', -http, 'http://$ip:80/']}"
+		done
+		;;
 	forward-drop | forward-drop-nft)
 		ip=$(kc -n migration get svc hostsrv -o jsonpath='{.spec.clusterIP}')
 		for ((i = 2; i <= NODES; i++)); do
@@ -174,6 +199,7 @@ variant_start_load() {
 			echo $! >>"$OUT/$phase.hosts"
 		done
 		;;
+	nodelocaldns) nodelocaldns_start_load ;;
 	metallb-l2)
 		lb_l2_start_load "$phase"
 		return 0

@@ -75,5 +75,8 @@ elif [[ -z ${KIP_NO_PROXY:-} ]]; then
 	kc apply -k "$CLUSTER_DIR/overlay" >&2
 	kc -n kube-system rollout status ds/kube-ipvs-proxy --timeout=10m >&2
 fi
+# flannel's flanneld reaches the API server through the kubernetes
+# ClusterIP: after the proxy, before anything needs a pod network.
+[[ ${NODE_VARIANT:-default} != flannel ]] || "$CLUSTER_DIR/flannel.sh" deploy
 kc -n kube-system rollout status deploy/coredns --timeout=10m >&2
 kc get pods -A -o wide >&2

@@ -32,7 +32,7 @@ NODE_SMP=${KIP_NODE_SMP:-2}
 KUBELET_V=${KIP_KUBELET_V:-1}
 # ours: our DaemonSet (deploy/base); upstream: kube-proxy in IPVS mode by kubeadm.
 KUBE_PROXY=${KIP_KUBE_PROXY:-ours}
-# default, no-cluster-cidr, forward-drop, forward-drop-nft or legacy (variant.sh).
+# default, no-cluster-cidr, forward-drop, forward-drop-nft, legacy, nodelocaldns or flannel (variant.sh).
 NODE_VARIANT=${KIP_NODE_VARIANT:-default}
 export PATH=$PATH:/usr/local/go/bin
 LOG_PREFIX=${LOG_PREFIX:-cluster}

@@ -48,6 +48,9 @@ if [[ $KUBE_PROXY == upstream ]]; then
 	"$REPO/hack/k8s/build.sh" kubeadm kube-proxy >/dev/null
 	"$CLUSTER_DIR/images.sh" kube-proxy >/dev/null
 fi
+# flannel's image, on flannel clusters' nodes only (flannel.sh).
+FLANNEL_TAR=
+if [[ $NODE_VARIANT == flannel ]]; then FLANNEL_TAR=$("$CLUSTER_DIR/flannel.sh" image); fi
 
 rm -rf "$RUN"
 mkdir -p "$RUN/logs" "$RUN/pids" "$RUN/etcd"
@@ -196,6 +199,7 @@ CFG
 		*) cp "$img" "$dir/root/images/late/" ;;
 		esac
 	done
+	[[ -z $FLANNEL_TAR ]] || cp "$FLANNEL_TAR" "$dir/root/images/early/"
 	local mb
 	mb=$(($(du -sm "$dir/root" | cut -f1) + 64))
 	truncate -s "${mb}M" "$dir/config.img"
@@ -229,6 +233,9 @@ for ((i = 1; i <= NODES; i++)); do
 	name=$(node_name "$i")
 	wait_for 900 "$name to register and get podCIDRs (console: $RUN/logs/$name-console.log)" \
 		node_registered "$name"
+	# Under flannel, pods on different nodes meet through its VXLAN
+	# device, not through the namespace.
+	[[ $NODE_VARIANT == flannel ]] && continue
 	for cidr in $(kc get node "$name" -o jsonpath='{.spec.podCIDRs[*]}'); do
 		if [[ $cidr == *:* ]]; then via=$(node_ip6 "$i"); else via=$(node_ip4 "$i"); fi
 		ip -n "$NETNS" route replace "$cidr" via "$via"

@@ -17,12 +17,20 @@
 #                     (update-alternatives), the kubelet restarted so its
 #                     canary chains are legacy ones; kube-proxy's image picks
 #                     legacy from them as upstream's iptables-wrapper does
+#   nodelocaldns      NodeLocal DNSCache as its IPVS-mode manifest sets it
+#                     up: 169.254.20.10 on a dummy nodelocaldns interface,
+#                     node-cache's NOTRACK rules, the kubelet's clusterDNS
+#                     pointed at it; then the lab's CoreDNS as the cache,
+#                     a host-network DaemonSet (nodelocaldns.sh)
+#   flannel           flannel (VXLAN) as the CNI instead of the lab's: the
+#                     lab's CNI config goes before the add-ons, addons.sh
+#                     deploys flannel after kube-proxy, up.sh adds no
+#                     podCIDR routes to the namespace (flannel.sh)
 #   metallb-l2        kube-proxy's ConfigMap with ipvs.strictARP: true from
 #                     the start (addons.sh), as MetalLB's guide has it; no
 #                     node change. MetalLB itself (metallb.sh up) comes with
 #                     the migration run's workload, once kube-proxy serves
 #                     the API's ClusterIP
-#   nodelocaldns, flannel   named, not implemented yet
 #
 # The node changes run as one privileged host-network, host-PID pod per
 # node (kube-proxy's image, imported at boot on KIP_KUBE_PROXY=upstream
@@ -32,9 +40,11 @@ set -euo pipefail
 shopt -s inherit_errexit
 # shellcheck source=hack/cluster/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+# shellcheck source=hack/cluster/nodelocaldns.sh
+. "$CLUSTER_DIR/nodelocaldns.sh"
 
-VARIANTS="default no-cluster-cidr forward-drop forward-drop-nft legacy metallb-l2"
-TODO_VARIANTS="nodelocaldns flannel"
+VARIANTS="default no-cluster-cidr forward-drop forward-drop-nft legacy nodelocaldns flannel metallb-l2"
+TODO_VARIANTS=""
 
 # check_variant: dies on an unknown variant, on a named one not built yet,
 # and on a node variant without kube-proxy's image on the nodes.
@@ -51,6 +61,10 @@ check_variant() {
 	*) [[ $KUBE_PROXY == upstream ]] ||
 		die "node variant $NODE_VARIANT needs KIP_KUBE_PROXY=upstream (its node setup runs kube-proxy's image)" ;;
 	esac
+	if [[ $NODE_VARIANT == nodelocaldns && $FAMILY == ipv6 ]]; then
+		die "node variant nodelocaldns: its cache's address $NODELOCAL_IP is IPv4; want FAMILY=ipv4 or dual"
+	fi
+	[[ $NODE_VARIANT != flannel || $FAMILY == ipv4 ]] || die "node variant flannel: IPv4 only, not FAMILY=$FAMILY"
 }
 
 # pod_cidrs: the cluster's pod CIDRs of FAMILY, space separated.
@@ -90,6 +104,8 @@ node_script() {
 		echo "iptables --version"
 		echo "systemctl restart --no-block kubelet"
 		;;
+	nodelocaldns) nodelocaldns_node_script ;;
+	flannel) "$CLUSTER_DIR/flannel.sh" script ;;
 	*) die "node variant $NODE_VARIANT has no node script" ;;
 	esac
 }
@@ -129,8 +145,9 @@ YAML
 		kc -n kip-variant logs "variant-$node" | sed "s/^/$node: /" >&2
 	done
 	kc delete namespace kip-variant --wait=false >&2
-	if [[ $NODE_VARIANT == legacy ]]; then
-		# The kubelet restarts: Ready again, then its legacy canary chains.
+	if [[ $NODE_VARIANT == legacy || $NODE_VARIANT == nodelocaldns ]]; then
+		# The kubelet restarts: Ready again (legacy: then its legacy canary
+		# chains; nodelocaldns: with clusterDNS the node's cache).
 		sleep 5
 		for ((i = 1; i <= NODES; i++)); do
 			kc wait --for=condition=Ready "node/$(node_name "$i")" --timeout=5m >&2
@@ -150,6 +167,7 @@ nodes)
 	default | no-cluster-cidr | metallb-l2) log "node variant $NODE_VARIANT: nothing to change on the nodes" ;;
 	*) on_nodes ;;
 	esac
+	if [[ $NODE_VARIANT == nodelocaldns ]]; then nodelocaldns_deploy; fi
 	;;
 *) die "usage: variant.sh check|script|nodes" ;;
 esac

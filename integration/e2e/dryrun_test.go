@@ -36,7 +36,8 @@ func (l *lockedBuffer) String() string {
 // TestDryRunWatchTouchesNothing: `--dry-run --kubeconfig` prints the plan
 // it watches and nothing else: the health and metrics addresses it is
 // given stay closed, and an invalid annotation, which the real mode
-// reports with an Event, writes none.
+// reports with an Event, writes none, by the time a later Service is
+// printed.
 func TestDryRunWatchTouchesNothing(t *testing.T) {
 	c, admin := startWithWeb(t)
 	ctx := context.Background()
@@ -66,7 +67,18 @@ func TestDryRunWatchTouchesNothing(t *testing.T) {
 		}
 	})
 	waitFor(t, "the printed plan", func() bool { return strings.Contains(out.String(), "default/bad") })
-	time.Sleep(2 * time.Second) // an Event would be written by now
+	// The marker: a later Service in a printed plan. The informer hands the
+	// proxy default/bad before it, and the annotation's Event would be
+	// recorded as default/bad is handed over; the listeners would be
+	// started before the first sync. (Both then finish on goroutines of
+	// their own, client-go's Event broadcaster and the servers': the
+	// marker bounds when they start, the round trips of a whole Service
+	// change through the apiserver, not when they land.)
+	after := tcpService("default", "after", "10.96.0.98", 80)
+	if _, err := admin.CoreV1().Services("default").Create(ctx, after, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the marker default/after printed", func() bool { return strings.Contains(out.String(), "default/after") })
 	for _, addr := range []string{metricsAddr, healthzAddr} {
 		if conn, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
 			conn.Close()

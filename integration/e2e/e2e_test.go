@@ -76,10 +76,19 @@ func TestProxyAgainstARealAPIServer(t *testing.T) {
 		}
 		waitFor(t, "the incremental sync", func() bool { return len(applies(dp.snapshot()[before:])) > 0 })
 		elapsed := time.Since(start)
-		time.Sleep(500 * time.Millisecond)       // anything else would arrive now
+		// The marker: a new Service, whose Apply the loop makes after
+		// every sync the endpoint change caused.
+		marker := policy.ServiceKey{Namespace: "default", Name: "marker"}
+		if _, err := admin.CoreV1().Services("default").Create(ctx, tcpService(marker.Namespace, marker.Name, "10.96.0.97", 80), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		applied := func(c call) bool {
+			return slices.ContainsFunc(c.changes, func(sp policy.ServicePlan) bool { return sp.Service == marker })
+		}
+		waitFor(t, "the marker's Apply", func() bool { return slices.ContainsFunc(applies(dp.snapshot()[before:]), applied) })
 		calls := applies(dp.snapshot()[before:]) // periodic resyncs aside
-		if len(calls) != 1 || len(calls[0].changes) != 1 {
-			t.Fatalf("after one endpoint change: %d Applies %+v, want one Apply of one service", len(calls), calls)
+		if len(calls) != 2 || len(calls[0].changes) != 1 || len(calls[1].changes) != 1 || !applied(calls[1]) {
+			t.Fatalf("after one endpoint change and then the marker Service: %d Applies %+v, want one Apply of one service, then the marker's alone", len(calls), calls)
 		}
 		sp := calls[0].changes[0]
 		if sp.Service != (policy.ServiceKey{Namespace: "default", Name: "web"}) || !slices.Equal(destinations(sp), []string{"10.244.1.5", "10.244.1.6"}) {
@@ -135,13 +144,11 @@ func TestProxyAgainstARealAPIServer(t *testing.T) {
 		if err := c.Stop(); err != nil {
 			t.Logf("stop: %v", err)
 		}
-		time.Sleep(4 * syncPeriod)
+		// The marker: the second periodic resync while it is down; any
+		// other call would have come before it.
+		waitFor(t, "two periodic resyncs while the apiserver is down", func() bool { return len(dp.snapshot()[before:]) >= 2 })
 		want := []string{"10.244.1.5", "10.244.1.6"}
 		outage := dp.snapshot()[before:]
-		if len(outage) < 2 {
-			t.Fatalf("while the apiserver was down for %v: %d data plane calls, want the periodic resyncs (period %v)",
-				4*syncPeriod, len(outage), syncPeriod)
-		}
 		for _, c := range outage {
 			if !c.full || !slices.Equal(planDestinations(c.plan, "default/web"), want) {
 				t.Fatalf("while the apiserver was down the data plane got %+v; want only resyncs of the last plan", c)

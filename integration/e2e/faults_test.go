@@ -112,7 +112,10 @@ func TestServiceFailureEventOnTheService(t *testing.T) {
 		}
 		return false
 	})
-	time.Sleep(3 * time.Second) // retries at 1 s and 2 s
+	// The marker: two retries of the broken Service after the first sync,
+	// a second apart: each is a data plane call, an Apply of no changed
+	// service (the writer retries what failed) or, wrongly, a full resync.
+	waitFor(t, "two retries of default/broken", func() bool { return len(dp.snapshot()) >= 3 })
 	if code, body := getQuietPath(healthzAddr, "/healthz"); code != 200 {
 		t.Errorf("/healthz %d %s, want 200", code, body)
 	}

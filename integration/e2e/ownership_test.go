@@ -16,6 +16,8 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/textlogger"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/cmd/kube-ipvs-proxy/app"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/integration/apiserver"
@@ -94,6 +96,13 @@ func startProxy(t *testing.T, c *apiserver.Cluster, extra ...string) *recorder {
 // defaults and win over them.
 func runProxy(t *testing.T, c *apiserver.Cluster, token string, extra ...string) *recorder {
 	t.Helper()
+	return runProxyLogging(t, c, token, io.Discard, extra...)
+}
+
+// runProxyLogging is runProxy with the proxy's log (klog's text format,
+// V(0)) written to log.
+func runProxyLogging(t *testing.T, c *apiserver.Cluster, token string, log io.Writer, extra ...string) *recorder {
+	t.Helper()
 	args := append([]string{"--kubeconfig", c.KubeconfigForToken(token), "--hostname-override", nodeName,
 		"--cluster-cidr", "10.244.0.0/16", "--ipvs-sync-period", "1h",
 		"--metrics-bind-address", freeAddr(t), "--healthz-bind-address", freeAddr(t)}, extra...)
@@ -105,7 +114,8 @@ func runProxy(t *testing.T, c *apiserver.Cluster, token string, extra ...string)
 		t.Fatalf("flags: %v", err)
 	}
 	dp := &recorder{}
-	ctx, stop := context.WithCancel(context.Background())
+	logger := textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(log), textlogger.Verbosity(0)))
+	ctx, stop := context.WithCancel(klog.NewContext(context.Background(), logger))
 	done := make(chan error, 1)
 	go func() { done <- app.Watch(ctx, opts, dp.open, io.Discard) }()
 	t.Cleanup(func() {

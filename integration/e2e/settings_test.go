@@ -210,11 +210,17 @@ func TestBindAddressIsThePrimaryIP(t *testing.T) {
 // the proxy waits until its Node has podCIDRs, as kube-proxy, and then
 // treats them as the pod network: ClusterIP traffic from outside them is
 // masqueraded (without --cluster-cidr, ClusterCIDR mode masquerades
-// none).
+// none). The marker of the wait is its log line, written once the proxy
+// has read its Node without podCIDRs; the proof that nothing was synced
+// before them is the first data plane call of all: a full sync of a plan
+// made with them.
 func TestNodeCIDRModeWaitsForThePodCIDRs(t *testing.T) {
 	c, admin := startWithWeb(t) // node-a has no podCIDRs yet
-	dp := startProxy(t, c, "--ipvs-min-sync-period", "0s", "--cluster-cidr=", "--detect-local-mode", "NodeCIDR")
-	time.Sleep(2 * time.Second)
+	log := &lockedBuffer{}
+	dp := runProxyLogging(t, c, proxyToken(t, c), log, "--ipvs-min-sync-period", "0s", "--cluster-cidr=", "--detect-local-mode", "NodeCIDR")
+	waitFor(t, "the proxy waiting for its Node's podCIDRs", func() bool {
+		return strings.Contains(log.String(), "Waiting for the node's podCIDRs")
+	})
 	if calls := dp.snapshot(); len(calls) != 0 {
 		t.Fatalf("%d data plane calls before the Node has podCIDRs, want none", len(calls))
 	}
@@ -227,18 +233,20 @@ func TestNodeCIDRModeWaitsForThePodCIDRs(t *testing.T) {
 	if _, err := admin.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	var masq policy.Masquerade
-	waitFor(t, "default/web's ClusterIP in a full sync", func() bool {
-		for _, call := range dp.snapshot() {
-			for _, vs := range call.plan.VirtualServers {
-				if vs.Service.String() == "default/web" && vs.Kind == policy.KindClusterIP {
-					masq = vs.Masquerade
-					return true
-				}
-			}
+	waitFor(t, "the first data plane call", func() bool { return len(dp.snapshot()) > 0 })
+	first := dp.snapshot()[0]
+	if !first.full {
+		t.Fatalf("the first data plane call is an Apply of %d services, want the first full sync", len(first.changes))
+	}
+	masq, found := policy.Masquerade(""), false
+	for _, vs := range first.plan.VirtualServers {
+		if vs.Service.String() == "default/web" && vs.Kind == policy.KindClusterIP {
+			masq, found = vs.Masquerade, true
 		}
-		return false
-	})
+	}
+	if !found {
+		t.Fatalf("the first full sync has no ClusterIP of default/web: %+v", first.plan.VirtualServers)
+	}
 	if masq != policy.MasqueradeOffCluster {
 		t.Errorf("default/web's ClusterIP: masquerade %s, want %s (from outside the node's podCIDRs)", masq, policy.MasqueradeOffCluster)
 	}

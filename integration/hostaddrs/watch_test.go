@@ -3,16 +3,21 @@
 package hostaddrs
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/textlogger"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/integration/labnet"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxier/hostaddr"
@@ -43,18 +48,56 @@ func addAddr(t *testing.T, l netlink.Link, cidr string) {
 }
 
 // watch runs n.Watch until the test ends, counting its calls of changed,
-// and returns once the call after subscribing has come and 200 ms more
-// have passed, with the count then.
-func watch(t *testing.T, n hostaddr.Netlink) (calls *atomic.Int32, base int32) {
+// with its log (V(2), where a broken subscription is logged) in the
+// returned buffer. It returns once the call after subscribing has come
+// and then the call for a marker address on marks, with the count then:
+// whatever the kernel reported before the marker has been taken.
+func watch(t *testing.T, n hostaddr.Netlink, marks netlink.Link) (calls *atomic.Int32, base int32, log *syncBuffer) {
 	t.Helper()
-	calls = new(atomic.Int32)
-	ctx, cancel := context.WithCancel(context.Background())
+	calls, log = new(atomic.Int32), new(syncBuffer)
+	logger := textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(log), textlogger.Verbosity(2)))
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
 	done := make(chan struct{})
 	go func() { defer close(done); n.Watch(ctx, func() { calls.Add(1) }) }()
 	t.Cleanup(func() { cancel(); <-done })
 	waitForCalls(t, calls, "the call after subscribing", func() bool { return calls.Load() >= 1 })
-	time.Sleep(200 * time.Millisecond)
-	return calls, calls.Load()
+	return calls, mark(t, calls, marks), log
+}
+
+// markers numbers the marker addresses of a test binary.
+var markers atomic.Int32
+
+// mark adds a new address to link, an interface the watch reports, and
+// waits for the call it causes. A subscription delivers the kernel's
+// updates in order, so once that call has come every update sent before
+// the marker has been taken: what the watch did not report by then, it
+// never will. It returns the count of calls then.
+func mark(t *testing.T, calls *atomic.Int32, link netlink.Link) int32 {
+	t.Helper()
+	before := calls.Load()
+	m := markers.Add(1)
+	addAddr(t, link, fmt.Sprintf("203.0.113.%d/32", m))
+	waitForCalls(t, calls, fmt.Sprintf("the call for marker %d", m), func() bool { return calls.Load() > before })
+	return calls.Load()
+}
+
+// syncBuffer is a bytes.Buffer the watch's goroutine writes and the test
+// reads.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // waitForCalls polls cond for up to 5 s.
@@ -77,14 +120,13 @@ func TestWatchIgnoresTheDummyInterface(t *testing.T) {
 	n := hostaddr.Netlink{Exclude: dummy}
 	ex := addLink(t, dummy)
 	other := addLink(t, node)
-	calls, base := watch(t, n)
+	calls, base, _ := watch(t, n, other)
 
 	for i := range 500 {
 		addAddr(t, ex, fmt.Sprintf("10.96.%d.%d/32", i/250, i%250+1))
 	}
-	time.Sleep(500 * time.Millisecond)
-	if got := calls.Load() - base; got != 0 {
-		t.Errorf("500 addresses on %s: %d calls, want 0", dummy, got)
+	if got := mark(t, calls, other) - base; got != 1 {
+		t.Errorf("500 addresses on %s, then a marker on %s: %d calls, want 1 (the marker's)", dummy, node, got)
 	}
 
 	addAddr(t, other, "198.51.100.7/24")
@@ -105,15 +147,13 @@ func TestWatchIgnoresTheDummyInterface(t *testing.T) {
 	if err := netlink.LinkDel(ex); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond)
-	base = calls.Load()
+	base = mark(t, calls, other) // the deletion's updates taken
 	again := addLink(t, dummy)
 	for i := range 100 {
 		addAddr(t, again, fmt.Sprintf("10.97.0.%d/32", i+1))
 	}
-	time.Sleep(500 * time.Millisecond)
-	if got := calls.Load() - base; got != 0 {
-		t.Errorf("100 addresses on the recreated %s: %d calls, want 0", dummy, got)
+	if got := mark(t, calls, other) - base; got != 1 {
+		t.Errorf("100 addresses on the recreated %s, then a marker: %d calls, want 1 (the marker's)", dummy, got)
 	}
 }
 
@@ -171,7 +211,7 @@ func TestListRedoesInterruptedDumps(t *testing.T) {
 func TestWatchKeepsItsSubscriptionThroughABurst(t *testing.T) {
 	n := hostaddr.Netlink{Exclude: dummy}
 	ex := addLink(t, dummy)
-	calls, base := watch(t, n)
+	calls, base, log := watch(t, n, addLink(t, node))
 
 	busy, stop := make(chan struct{}), make(chan struct{})
 	for range 2 {
@@ -215,8 +255,17 @@ func TestWatchKeepsItsSubscriptionThroughABurst(t *testing.T) {
 	<-busy
 	<-busy
 	t.Logf("10,000 addresses added in %v", time.Since(start))
-	time.Sleep(1500 * time.Millisecond) // a renewal comes a second after the break
-	if got := calls.Load() - base; got != 0 {
-		t.Errorf("10,000 addresses on %s: %d calls (the subscription was renewed), want 0", dummy, got)
+	// A broken subscription logs its error before its channel closes, and
+	// is renewed a second later with a call; the marker's call comes after
+	// either (through the renewed subscription if the old one broke).
+	other, err := netlink.LinkByName(node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := mark(t, calls, other) - base; got != 1 {
+		t.Errorf("10,000 addresses on %s, then a marker: %d calls, want 1 (the marker's)", dummy, got)
+	}
+	if strings.Contains(log.String(), "Address subscription error") {
+		t.Errorf("10,000 addresses on %s broke the subscription:\n%s", dummy, log)
 	}
 }

@@ -104,13 +104,13 @@ func withScheduler(sps []policy.ServicePlan, name, sched string) []policy.Servic
 }
 
 // perOpKernel is the kernel adapter with Write made one request per
-// change through moby/ipvs, as the Writer wrote before batches.
+// change (ipvs.WriteEach), as the Writer wrote before batches.
 type perOpKernel struct{ ipvs.Kernel }
 
 func (p perOpKernel) Write(ops []ipvs.Op) []error { return ipvs.WriteEach(p.Kernel, ops) }
 
 // TestBatchedWriteCost measures writing N virtual servers × 10
-// destinations into an empty IPVS, one request per change (moby/ipvs)
+// destinations into an empty IPVS, one request per change (ipvs.WriteEach)
 // against batched (Kernel.Write): the changes alone, and a fresh
 // Writer's first Resync (which also binds N addresses to kube-ipvs0,
 // one rtnetlink request each, in both). N is each of KIP_BATCH_SERVICES

@@ -227,9 +227,8 @@ func change(name string, f func(s seams) error) step {
 	return step{name: name, do: func(s seams) (string, error) { return "", f(s) }}
 }
 
-// ipvsChange is a step of one IPVS change through its single-change
-// method (ipvs.WriteEach calls exactly that method), carrying the change
-// for TestKernelContractInOneWrite.
+// ipvsChange is a step of one IPVS change made alone, a Write of one
+// (ipvs.WriteEach), carrying the change for TestKernelContractInOneWrite.
 func ipvsChange(name string, o ipvs.Op) step {
 	return step{name: name, op: &o, do: func(s seams) (string, error) { return "", ipvs.WriteEach(s.k, []ipvs.Op{o})[0] }}
 }

@@ -75,6 +75,10 @@ var rules = []rule{
 		why: "nft/doc.go: policy and the nftables libraries only; not client-go, moby/ipvs or the IPVS writer"},
 	{pkg: "proxier/ipvs", deps: join(clientGo, []string{"github.com/google/nftables"}, own("nft", "proxier/leftovers")),
 		why: "proxier/ipvs/doc.go: no client-go or nftables"},
+	{pkg: "proxier/ipvs/ipvsnl", deps: join(clientGo, klog, prometheus, thisModule,
+		[]string{"github.com/vishvananda/netlink", "github.com/google/nftables", "github.com/moby/ipvs"}),
+		allowInModule: own("policy", "internal/nlsock", "internal/nlattr", "internal/nlfamily"),
+		why:           "proxier/ipvs/ipvsnl/doc.go: the codec; mdlayher/netlink and the netlink primitives only, no logging"},
 	{pkg: "proxier/leftovers", deps: join(clientGo, own("policy", "nft", "proxier/ipvs")),
 		why: "proxier/leftovers/doc.go: kernel libraries only; not policy, client-go or the writers"},
 	{pkg: "proxier", imports: kernelLibs,
@@ -99,8 +103,8 @@ var rules = []rule{
 		why: "internal/testsupport/plantest/doc.go: package policy only"},
 	{pkg: "internal/testsupport/httpservetest", deps: thisModule,
 		why: "internal/testsupport/httpservetest/doc.go: net/http and testing only"},
-	{pkg: "internal/testsupport/packettrace", deps: clientGo,
-		why: "internal/testsupport/packettrace/doc.go: no client-go"},
+	{pkg: "nft/internal/packettrace", deps: clientGo,
+		why: "nft/internal/packettrace/doc.go: no client-go"},
 }
 
 // kernelPackages are the packages that may import the kernel libraries
@@ -108,6 +112,11 @@ var rules = []rule{
 // kernel: host addresses, kube-proxy's leftovers, the redone dumps).
 // Test support and the VM tests may too.
 var kernelPackages = own("nft", "proxier/ipvs", "proxier/leftovers", "proxier/hostaddr", "internal/netlinkdump")
+
+// testSupport are the packages only tests may import: the shared test
+// support, and the nftables packet tracer, which sits beside the rules it
+// tests.
+var testSupport = own("internal/testsupport", "nft/internal/packettrace")
 
 // list runs `go list -json` over the module, with the given build tags.
 func list(t *testing.T, tags string) []pkg {
@@ -206,12 +215,12 @@ func TestImportRules(t *testing.T) {
 	}
 	for _, p := range byPath {
 		rel := strings.TrimPrefix(p.ImportPath, module+"/")
-		testOnly := hasPrefix(p.ImportPath, own("internal/testsupport", "integration", "hack"))
+		testOnly := hasPrefix(p.ImportPath, slices.Concat(testSupport, own("integration", "hack")))
 		for _, imp := range p.Imports {
 			if hasPrefix(imp, kernelLibs) && !testOnly && !hasPrefix(p.ImportPath, kernelPackages) {
 				t.Errorf("%s imports the kernel library %s: only %v may (STYLE.md)", rel, imp, kernelPackages)
 			}
-			if hasPrefix(imp, own("internal/testsupport")) && !testOnly {
+			if hasPrefix(imp, testSupport) && !testOnly {
 				t.Errorf("%s imports the test support %s outside its tests", rel, imp)
 			}
 		}

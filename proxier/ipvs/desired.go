@@ -2,7 +2,9 @@ package ipvs
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/backoff"
@@ -144,21 +146,21 @@ func (w *Writer) setDesired(svc policy.ServiceKey, vss []policy.VirtualServer) (
 	return touched, addrs, errs
 }
 
-func (w *Writer) claim(k Key, x *desiredVS) {
-	w.desired[k] = x
+func (d *desiredState) claim(k Key, x *desiredVS) {
+	d.desired[k] = x
 	if x.binds() {
-		w.addrRefs[k.Address]++
+		d.addrRefs[k.Address]++
 	}
 }
 
-func (w *Writer) release(k Key) {
-	x := w.desired[k]
+func (d *desiredState) release(k Key) {
+	x := d.desired[k]
 	if x == nil {
 		return
 	}
-	delete(w.desired, k)
+	delete(d.desired, k)
 	if x.binds() {
-		decrement(w.addrRefs, k.Address)
+		decrement(d.addrRefs, k.Address)
 	}
 }
 
@@ -168,19 +170,6 @@ func decrement[K comparable](m map[K]int, k K) {
 		return
 	}
 	m[k]--
-}
-
-// scheduleRetry schedules a failed service's retry: backoff.Initial after its
-// first failure, doubling with each further one, at most
-// backoff.ServiceMax.
-func (w *Writer) scheduleRetry(svc policy.ServiceKey, now time.Time) {
-	r := w.failed[svc]
-	if r == nil {
-		r = &retry{}
-		w.failed[svc] = r
-	}
-	r.failures++
-	r.at = now.Add(backoff.Delay(r.failures, backoff.Initial, backoff.ServiceMax))
 }
 
 func (w *Writer) setDrain(k Key, d netip.AddrPort, since time.Time) {
@@ -198,4 +187,61 @@ func (w *Writer) forgetDrain(k Key, d netip.AddrPort) {
 	if len(m) == 0 {
 		delete(w.draining, k)
 	}
+}
+
+// retrySchedule is the failed services' backoff: each one's consecutive
+// failures and when it is retried.
+type retrySchedule struct {
+	failed map[policy.ServiceKey]*retry
+}
+
+// retry is a failed service's backoff.
+type retry struct {
+	failures int
+	at       time.Time
+}
+
+func newRetrySchedule() retrySchedule { return retrySchedule{failed: map[policy.ServiceKey]*retry{}} }
+
+// failedAt schedules svc's retry after a failure at now: backoff.Initial
+// after its first failure, doubling with each further one, at most
+// backoff.ServiceMax.
+func (r *retrySchedule) failedAt(svc policy.ServiceKey, now time.Time) {
+	x := r.failed[svc]
+	if x == nil {
+		x = &retry{}
+		r.failed[svc] = x
+	}
+	x.failures++
+	x.at = now.Add(backoff.Delay(x.failures, backoff.Initial, backoff.ServiceMax))
+}
+
+// succeeded clears svc's backoff.
+func (r *retrySchedule) succeeded(svc policy.ServiceKey) { delete(r.failed, svc) }
+
+// due returns the failed services whose retry is due at now, sorted.
+func (r *retrySchedule) due(now time.Time) []policy.ServiceKey {
+	var out []policy.ServiceKey
+	for _, svc := range r.services() {
+		if !now.Before(r.failed[svc].at) {
+			out = append(out, svc)
+		}
+	}
+	return out
+}
+
+// services returns the failed services, sorted.
+func (r *retrySchedule) services() []policy.ServiceKey {
+	return slices.SortedFunc(maps.Keys(r.failed), policy.ServiceKey.Compare)
+}
+
+// next returns the earliest retry; zero when none failed.
+func (r *retrySchedule) next() time.Time {
+	var next time.Time
+	for _, x := range r.failed {
+		if next.IsZero() || x.at.Before(next) {
+			next = x.at
+		}
+	}
+	return next
 }

@@ -13,6 +13,15 @@
 // RepairStep in slices, with Applies between them) re-reads the kernel
 // and repairs drift from what the Writer last programmed, without a plan.
 //
+// Inside, each decision has one owner: the reconciler (reconcile.go) is
+// pure and decides what to change, from the desired state and the
+// mirror; the batch (batch.go, desired.go) records the desired state and
+// asks the reconciler about what a sync touched; the executor
+// (execute.go) writes the reconciler's actions and applies each answer to
+// the mirror in one pass; and the schedules (driftSchedule in check.go,
+// retrySchedule in desired.go) decide when Check reads the kernel and
+// when a failed service is retried, on the clock Config.Now gives them.
+//
 // Ownership: the Writer manages only virtual servers on addresses of its
 // dummy interface and on node addresses paired with one of the plan's
 // NodePorts, plus those it created itself and those its caller names as
@@ -23,34 +32,32 @@
 //
 // The kernel is seen through four small interfaces (Kernel, Links,
 // Conntrack, and sysctl.Files, the seam package conntrack uses too),
-// with real adapters in *_linux.go files (IPVS's generic netlink family
-// on sockets of our own, github.com/vishvananda/netlink) and in package
-// internal/sysctl, and kernel-faithful fakes in fake.go for tests of
-// this package and of its callers. IPVS is not reached through
-// github.com/moby/ipvs: its first handle execs `modprobe -va ip_vs` and
-// logs through logrus, outside the proxy's logging, and its reads zero a
-// large buffer per read and copy every attribute where a Repair reads
-// the whole table. The virtual servers and a virtual server's
-// destinations are listed by dumpReader (svcdump.go, destdump.go), on a
-// blocking socket of our own that keeps its read buffer, which also
-// makes the single reads and the timeouts' change (config.go);
-// github.com/mdlayher/netlink encodes the requests, and internal/nlattr
-// walks the answers in place. The family lookup is the module check: a
-// node without ip_vs fails at start with the module named.
+// with real adapters in *_linux.go files and in package internal/sysctl,
+// and kernel-faithful fakes in fake.go for tests of this package and of
+// its callers. IPVS is reached through the codec in package ipvsnl: its
+// generic netlink family on blocking sockets of our own that keep their
+// read buffers, requests encoded with mdlayher/netlink's attribute
+// encoder and answers walked in place (internal/nlattr). It is not
+// reached through github.com/moby/ipvs: its first handle execs `modprobe
+// -va ip_vs` and logs through logrus, outside the proxy's logging, and
+// its reads zero a large buffer per read and copy every attribute where
+// a Repair reads the whole table. The family lookup is the module check:
+// a node without ip_vs fails at start with the module named. The dummy
+// interface is reached through github.com/vishvananda/netlink, but for
+// its addresses, changed and listed on a route netlink socket of ipvsnl's
+// (AddrConn).
 //
 // Changes go to the kernel in batches. A sync's IPVS changes are made
-// phase by phase (add, update, prune), and each phase's in one
-// Kernel.Write: the Linux adapter sends as many requests per sendmsg as
-// its socket buffers allow, and generic netlink processes them in order,
-// each on its own, answering only those that fail (and the last), so a
-// failure is matched to its change by sequence number and stays its
-// service's while the rest of the batch stands. These requests are
-// encoded here (ipvsmsg.go), with mdlayher/netlink's attribute encoder,
-// and sent on a blocking socket of our own (batchwrite_linux.go,
-// nlbatch_linux.go); a single change is a batch of one. The dummy
-// interface's addresses are added and deleted in batches the same way,
-// on a route netlink socket (addrmsg.go). BENCHMARKS.md has the
-// measurement against one request per change.
+// phase by phase (add, update, prune), each phase's in chunks of up to
+// writeChunk changes, one Kernel.Write each: the Linux adapter sends as
+// many requests per sendmsg as its socket buffers allow, and generic
+// netlink processes them in order, each on its own, answering only
+// those that fail (and the last), so a failure is matched to its change
+// by sequence number and stays its service's while the rest of the batch
+// stands. A single change is a batch of one. The dummy interface's
+// addresses are added and deleted in batches the same way, one Links
+// call a phase, before the IPVS changes (bind) and after them (unbind).
+// BENCHMARKS.md has the measurement against one request per change.
 //
 // The package translates the plan; it makes no policy decisions and must
 // not import client-go or nftables. It does not log: errors are returned,

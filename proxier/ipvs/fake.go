@@ -250,7 +250,30 @@ func (f *FakeKernel) Write(ops []Op) []error {
 	f.mu.Lock()
 	f.writes++
 	f.mu.Unlock()
-	return WriteEach(f, ops)
+	errs := make([]error, len(ops))
+	for i, o := range ops {
+		errs[i] = f.change(o)
+	}
+	return errs
+}
+
+// change makes one op through its single-change method.
+func (f *FakeKernel) change(o Op) error {
+	switch o.Kind {
+	case OpAddService:
+		return f.AddVirtualServer(o.VS)
+	case OpUpdateService:
+		return f.UpdateVirtualServer(o.VS)
+	case OpDeleteService:
+		return f.DeleteVirtualServer(o.VS.Key)
+	case OpAddDestination:
+		return f.AddDestination(o.VS.Key, o.Dest)
+	case OpUpdateDestination:
+		return f.UpdateDestination(o.VS.Key, o.Dest)
+	case OpDeleteDestination:
+		return f.DeleteDestination(o.VS.Key, o.Dest)
+	}
+	return fmt.Errorf("%s: unknown op kind", o)
 }
 
 // Writes returns how many calls of Write had ops to make: how many

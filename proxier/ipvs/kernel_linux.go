@@ -2,98 +2,80 @@ package ipvs
 
 import (
 	"fmt"
-	"net/netip"
 
-	"golang.org/x/sys/unix"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/sysctl"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxier/ipvs/ipvsnl"
 )
 
-// netlinkKernel is the Kernel over IPVS's generic netlink family, on
-// sockets of our own: dumpReader lists (svcdump.go, destdump.go),
-// opWriter changes in batches (ipvsmsg.go), and the single reads and
-// changes (a virtual server, the timeouts) go through the dumpReader's
-// socket. github.com/moby/ipvs is not used: its first handle runs
-// `modprobe -va ip_vs` and reports a failure through logrus, outside the
-// proxy's logging; here a kernel without IPVS is an error naming the
-// module, found by the family lookup.
+// netlinkKernel is the Kernel over IPVS's generic netlink family on
+// sockets of our own (package ipvsnl, which says why not through
+// github.com/moby/ipvs), and /proc/net/ip_vs for the destination counts.
 type netlinkKernel struct {
-	dests  *dumpReader
-	ops    *opWriter
+	*ipvsnl.Conn
 	counts *procTable
 }
 
 var _ Kernel = (*netlinkKernel)(nil)
 
-func family(a netip.Addr) uint16 {
-	if a.Is4() {
-		return unix.AF_INET
-	}
-	return unix.AF_INET6
-}
-
-func (m *netlinkKernel) VirtualServers() ([]VirtualServer, error) { return m.dests.virtualServers() }
-
-func (m *netlinkKernel) VirtualServer(k Key) (VirtualServer, error) { return m.dests.virtualServer(k) }
-
-func (m *netlinkKernel) Destinations(k Key) ([]Destination, error) {
-	return m.dests.destinations(k)
-}
-
-// one makes a single change as a batch of one.
-func (m *netlinkKernel) one(o Op) error { return m.ops.write([]Op{o})[0] }
-
-func (m *netlinkKernel) AddVirtualServer(vs VirtualServer) error {
-	return m.one(Op{Kind: OpAddService, VS: vs})
-}
-
-func (m *netlinkKernel) UpdateVirtualServer(vs VirtualServer) error {
-	return m.one(Op{Kind: OpUpdateService, VS: vs})
-}
-
-func (m *netlinkKernel) DeleteVirtualServer(k Key) error {
-	return m.one(Op{Kind: OpDeleteService, VS: VirtualServer{Key: k}})
-}
-
-func (m *netlinkKernel) AddDestination(k Key, d Destination) error {
-	return m.one(Op{Kind: OpAddDestination, VS: VirtualServer{Key: k}, Dest: d})
-}
-
-func (m *netlinkKernel) UpdateDestination(k Key, d Destination) error {
-	return m.one(Op{Kind: OpUpdateDestination, VS: VirtualServer{Key: k}, Dest: d})
-}
-
-func (m *netlinkKernel) DeleteDestination(k Key, d Destination) error {
-	return m.one(Op{Kind: OpDeleteDestination, VS: VirtualServer{Key: k}, Dest: d})
-}
-
-func (m *netlinkKernel) Timeouts() (Timeouts, error) { return m.dests.timeouts() }
-
-func (m *netlinkKernel) SetTimeouts(t Timeouts) error { return m.dests.setTimeouts(t) }
-
 func (m *netlinkKernel) Close() {
-	m.dests.Close()
-	m.ops.Close()
+	m.Conn.Close()
 	m.counts.Close()
 }
 
 // DestinationCounts implements Kernel: one read of /proc/net/ip_vs.
 func (m *netlinkKernel) DestinationCounts() (map[Key]int, error) { return m.counts.counts() }
 
-// newNetlinkKernel opens the IPVS sockets. The family lookup on the
-// first is the module check: a node without ip_vs fails here, with the
-// module named; the proxy loads no module itself.
+// newNetlinkKernel opens the IPVS sockets (ipvsnl.Open: the module
+// check) and the /proc table.
 func newNetlinkKernel() (*netlinkKernel, error) {
-	dests, err := newDumpReader()
+	c, err := ipvsnl.Open()
 	if err != nil {
-		return nil, fmt.Errorf("the kernel has no IPVS generic netlink family (load module ip_vs): %w", err)
+		return nil, err
 	}
-	if _, err := dests.timeouts(); err != nil {
-		dests.Close()
-		return nil, fmt.Errorf("the IPVS generic netlink family does not answer: %w", err)
+	return &netlinkKernel{Conn: c, counts: openProcTable()}, nil
+}
+
+// NewLinux returns a Writer over the running kernel: IPVS through its
+// generic netlink family on sockets of our own (a second set is the
+// Repair's RepairReader; nothing is loaded or exec'd: a node without
+// ip_vs is an error naming the module), the dummy interface and conntrack
+// through github.com/vishvananda/netlink, sysctls through /proc/sys.
+func NewLinux(cfg Config) (*Writer, error) {
+	if cfg.KernelRelease == "" {
+		rel, err := (sysctl.Host{}).Read(sysctl.Path("kernel/osrelease"))
+		if err != nil {
+			return nil, fmt.Errorf("read the kernel release: %w", err)
+		}
+		cfg.KernelRelease = rel
 	}
-	ops, err := newOpWriter()
+	k, l, ct, sys, closeAll, err := NewLinuxAdapters()
 	if err != nil {
-		dests.Close()
-		return nil, fmt.Errorf("ipvs write socket: %w", err)
+		return nil, err
 	}
-	return &netlinkKernel{dests: dests, ops: ops, counts: openProcTable()}, nil
+	if cfg.RepairReader == nil {
+		reader, err := newNetlinkKernel()
+		if err != nil {
+			closeAll()
+			return nil, fmt.Errorf("repair reader: %w", err)
+		}
+		cfg.RepairReader = reader
+	}
+	return New(cfg, k, l, ct, sys), nil
+}
+
+// NewLinuxAdapters opens the running kernel's adapters, the ones NewLinux
+// wires into its Writer: the IPVS handle, the links' rtnetlink handle,
+// conntrack and /proc/sys. Tests of the kernel hold them to the fakes'
+// contract. close releases the handles.
+func NewLinuxAdapters() (k Kernel, l Links, ct Conntrack, sys sysctl.Files, close func(), err error) {
+	links, err := newNetlinkLinks()
+	if err != nil {
+		return nil, nil, nil, nil, nil, err
+	}
+	h, err := newNetlinkKernel()
+	if err != nil {
+		links.Close()
+		return nil, nil, nil, nil, nil, err
+	}
+	return h, links, netlinkConntrack{}, sysctl.Host{}, func() { h.Close(); links.Close() }, nil
 }

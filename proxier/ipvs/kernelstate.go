@@ -3,12 +3,14 @@ package ipvs
 import (
 	"errors"
 	"fmt"
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/sysctl"
 	"net/netip"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/sysctl"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 )
 
 // start reads the kernel on a Writer's first sync and makes sure the
@@ -77,60 +79,6 @@ func (w *Writer) linkChanged() error {
 		return fmt.Errorf("read link %s: %w", w.cfg.Interface, err)
 	case info.Index != w.linkIndex || info.Kind != dummyKind:
 		return fmt.Errorf("link %s (index %d, was %d): %w", w.cfg.Interface, info.Index, w.linkIndex, ErrLinkChanged)
-	}
-	return nil
-}
-
-// drifted reports (ErrDrift) an address we bound that is no longer on
-// the dummy interface, or, when the count read (countsDrifted, which
-// lists every virtual server) failed last time, a virtual server we
-// programmed that is no longer in the kernel. Others' virtual servers
-// and addresses are not looked at.
-func (w *Writer) drifted() error {
-	if !w.countsRead {
-		if err := w.serversDrifted(); err != nil {
-			return err
-		}
-	}
-	if !w.linkExists || len(w.bound) == 0 {
-		return nil
-	}
-	prefixes, err := w.links.Addrs(w.cfg.Interface)
-	if err != nil {
-		return fmt.Errorf("list addresses of %s: %w", w.cfg.Interface, err)
-	}
-	missing := len(w.bound)
-	for _, p := range prefixes {
-		if _, ok := w.bound[p.Addr().Unmap()]; ok {
-			missing--
-		}
-	}
-	if missing > 0 {
-		return fmt.Errorf("%d addresses gone from %s: %w", missing, w.cfg.Interface, ErrDrift)
-	}
-	return nil
-}
-
-// serversDrifted reports (ErrDrift) a virtual server we programmed that
-// is no longer in the kernel, from one dump of the virtual servers.
-func (w *Writer) serversDrifted() error {
-	vss, err := w.kernel.VirtualServers()
-	if err != nil {
-		return fmt.Errorf("list virtual servers: %w", err)
-	}
-	ours := 0
-	for k := range w.desired {
-		if w.mirror[k] != nil {
-			ours++
-		}
-	}
-	for _, vs := range vss {
-		if w.desired[vs.Key] != nil && w.mirror[vs.Key] != nil {
-			ours--
-		}
-	}
-	if ours > 0 {
-		return fmt.Errorf("%d of our virtual servers gone from the kernel: %w", ours, ErrDrift)
 	}
 	return nil
 }
@@ -340,6 +288,52 @@ func (w *Writer) setTimeouts() error {
 	}
 	if err := w.call("set-timeouts", func() error { return w.kernel.SetTimeouts(set) }); err != nil {
 		return fmt.Errorf("set ipvs timeouts: %w", err)
+	}
+	return nil
+}
+
+// schedulerProbe is the virtual server kube-proxy's CanUseIPVSProxier
+// adds to learn whether the kernel has a scheduler: an address of
+// TEST-NET-2 (RFC 5737), reserved for documentation, which no node or
+// Service should use.
+var schedulerProbe = Key{Address: netip.MustParseAddr("198.51.100.0"), Protocol: policy.ProtocolTCP, Port: 20000}
+
+// CheckScheduler reports whether the kernel has IPVS scheduler name
+// ("" is rr), as kube-proxy checks it at start: a virtual server that
+// already uses it is enough (a restart); otherwise a probe virtual
+// server is added with it, which makes the kernel load its module
+// (ip_vs_<name>) if it can, and deleted. "none", the kernel's name for
+// no scheduler, needs no module. The error names the module.
+func (w *Writer) CheckScheduler(name string) error { return checkScheduler(w.kernel, name) }
+
+func checkScheduler(k Kernel, name string) error {
+	if name == "" {
+		name = policy.DefaultScheduler
+	}
+	vss, err := k.VirtualServers()
+	if err != nil {
+		return fmt.Errorf("check IPVS scheduler %q: list the virtual servers: %w", name, err)
+	}
+	for _, vs := range vss {
+		if vs.Scheduler == name {
+			return nil
+		}
+	}
+	probe := VirtualServer{Key: schedulerProbe, Scheduler: name}
+	err = writeOne(k, Op{Kind: OpAddService, VS: probe})
+	if errors.Is(err, syscall.EEXIST) { // left by a start that stopped between the two
+		if err = writeOne(k, Op{Kind: OpDeleteService, VS: VirtualServer{Key: schedulerProbe}}); err == nil {
+			err = writeOne(k, Op{Kind: OpAddService, VS: probe})
+		}
+	}
+	if err != nil {
+		if errors.Is(err, syscall.ENOENT) {
+			return fmt.Errorf("IPVS scheduler %q: the kernel has no such scheduler (module ip_vs_%s): %w", name, name, err)
+		}
+		return fmt.Errorf("check IPVS scheduler %q: add probe virtual server %s: %w", name, schedulerProbe, err)
+	}
+	if err := writeOne(k, Op{Kind: OpDeleteService, VS: VirtualServer{Key: schedulerProbe}}); err != nil {
+		return fmt.Errorf("check IPVS scheduler %q: delete probe virtual server %s: %w", name, schedulerProbe, err)
 	}
 	return nil
 }

@@ -8,12 +8,12 @@ import (
 	"sync"
 	"syscall"
 
-	mdnetlink "github.com/mdlayher/netlink"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/netlinkdump"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/nlfamily"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxier/ipvs/ipvsnl"
 )
 
 // netlinkLinks is Links over rtnetlink (github.com/vishvananda/netlink),
@@ -25,22 +25,18 @@ import (
 // another link: indexes only grow), and is then looked up again once.
 //
 // Many addresses at once (AddAddrs, DelAddrs) go in batches on a route
-// netlink socket of their own (batchSender), opened with the handle, in
-// the same network namespace.
+// netlink socket of their own (ipvsnl.AddrConn), opened with the handle,
+// in the same network namespace, and Addrs dumps them there.
 type netlinkLinks struct {
 	h *netlink.Handle
 
 	mu     sync.Mutex
 	cached netlink.Link // by its name; nil when none
 
-	batchMu sync.Mutex
-	batch   *batchSender
-	// addrs is the last dump's list, refilled by the next: on a large
-	// node the dump is tens of thousands of addresses, and the idle
-	// check dumps them every few seconds, so a list made anew each time
-	// was most of what a quiet proxy allocated. Addrs' result is valid
-	// until the next call (the Writer's lock orders them).
-	addrs []netip.Prefix
+	// addrMu serializes addrs; Addrs' result is valid until the next
+	// call (the Writer's lock orders them).
+	addrMu sync.Mutex
+	addrs  *ipvsnl.AddrConn
 }
 
 var _ Links = (*netlinkLinks)(nil)
@@ -53,23 +49,18 @@ func newNetlinkLinks() (*netlinkLinks, error) {
 	if err != nil {
 		return nil, nlfamily.Error("dummy interface handle", unix.NETLINK_ROUTE, err)
 	}
-	s, err := openNetlinkSocket(unix.NETLINK_ROUTE, "dummy interface addresses")
+	a, err := ipvsnl.OpenAddrs("dummy interface addresses")
 	if err != nil {
 		h.Close()
 		return nil, err
 	}
-	b, err := newBatchSender(s, "dummy interface addresses")
-	if err != nil {
-		h.Close()
-		return nil, err
-	}
-	return &netlinkLinks{h: h, batch: b}, nil
+	return &netlinkLinks{h: h, addrs: a}, nil
 }
 
 // Close releases the handle's sockets and the batches' one.
 func (l *netlinkLinks) Close() {
 	l.h.Close()
-	l.batch.Close()
+	l.addrs.Close()
 }
 
 func (l *netlinkLinks) linkByName(name string) (netlink.Link, error) {
@@ -145,7 +136,7 @@ func (l *netlinkLinks) DeleteLink(name string) error {
 }
 
 // Addrs lists the addresses of the link named name, with one dump of
-// the namespace's addresses on the batch socket: the check reads them
+// the namespace's addresses on the batch socket (ipvsnl.AddrConn.List): the check reads them
 // every few seconds, and vishvananda/netlink's AddrList (which the
 // proxy used before) allocated a netlink.Addr and copies of every
 // attribute per address: at 10,000 services, an eighth of what the
@@ -168,29 +159,13 @@ func (l *netlinkLinks) Addrs(name string) ([]netip.Prefix, error) {
 // dumpAddrs dumps the namespace's addresses and keeps those of the link
 // of index index.
 func (l *netlinkLinks) dumpAddrs(index int) ([]netip.Prefix, error) {
-	l.batchMu.Lock()
-	defer l.batchMu.Unlock()
-	out := l.addrs[:0]
-	err := l.batch.s.execute(unix.RTM_GETADDR, unix.NLM_F_DUMP, addrDumpRequest(), func(msgs []mdnetlink.Message) error {
-		for _, m := range msgs {
-			at, p, ok, err := parseAddrMessage(m)
-			if err != nil {
-				return err
-			}
-			if ok && at == index && !p.Addr().IsLinkLocalUnicast() {
-				out = append(out, p)
-			}
-		}
-		return nil
-	})
-	if errors.Is(err, errDumpInterrupted) {
-		return nil, fmt.Errorf("addresses of link %d: %w", index, netlink.ErrDumpInterrupted)
+	l.addrMu.Lock()
+	defer l.addrMu.Unlock()
+	out, err := l.addrs.List(index)
+	if errors.Is(err, ipvsnl.ErrDumpInterrupted) {
+		return nil, fmt.Errorf("%w: %w", netlink.ErrDumpInterrupted, err)
 	}
-	if err != nil {
-		return nil, fmt.Errorf("dump addresses: %w", err)
-	}
-	l.addrs = out
-	return out, nil
+	return out, err
 }
 
 func (l *netlinkLinks) AddAddr(name string, p netip.Prefix) error {
@@ -217,21 +192,10 @@ func (l *netlinkLinks) changeAddrs(name string, add bool, ps []netip.Prefix) []e
 	if len(ps) == 0 {
 		return errs
 	}
-	l.batchMu.Lock()
-	defer l.batchMu.Unlock()
+	l.addrMu.Lock()
+	defer l.addrMu.Unlock()
 	err := l.onLink(name, func(lk netlink.Link) error {
-		clear(errs)
-		reqs := make([]request, 0, len(ps))
-		index := make([]int, 0, len(ps))
-		for i, p := range ps {
-			r, err := addrRequest(add, lk.Attrs().Index, p)
-			if err != nil {
-				errs[i] = err
-				continue
-			}
-			reqs, index = append(reqs, r), append(index, i)
-		}
-		l.batch.sendAll(reqs, index, errs)
+		errs = l.addrs.Change(add, lk.Attrs().Index, ps)
 		for _, err := range errs {
 			if !errors.Is(err, syscall.ENODEV) {
 				return nil

@@ -49,57 +49,89 @@ type Config struct {
 }
 
 // Writer programs IPVS and the dummy interface from plans. Its methods
-// are safe for concurrent use (they serialize).
+// are safe for concurrent use (they serialize). Its state is grouped by
+// owner: the kernel handles, where it is in its life (started, tuned,
+// a Resync due), the mirror of the kernel, the desired state, and the
+// two schedules; a sync's batch reconciles the desired state against
+// the mirror (reconcile.go) and applies the kernel's answers to the
+// mirror (execute.go).
 type Writer struct {
-	mu      sync.Mutex
-	dumpMu  sync.Mutex // serializes Config.RepairReader's dumps
-	cfg     Config
+	mu     sync.Mutex
+	dumpMu sync.Mutex // serializes Config.RepairReader's dumps
+	cfg    Config
+	handles
+	lifecycle
+	mirrorState
+	desiredState
+	drift   driftSchedule  // when Check reads what (check.go)
+	retries retrySchedule  // the failed services' backoff (desired.go)
+	ops     map[string]int // kernel changes made, by kind (Ops)
+	repair  *repairCursor  // a Repair in slices in progress
+}
+
+// handles are the kernel seams a Writer is given.
+type handles struct {
 	kernel  Kernel
 	links   Links
 	ct      Conntrack
 	sysctls sysctl.Files // /proc/sys, for the keys of sysctlList
+}
 
+// lifecycle is where a Writer is in its life.
+type lifecycle struct {
 	started     bool // the kernel has been read
 	tuned       bool // sysctls and timeouts applied
 	tuneTried   bool
 	needsResync bool // a failure asks for a Resync
+}
 
+// mirrorState is what the Writer believes the kernel holds: the virtual
+// servers with their destinations, the dummy interface and its
+// addresses, the destinations draining since they left the plan, and
+// the virtual servers to adopt at the next kernel read. The kernel's
+// answers (execute.go) and its reads (kernelstate.go, repair.go) change
+// it.
+type mirrorState struct {
 	mirror     map[Key]*actual
 	bound      map[netip.Addr]netip.Prefix // addresses on the dummy interface
 	linkExists bool
 	linkIndex  int // the dummy interface's index, when linkExists
+	draining   map[Key]map[netip.AddrPort]time.Time
+	recorded   map[Key]bool // to adopt at the next kernel read (AdoptRecorded)
+}
 
-	// desired is the desired state: each planned virtual server in
-	// kernel form (desired.go). claimed lists the virtual servers each
-	// service claims. retryPlans holds the planned virtual servers of the
-	// services that could not have all of them (untranslatable, or
-	// claimed by another service), to translate them again at their
-	// retry; other services are retried from desired.
+// reset forgets the kernel's virtual servers, interface and addresses.
+func (m *mirrorState) reset() {
+	m.mirror = map[Key]*actual{}
+	m.bound = map[netip.Addr]netip.Prefix{}
+	m.linkExists, m.linkIndex = false, 0
+}
+
+// desiredState is what the plans ask for (desired.go): each planned
+// virtual server in kernel form, which service claims it, how many
+// planned virtual servers bind each address, the plans to translate
+// again at a service's retry, and the deletions that failed after a
+// service released a virtual server.
+type desiredState struct {
+	// desired is each planned virtual server in kernel form. claimed
+	// lists the virtual servers each service claims. retryPlans holds
+	// the planned virtual servers of the services that could not have
+	// all of them (untranslatable, or claimed by another service), to
+	// translate them again at their retry; other services are retried
+	// from desired.
 	desired    map[Key]*desiredVS
 	claimed    map[policy.ServiceKey][]Key
 	retryPlans map[policy.ServiceKey][]policy.VirtualServer
-	// driftCheckedAt is when Check last looked for drift.
-	driftCheckedAt time.Time
-	// dumpDue is when Check next dumps the addresses (and the virtual
-	// servers, when the count read is not there to list them).
-	dumpDue time.Time
-	// countsRead says the last count read succeeded: it lists every
-	// virtual server, so the dump of virtual servers is not needed.
-	countsRead bool
-	// destCursor is where Check's turn of destination reads is.
-	destCursor destCursor
-	// countCheckDue is when Check next counts every virtual server's
-	// destinations.
-	countCheckDue time.Time
+	addrRefs   map[netip.Addr]int        // planned VSs binding each address
+	stale      map[Key]policy.ServiceKey // released by a service, deletion failed
+}
 
-	addrRefs map[netip.Addr]int // planned VSs binding each address
-
-	draining map[Key]map[netip.AddrPort]time.Time
-	recorded map[Key]bool // to adopt at the next kernel read (AdoptRecorded)
-	failed   map[policy.ServiceKey]*retry
-	stale    map[Key]policy.ServiceKey // released by a service, deletion failed
-	ops      map[string]int
-	repair   *repairCursor // a Repair in slices in progress
+// reset forgets every plan (not the stale deletions).
+func (d *desiredState) reset() {
+	d.retryPlans = map[policy.ServiceKey][]policy.VirtualServer{}
+	d.claimed = map[policy.ServiceKey][]Key{}
+	d.desired = map[Key]*desiredVS{}
+	d.addrRefs = map[netip.Addr]int{}
 }
 
 // actual is the mirror of one kernel virtual server.
@@ -116,13 +148,6 @@ type actual struct {
 	managed bool
 }
 
-// retry is a failed service's backoff: its consecutive failures and
-// when it is retried.
-type retry struct {
-	failures int
-	at       time.Time
-}
-
 // New returns a Writer over the given kernel handles (fakes in tests).
 func New(cfg Config, k Kernel, l Links, ct Conntrack, sys sysctl.Files) *Writer {
 	if cfg.Interface == "" {
@@ -134,26 +159,14 @@ func New(cfg Config, k Kernel, l Links, ct Conntrack, sys sysctl.Files) *Writer 
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	w := &Writer{cfg: cfg, kernel: k, links: l, ct: ct, sysctls: sys, ops: map[string]int{}}
-	w.resetDesired()
-	w.resetMirror()
+	w := &Writer{cfg: cfg, handles: handles{kernel: k, links: l, ct: ct, sysctls: sys}, ops: map[string]int{}}
+	w.drift.now = cfg.Now
+	w.desiredState.reset()
+	w.mirrorState.reset()
 	w.draining = map[Key]map[netip.AddrPort]time.Time{}
-	w.failed = map[policy.ServiceKey]*retry{}
+	w.retries = newRetrySchedule()
 	w.stale = map[Key]policy.ServiceKey{}
 	return w
-}
-
-func (w *Writer) resetDesired() {
-	w.retryPlans = map[policy.ServiceKey][]policy.VirtualServer{}
-	w.claimed = map[policy.ServiceKey][]Key{}
-	w.desired = map[Key]*desiredVS{}
-	w.addrRefs = map[netip.Addr]int{}
-}
-
-func (w *Writer) resetMirror() {
-	w.mirror = map[Key]*actual{}
-	w.bound = map[netip.Addr]netip.Prefix{}
-	w.linkExists, w.linkIndex = false, 0
 }
 
 // Apply applies changed services: each ServicePlan replaces that
@@ -195,8 +208,8 @@ func (w *Writer) Apply(changes []policy.ServicePlan) error {
 		changed[ch.Service] = true
 		b.service(ch.Service, ch.VirtualServers)
 	}
-	for _, svc := range slices.SortedFunc(maps.Keys(w.failed), policy.ServiceKey.Compare) {
-		if r := w.failed[svc]; !changed[svc] && !now.Before(r.at) {
+	for _, svc := range w.retries.due(now) {
+		if !changed[svc] {
 			b.retry(svc)
 		}
 	}
@@ -235,15 +248,20 @@ func (w *Writer) Resync(plan policy.Plan) error {
 		}
 		errs = append(errs, err)
 	}
-	w.resetDesired()
-	w.failed = map[policy.ServiceKey]*retry{}
+	w.desiredState.reset()
+	w.retries = newRetrySchedule()
 	w.stale = map[Key]policy.ServiceKey{}
 	b := w.newBatch(w.cfg.Now())
-	adds := len(plan.VirtualServers)
-	for i := range plan.VirtualServers {
-		adds += len(plan.VirtualServers[i].Destinations)
+	if len(w.mirror) == 0 {
+		// A cold start adds every planned virtual server and
+		// destination; a Resync over a kernel that holds them adds few,
+		// and is not made to hold room for them all.
+		adds := len(plan.VirtualServers)
+		for i := range plan.VirtualServers {
+			adds += len(plan.VirtualServers[i].Destinations)
+		}
+		b.expect(phaseAdd, adds)
 	}
-	b.expect(phaseAdd, adds) // at most: a cold start adds them all
 	for _, sp := range plan.ByService() {
 		b.service(sp.Service, sp.VirtualServers)
 	}
@@ -284,10 +302,10 @@ func (w *Writer) AdoptRecorded(keys []Key) {
 // forget drops all state but the op counts: the next call starts afresh.
 func (w *Writer) forget() {
 	w.started, w.tuned, w.tuneTried, w.needsResync = false, false, false, false
-	w.resetDesired()
-	w.resetMirror()
+	w.desiredState.reset()
+	w.mirrorState.reset()
 	w.draining = map[Key]map[netip.AddrPort]time.Time{}
-	w.failed = map[policy.ServiceKey]*retry{}
+	w.retries = newRetrySchedule()
 	w.stale = map[Key]policy.ServiceKey{}
 	w.repair = nil
 }
@@ -324,58 +342,12 @@ func (w *Writer) NeedsResync() bool {
 	return w.needsResync
 }
 
-// driftCheckInterval spaces Check's dumps of the addresses and reads of
-// the virtual servers: at most one a second, whatever the loop's probe
-// interval, so that an idle node with thousands of services does not
-// read them twice a second, and a deletion is still noticed within a
-// second while the reads are cheap. Costly reads are spaced more (see
-// countCheckCostShare).
-const driftCheckInterval = time.Second
-
-// Check verifies, without changing anything, that the dummy interface
-// known from the last sync still exists with the same index (one
-// rtnetlink request), that every virtual server we programmed is still
-// in the kernel with as many destinations as we programmed (one read of
-// /proc/net/ip_vs; a dump of the virtual servers where that cannot be
-// read) and every address we bound still on the interface (one dump of
-// its addresses; each of these at most once per driftCheckInterval, less
-// often when it is costly), and
-// then reads back, in turn, the destinations of as many of our virtual
-// servers as destCheckBudget allows. If the link was deleted or
-// replaced it returns an error wrapping ErrLinkChanged, if a virtual
-// server, an address or a destination is gone (or a destination changed)
-// one wrapping ErrDrift, and NeedsResync becomes true. Before the first sync, and
-// when a Resync is due already, it returns nil.
-func (w *Writer) Check() error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.needsResync || !w.started {
-		return nil // a Resync is due and re-reads everything anyway
-	}
-	err := w.linkChanged()
-	if now := w.cfg.Now(); err == nil && now.Sub(w.driftCheckedAt) >= driftCheckInterval {
-		w.driftCheckedAt = now
-		err = w.countsDrifted()
-		if now := w.cfg.Now(); err == nil && !now.Before(w.dumpDue) {
-			err = w.drifted()
-			w.dumpDue = now.Add(max(driftCheckInterval, countCheckCostShare*w.cfg.Now().Sub(now)))
-		}
-		if err == nil {
-			err = w.destsDrifted()
-		}
-	}
-	if err != nil {
-		w.needsResync = true
-	}
-	return err
-}
-
 // Failing returns the services whose last attempt failed and that are
 // retried with backoff, sorted.
 func (w *Writer) Failing() []policy.ServiceKey {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return slices.SortedFunc(maps.Keys(w.failed), policy.ServiceKey.Compare)
+	return w.retries.services()
 }
 
 // NextRetry returns when the earliest failed service is due for a retry
@@ -383,13 +355,7 @@ func (w *Writer) Failing() []policy.ServiceKey {
 func (w *Writer) NextRetry() time.Time {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	var next time.Time
-	for _, r := range w.failed {
-		if next.IsZero() || r.at.Before(next) {
-			next = r.at
-		}
-	}
-	return next
+	return w.retries.next()
 }
 
 // call runs one kernel change, counting it.

@@ -5,6 +5,7 @@ import (
 	"github.com/coredns/coredns/coremain"
 
 	// The plugins, registered by their init functions.
+	_ "github.com/coredns/coredns/plugin/bind"
 	_ "github.com/coredns/coredns/plugin/cache"
 	_ "github.com/coredns/coredns/plugin/errors"
 	_ "github.com/coredns/coredns/plugin/forward"
@@ -23,7 +24,7 @@ import (
 // directives is the order the plugins run in: upstream's list
 // (core/dnsserver/zdirectives.go) restricted to the ones imported above.
 var directives = []string{
-	"reload", "ready", "health", "prometheus", "errors", "log",
+	"reload", "bind", "ready", "health", "prometheus", "errors", "log",
 	"loadbalance", "cache", "hosts", "kubernetes", "loop", "forward", "whoami",
 }
 

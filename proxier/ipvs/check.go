@@ -1,0 +1,283 @@
+package ipvs
+
+import (
+	"fmt"
+	"time"
+)
+
+// Check: drift noticed without changing anything, at a bounded cost. The
+// kernel announces no IPVS change, so Check reads: the dummy interface
+// (one rtnetlink request, every call), then, on its schedule
+// (driftSchedule), every virtual server's count of destinations (one
+// read of /proc/net/ip_vs), the dummy interface's addresses (one dump),
+// and the destinations of our virtual servers in turn within a budget.
+
+// Check verifies, without changing anything, that the dummy interface
+// known from the last sync still exists with the same index (one
+// rtnetlink request), that every virtual server we programmed is still
+// in the kernel with as many destinations as we programmed (one read of
+// /proc/net/ip_vs; a dump of the virtual servers where that cannot be
+// read) and every address we bound still on the interface (one dump of
+// its addresses; each of these at most once per driftCheckInterval, less
+// often when it is costly), and
+// then reads back, in turn, the destinations of as many of our virtual
+// servers as destCheckBudget allows. If the link was deleted or
+// replaced it returns an error wrapping ErrLinkChanged, if a virtual
+// server, an address or a destination is gone (or a destination changed)
+// one wrapping ErrDrift, and NeedsResync becomes true. Before the first sync, and
+// when a Resync is due already, it returns nil.
+func (w *Writer) Check() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.needsResync || !w.started {
+		return nil // a Resync is due and re-reads everything anyway
+	}
+	err := w.linkChanged()
+	if err == nil && w.drift.begin() {
+		err = w.countsDrifted()
+		if start, due := w.drift.dumpStart(); err == nil && due {
+			err = w.drifted()
+			w.drift.dumped(start)
+		}
+		if err == nil {
+			err = w.destsDrifted()
+		}
+	}
+	if err != nil {
+		w.needsResync = true
+	}
+	return err
+}
+
+// driftCheckInterval spaces Check's dumps of the addresses and reads of
+// the virtual servers: at most one a second, whatever the loop's probe
+// interval, so that an idle node with thousands of services does not
+// read them twice a second, and a deletion is still noticed within a
+// second while the reads are cheap. Costly reads are spaced more (see
+// countCheckCostShare).
+const driftCheckInterval = time.Second
+
+// driftSchedule says when Check reads what. A drift check is made at
+// most once per driftCheckInterval; within it, the destination count
+// (countsDrifted) and the dump of the addresses (and of the virtual
+// servers where the count cannot be read) are each spaced to
+// countCheckCostShare times their last duration, and the destinations
+// are read in turn (destsDrifted) within destCheckBudget.
+type driftSchedule struct {
+	now       func() time.Time
+	checkedAt time.Time // when the last drift check began
+	countDue  time.Time // when the destinations are next counted
+	dumpDue   time.Time // when the addresses are next dumped
+	// countsRead: the last count succeeded. It lists every virtual
+	// server, so the dump of virtual servers is not needed.
+	countsRead bool
+	cursor     destCursor // where the turn of destination reads is
+}
+
+// begin reports whether a drift check is due now, and if so marks it
+// begun.
+func (s *driftSchedule) begin() bool {
+	now := s.now()
+	if now.Sub(s.checkedAt) < driftCheckInterval {
+		return false
+	}
+	s.checkedAt = now
+	return true
+}
+
+// spaced is when a read that began at start, and has just ended, is next
+// due: driftCheckInterval later, or countCheckCostShare times its
+// duration when that is longer.
+func (s *driftSchedule) spaced(start time.Time) time.Time {
+	return start.Add(max(driftCheckInterval, countCheckCostShare*s.now().Sub(start)))
+}
+
+// countStart reports whether the count is due, and when it begins.
+func (s *driftSchedule) countStart() (time.Time, bool) {
+	now := s.now()
+	return now, !now.Before(s.countDue)
+}
+
+// counted records a count that began at start: next due as its cost
+// allows, or after countCheckRetry when it failed (err).
+func (s *driftSchedule) counted(start time.Time, err error) {
+	s.countsRead = err == nil
+	if err != nil {
+		s.countDue = start.Add(countCheckRetry)
+		return
+	}
+	s.countDue = s.spaced(start)
+}
+
+// dumpStart reports whether the dump is due, and when it begins.
+func (s *driftSchedule) dumpStart() (time.Time, bool) {
+	now := s.now()
+	return now, !now.Before(s.dumpDue)
+}
+
+// dumped records a dump that began at start.
+func (s *driftSchedule) dumped(start time.Time) { s.dumpDue = s.spaced(start) }
+
+// drifted reports (ErrDrift) an address we bound that is no longer on
+// the dummy interface, or, when the count read (countsDrifted, which
+// lists every virtual server) failed last time, a virtual server we
+// programmed that is no longer in the kernel. Others' virtual servers
+// and addresses are not looked at.
+func (w *Writer) drifted() error {
+	if !w.drift.countsRead {
+		if err := w.serversDrifted(); err != nil {
+			return err
+		}
+	}
+	if !w.linkExists || len(w.bound) == 0 {
+		return nil
+	}
+	prefixes, err := w.links.Addrs(w.cfg.Interface)
+	if err != nil {
+		return fmt.Errorf("list addresses of %s: %w", w.cfg.Interface, err)
+	}
+	missing := len(w.bound)
+	for _, p := range prefixes {
+		if _, ok := w.bound[p.Addr().Unmap()]; ok {
+			missing--
+		}
+	}
+	if missing > 0 {
+		return fmt.Errorf("%d addresses gone from %s: %w", missing, w.cfg.Interface, ErrDrift)
+	}
+	return nil
+}
+
+// serversDrifted reports (ErrDrift) a virtual server we programmed that
+// is no longer in the kernel, from one dump of the virtual servers.
+func (w *Writer) serversDrifted() error {
+	vss, err := w.kernel.VirtualServers()
+	if err != nil {
+		return fmt.Errorf("list virtual servers: %w", err)
+	}
+	ours := 0
+	for k := range w.desired {
+		if w.mirror[k] != nil {
+			ours++
+		}
+	}
+	for _, vs := range vss {
+		if w.desired[vs.Key] != nil && w.mirror[vs.Key] != nil {
+			ours--
+		}
+	}
+	if ours > 0 {
+		return fmt.Errorf("%d of our virtual servers gone from the kernel: %w", ours, ErrDrift)
+	}
+	return nil
+}
+
+// The count of every virtual server's destinations, in one read. The
+// kernel announces no IPVS change, and generic netlink lists
+// destinations one virtual server per request, so reading them all back
+// on a node with thousands of services takes seconds; /proc/net/ip_vs
+// lists every virtual server with its destinations in one read. A
+// destination deleted or added by hand changes its virtual server's
+// count, which countsDrifted compares with what we programmed; a
+// destination replaced by another (the count unchanged) is left to the
+// reads in turn (destsDrifted) and the periodic repair.
+//
+// The read's cost grows with the table, so its period stretches to
+// countCheckCostShare times its last duration: every driftCheckInterval
+// while the read is cheap, and never more than a small share of a CPU.
+const countCheckCostShare = 50
+
+// countCheckRetry is when an unreadable table is tried again.
+const countCheckRetry = time.Minute
+
+// countsDrifted compares every virtual server's destination count with
+// ours, when due, and reports (ErrDrift) the first that differs.
+func (w *Writer) countsDrifted() error {
+	start, due := w.drift.countStart()
+	if !due {
+		return nil
+	}
+	counts, err := w.kernel.DestinationCounts()
+	w.drift.counted(start, err)
+	if err != nil {
+		// The table unreadable (/proc/net/ip_vs missing or masked) says
+		// nothing of drift; the dump of virtual servers (drifted), the
+		// reads in turn and the periodic repair still run, and the count
+		// is tried again later.
+		return nil
+	}
+	for k, a := range w.mirror {
+		if a == nil || w.desired[k] == nil {
+			continue
+		}
+		n, ok := counts[k]
+		if !ok {
+			return fmt.Errorf("virtual server %s gone from the kernel: %w", k, ErrDrift)
+		}
+		if n != len(a.dests) {
+			return fmt.Errorf("virtual server %s: %d destinations in the kernel, %d programmed: %w", k, n, len(a.dests), ErrDrift)
+		}
+	}
+	return nil
+}
+
+// destCheckBudget is how long one Check may spend reading destinations
+// back. The kernel announces no IPVS change, and a virtual server's
+// destinations are one request each, so Check reads them in turn, as
+// many virtual servers as fit in the budget, from where the last Check
+// stopped. A destination deleted or added by hand changes a count, which
+// the count check (countsDrifted) sees on any node within about a
+// second; these reads find what a count cannot, a destination replaced
+// by another or changed in place: on a node with a few dozen services
+// within a second, on a large node within a pass or the periodic repair,
+// at a bounded cost per Check either way.
+const destCheckBudget = 20 * time.Millisecond
+
+// destCursor is where the turn of destination reads is: the virtual
+// servers of the pass in progress and the next one to read.
+type destCursor struct {
+	keys []Key
+	next int
+}
+
+// destsDrifted reads the destinations of our virtual servers in turn for
+// at most destCheckBudget and at most one pass, and reports (ErrDrift) a
+// virtual server whose destinations in the kernel are not those we
+// programmed: one deleted or added by hand (addresses are compared, as
+// the repair compares them).
+func (w *Writer) destsDrifted() error {
+	start := w.drift.now()
+	for visited := 0; ; visited++ {
+		c := &w.drift.cursor
+		if c.next >= len(c.keys) {
+			if visited > 0 {
+				return nil // a whole pass in one Check
+			}
+			c.keys, c.next = c.keys[:0], 0
+			for k, a := range w.mirror {
+				if w.desired[k] != nil && a != nil {
+					c.keys = append(c.keys, k)
+				}
+			}
+			if len(c.keys) == 0 {
+				return nil
+			}
+		}
+		k := c.keys[c.next]
+		c.next++
+		a := w.mirror[k]
+		if a == nil || w.desired[k] == nil {
+			continue // gone from the plan since the pass began
+		}
+		ds, err := w.kernel.Destinations(k)
+		if err != nil {
+			return fmt.Errorf("list destinations of virtual server %s: %w", k, err)
+		}
+		if !sameDestinations(a.dests, ds) {
+			return fmt.Errorf("virtual server %s: %d destinations in the kernel, %d programmed, or other addresses: %w", k, len(ds), len(a.dests), ErrDrift)
+		}
+		if w.drift.now().Sub(start) >= destCheckBudget {
+			return nil
+		}
+	}
+}
