@@ -75,6 +75,8 @@ var rules = []rule{
 		why: "nft/doc.go: policy and the nftables libraries only; not client-go, moby/ipvs or the IPVS writer"},
 	{pkg: "proxier/ipvs", deps: join(clientGo, []string{"github.com/google/nftables"}, own("nft", "proxier/leftovers")),
 		why: "proxier/ipvs/doc.go: no client-go or nftables"},
+	{pkg: "proxier/udpflows", deps: join(clientGo, []string{"github.com/google/nftables", "github.com/moby/ipvs"}, own("nft", "proxier/ipvs")),
+		why: "proxier/udpflows/doc.go: no client-go, nftables or the IPVS writer"},
 	{pkg: "proxier/leftovers", deps: join(clientGo, own("policy", "nft", "proxier/ipvs")),
 		why: "proxier/leftovers/doc.go: kernel libraries only; not policy, client-go or the writers"},
 	{pkg: "proxier", imports: kernelLibs,
@@ -107,7 +109,7 @@ var rules = []rule{
 // (STYLE.md: the writers; and the other packages that read or clean the
 // kernel: host addresses, kube-proxy's leftovers, the redone dumps).
 // Test support and the VM tests may too.
-var kernelPackages = own("nft", "proxier/ipvs", "proxier/leftovers", "proxier/hostaddr", "internal/netlinkdump")
+var kernelPackages = own("nft", "proxier/ipvs", "proxier/leftovers", "proxier/hostaddr", "proxier/udpflows", "internal/netlinkdump")
 
 // list runs `go list -json` over the module, with the given build tags.
 func list(t *testing.T, tags string) []pkg {
