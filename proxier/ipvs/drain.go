@@ -14,9 +14,11 @@ import (
 // weight 0 (no new connections) and deleted once it has no active or
 // inactive connections, or when Config.GracefulPeriod has passed since it
 // left. Every Apply and Resync checks the draining destinations. UDP and
-// SCTP destinations are deleted at once; for UDP the conntrack entries
-// replying from the endpoint are deleted too, so that clients' flows are
-// not kept pinned to a dead endpoint (kubernetes/kubernetes#71514).
+// SCTP destinations are deleted at once. The Writer deletes no conntrack
+// entry: as in kube-proxy, the UDP flows of endpoints that no longer
+// serve are deleted after the sync, by the conntrack reconciler
+// (package proxier/udpflows), which keeps those of serving-terminating
+// endpoints.
 
 // retire plans the removal of a destination that left the plan.
 func (b *batch) retire(k Key, svc policy.ServiceKey, d netip.AddrPort) {
@@ -84,9 +86,7 @@ func (b *batch) refresh(a *actual) error {
 	return nil
 }
 
-// deleteDestination is the deletion of a destination; once the kernel
-// has made it, for UDP, the conntrack entries whose reply comes from the
-// endpoint are deleted too.
+// deleteDestination is the deletion of a destination.
 func (b *batch) deleteDestination(a *actual, d netip.AddrPort) *change {
 	k := a.vs.Key
 	dest, ok := a.dests.get(d)
@@ -106,12 +106,6 @@ func (b *batch) deleted(a *actual, d netip.AddrPort, err error) error {
 	}
 	a.remove(d)
 	w.forgetDrain(k, d)
-	if k.Protocol != policy.ProtocolUDP {
-		return nil
-	}
-	if err := w.call("flush-conntrack", func() error { _, err := w.ct.DeleteUDP(d); return err }); err != nil {
-		return fmt.Errorf("delete conntrack entries of UDP endpoint %s: %w", d, err)
-	}
 	return nil
 }
 
