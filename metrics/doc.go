@@ -5,8 +5,11 @@
 // texts (with component-base's "[ALPHA] " prefix, as kube-proxy's /metrics
 // shows them), types, buckets and labels, so that dashboards and alerts
 // written for kube-proxy keep working: kubeproxy_sync_proxy_rules_*,
-// kubeproxy_network_programming_duration_seconds and
-// kubeproxy_proxy_healthz_total / _livez_total. Given the IP families the
+// kubeproxy_network_programming_duration_seconds,
+// kubeproxy_proxy_healthz_total / _livez_total and the conntrack
+// reconciler's kubeproxy_conntrack_reconciler_sync_duration_seconds and
+// _deleted_entries_total (always with ip_family, as kube-proxy's have had
+// it since they appeared). Given the IP families the
 // proxy serves, the per-family metrics carry kube-proxy ≥ 1.33's ip_family
 // label; without, they have kube-proxy ≤ 1.32's label set. Its own metrics
 // are under kube_ipvs_proxy_: netlink_ops_total{kind,result},

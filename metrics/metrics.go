@@ -100,6 +100,9 @@ type Metrics struct {
 	serviceErrors  *prometheus.CounterVec
 	failing        prometheus.Gauge
 
+	conntrackDuration *prometheus.HistogramVec
+	conntrackDeleted  *prometheus.CounterVec
+
 	mu      sync.Mutex
 	lastOps map[string]int       // the writer's cumulative counts at the last IPVSOps
 	kinds   map[policy.Kind]bool // kinds exported so far
@@ -211,6 +214,17 @@ func (m *Metrics) define(famLabels []string) {
 		Namespace: ourNamespace, Name: "failing_services",
 		Help: "Services whose virtual servers failed to program and are retried with backoff.",
 	})
+	// The conntrack reconciler's carry ip_family whatever famLabels:
+	// kube-proxy's have had it since they appeared, and the reconciler
+	// knows each run's family.
+	m.conntrackDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Subsystem: kubeProxySubsystem, Name: "conntrack_reconciler_sync_duration_seconds",
+		Help: alpha + "ReconcileConntrackFlowsLatency latency in seconds", Buckets: syncBuckets,
+	}, []string{labelIPFamily})
+	m.conntrackDeleted = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Subsystem: kubeProxySubsystem, Name: "conntrack_reconciler_deleted_entries_total",
+		Help: alpha + "Cumulative conntrack flows deleted by conntrack reconciler",
+	}, []string{labelIPFamily})
 }
 
 func (m *Metrics) collectors() []prometheus.Collector {
@@ -218,6 +232,6 @@ func (m *Metrics) collectors() []prometheus.Collector {
 		m.syncDuration, m.lastSync, m.lastQueued, m.programming, m.noLocal,
 		m.endpointPending, m.endpointTotal, m.servicePending, m.serviceTotal,
 		m.healthz, m.livez, m.netlinkOps, m.draining, m.virtualServers,
-		m.serviceErrors, m.failing,
+		m.serviceErrors, m.failing, m.conntrackDuration, m.conntrackDeleted,
 	}
 }

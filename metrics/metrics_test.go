@@ -32,6 +32,7 @@ type observer interface {
 	VirtualServers(byKind map[policy.Kind]int)
 	IPVSOps(ops map[string]int)
 	Draining(n int)
+	ConntrackReconciled(family corev1.IPFamily, d time.Duration, deleted int)
 }
 
 var (
@@ -63,6 +64,7 @@ func touchAll(m *Metrics) {
 	m.Draining(3)
 	m.ServiceFailure("KernelError")
 	m.FailingServices(1)
+	m.ConntrackReconciled(corev1.IPv4Protocol, 5*time.Millisecond, 3)
 	m.HealthzProbe(200)
 	m.LivezProbe(503)
 }
@@ -98,6 +100,14 @@ func TestKubeProxyNames(t *testing.T) {
 		"kube_ipvs_proxy_virtual_servers":                          {"", gauge, []string{"kind"}},
 		"kube_ipvs_proxy_service_sync_errors_total":                {"", counter, []string{"reason"}},
 		"kube_ipvs_proxy_failing_services":                         {"", gauge, nil},
+		"kubeproxy_conntrack_reconciler_sync_duration_seconds":     {"[ALPHA] ReconcileConntrackFlowsLatency latency in seconds", histogram, []string{"ip_family"}},
+		"kubeproxy_conntrack_reconciler_deleted_entries_total":     {"[ALPHA] Cumulative conntrack flows deleted by conntrack reconciler", counter, []string{"ip_family"}},
+	}
+	// alwaysFamily are the metrics that have ip_family in kube-proxy 1.32
+	// too.
+	alwaysFamily := map[string]bool{
+		"kubeproxy_conntrack_reconciler_sync_duration_seconds": true,
+		"kubeproxy_conntrack_reconciler_deleted_entries_total": true,
 	}
 	for _, tc := range []struct {
 		name     string
@@ -129,7 +139,7 @@ func TestKubeProxyNames(t *testing.T) {
 					t.Errorf("%s type = %v, want %v", name, mf.GetType(), w.typ)
 				}
 				wantLabels := w.labels
-				if tc.families == nil {
+				if tc.families == nil && !alwaysFamily[name] {
 					wantLabels = slices.DeleteFunc(slices.Clone(wantLabels), func(l string) bool { return l == "ip_family" })
 				}
 				for _, metric := range mf.GetMetric() {

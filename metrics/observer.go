@@ -159,6 +159,15 @@ func (m *Metrics) ServiceFailure(reason string) { m.serviceErrors.WithLabelValue
 // FailingServices sets the number of services retried with backoff.
 func (m *Metrics) FailingServices(n int) { m.failing.Set(float64(n)) }
 
+// ConntrackReconciled observes one family's UDP conntrack reconcile, as
+// kube-proxy's CleanStaleEntries: its duration
+// (kubeproxy_conntrack_reconciler_sync_duration_seconds) and the flows it
+// deleted (kubeproxy_conntrack_reconciler_deleted_entries_total).
+func (m *Metrics) ConntrackReconciled(family corev1.IPFamily, d time.Duration, deleted int) {
+	m.conntrackDuration.WithLabelValues(string(family)).Observe(d.Seconds())
+	m.conntrackDeleted.WithLabelValues(string(family)).Add(float64(deleted))
+}
+
 // HealthzProbe counts a /healthz answer by status code
 // (kubeproxy_proxy_healthz_total{code}); part of health.ProbeObserver.
 func (m *Metrics) HealthzProbe(code int) { m.healthz.WithLabelValues(strconv.Itoa(code)).Inc() }

@@ -57,3 +57,12 @@ func largeBuffers(c *netlink.Conn) error {
 	}
 	return nil
 }
+
+// HostForwardDrops is ForwardDrops on the running kernel (CAP_NET_ADMIN).
+func HostForwardDrops() ([]ForwardDrop, error) {
+	c, err := nftables.New()
+	if err != nil {
+		return nil, nlfamily.Error("nftables", unix.NETLINK_NETFILTER, err)
+	}
+	return ForwardDrops(c)
+}

@@ -128,6 +128,10 @@ type ServicePlan struct {
 	// virtual server owned by another service, an external address that
 	// is a node's. Each names the service.
 	Warnings []Warning
+	// UDPServing lists the service's UDP virtual servers whose port has
+	// serving endpoints, with those endpoints: the rules of its UDP
+	// conntrack flows (udpflows.go).
+	UDPServing []UDPServing
 }
 
 // New validates cfg and returns an empty engine.
@@ -492,7 +496,8 @@ func (e *Engine) servicePlan(key ServiceKey, entry *serviceEntry) ServicePlan {
 	vss, ws := e.owned(key, vss)
 	ws = slices.Concat(given, e.addressWarnings(entry.svc), e.heldWarnings(entry.svc), ntw, ws)
 	return ServicePlan{Service: key, VirtualServers: vss,
-		HealthCheckNodePort: entry.svc.HealthCheckNodePort, LocalReadyEndpoints: local, Warnings: ws}
+		HealthCheckNodePort: entry.svc.HealthCheckNodePort, LocalReadyEndpoints: local, Warnings: ws,
+		UDPServing: e.udpServing(entry.svc, vss)}
 }
 
 // convertWarnings are the warnings converting the service and its

@@ -8,9 +8,12 @@ import (
 	"slices"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/nft"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxier/ipvs"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxier/udpflows"
 )
 
 // DataPlaneConfig configures both kernel writers.
@@ -129,6 +132,8 @@ type DataPlane struct {
 	// program, or those of the Repair in progress and its Applies.
 	failures []ServiceFailure
 	repair   repairPhase
+	// ct deletes stale UDP conntrack flows; nil deletes none (tests).
+	ct *udpflows.Reconciler
 }
 
 // NewDataPlane opens both writers on the running kernel.
@@ -145,7 +150,7 @@ func NewDataPlane(cfg DataPlaneConfig) (*DataPlane, error) {
 		i.Close()
 		return nil, fmt.Errorf("can't use the IPVS proxier: %w", err)
 	}
-	return &DataPlane{nft: n, ipvs: i}, nil
+	return &DataPlane{nft: n, ipvs: i, ct: udpflows.New(udpflows.Netlink{}, clock.RealClock{})}, nil
 }
 
 // InitKernel does what kube-proxy's --init-only does in IPVS mode, and
@@ -337,6 +342,16 @@ func (d *DataPlane) IPVSOps() map[string]int { return d.ipvs.Ops() }
 
 // Draining counts destinations draining after leaving the plan.
 func (d *DataPlane) Draining() int { return d.ipvs.Draining() }
+
+// ReconcileConntrack deletes the UDP conntrack flows rules calls stale:
+// sent to one of our UDP virtual servers, replied from none of its
+// serving endpoints (package proxier/udpflows).
+func (d *DataPlane) ReconcileConntrack(rules policy.StaleUDPFlows) ([]udpflows.Result, error) {
+	if d.ct == nil {
+		return nil, nil
+	}
+	return d.ct.Reconcile(rules)
+}
 
 // Close releases the kernel handles.
 func (d *DataPlane) Close() { d.ipvs.Close() }

@@ -24,7 +24,11 @@
 //
 // DataPlane (dataplane.go) applies plans to the kernel through the IPVS
 // writer (package proxier/ipvs) and the nftables writer (package nft); it
-// only orders the calls and joins their errors.
+// only orders the calls and joins their errors. After a sync that changed
+// the UDP services' serving endpoints, the loop has it delete the stale
+// UDP conntrack flows, as kube-proxy's conntrack reconciler
+// (conntrack.go; the rules are policy's, the walk package
+// proxier/udpflows's).
 //
 // # One Service, from the informer to the IPVS call
 //

@@ -17,11 +17,13 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	metadatafake "k8s.io/client-go/metadata/fake"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testsupport/fakeapi"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/kubeapi"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxier/udpflows"
 )
 
 const testNode = "node-a"
@@ -39,6 +41,10 @@ type fakeDataPlane struct {
 	// failSetsResync: a failed Apply makes NeedsResync true, as the
 	// real writers do.
 	failSetsResync bool
+	// ct, when set, is the conntrack table ReconcileConntrack
+	// reconciles; ctCalls counts the calls.
+	ct      *udpflows.FakeTable
+	ctCalls int
 }
 
 type dpCall struct {
@@ -172,6 +178,16 @@ func (f *fakeDataPlane) setFaults(failures []ServiceFailure, nextRetry time.Time
 func (f *fakeDataPlane) IPVSOps() map[string]int { return map[string]int{"add_service/ok": 1} }
 func (f *fakeDataPlane) Draining() int           { return 2 }
 
+func (f *fakeDataPlane) ReconcileConntrack(rules policy.StaleUDPFlows) ([]udpflows.Result, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.ctCalls++
+	if f.ct == nil {
+		return nil, nil
+	}
+	return udpflows.New(f.ct, clock.RealClock{}).Reconcile(rules)
+}
+
 func (f *fakeDataPlane) set(err error, needsResync bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -197,9 +213,12 @@ type fakeSeams struct {
 	localReady        map[policy.ServiceKey]int
 	nodes             []*corev1.Node
 	failing           int
+	ctDeleted         map[corev1.IPFamily]int // ConntrackReconciled's, summed
 }
 
-func newFakeSeams() *fakeSeams { return &fakeSeams{calls: map[string]int{}, noLocal: map[string]int{}} }
+func newFakeSeams() *fakeSeams {
+	return &fakeSeams{calls: map[string]int{}, noLocal: map[string]int{}, ctDeleted: map[corev1.IPFamily]int{}}
+}
 
 func (f *fakeSeams) count(name string) {
 	f.mu.Lock()
@@ -250,6 +269,12 @@ func (f *fakeSeams) FailingServices(n int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.failing = n
+}
+func (f *fakeSeams) ConntrackReconciled(family corev1.IPFamily, _ time.Duration, deleted int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls["ConntrackReconciled/"+string(family)]++
+	f.ctDeleted[family] += deleted
 }
 func (f *fakeSeams) QueuedUpdate() { f.count("QueuedUpdate") }
 func (f *fakeSeams) Updated()      { f.count("Updated") }

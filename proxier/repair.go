@@ -84,6 +84,9 @@ func (p *Proxier) repair(start time.Time, err error) error {
 		return err
 	}
 	p.log.V(2).Info("Repaired", "slices", rs.Slices, "syncsBetweenSlices", rs.Between, "longestSlice", rs.Longest, "elapsed", elapsed)
+	// A conntrack reconcile that failed after an earlier sync is tried
+	// again.
+	p.reconcileConntrack()
 	p.releaseMemory() // it read the whole kernel table
 	return nil
 }

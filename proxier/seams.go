@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxier/udpflows"
 )
 
 // The seams between the sync loop and the components it drives. Each is
@@ -59,6 +60,12 @@ type DataPlaneWriter interface {
 	IPVSOps() map[string]int
 	// Draining counts destinations draining after leaving the plan.
 	Draining() int
+
+	// ReconcileConntrack deletes the UDP conntrack flows rules calls
+	// stale (kube-proxy's conntrack reconciler, package
+	// proxier/udpflows) and returns each family's result, also with an
+	// error.
+	ReconcileConntrack(rules policy.StaleUDPFlows) ([]udpflows.Result, error)
 }
 
 // ErrNoRepair is StartRepair's answer from a data plane that does not
@@ -83,6 +90,9 @@ func (NopDataPlane) NextRetry() time.Time              { return time.Time{} }
 func (NopDataPlane) Check() error                      { return nil }
 func (NopDataPlane) IPVSOps() map[string]int           { return nil }
 func (NopDataPlane) Draining() int                     { return 0 }
+func (NopDataPlane) ReconcileConntrack(policy.StaleUDPFlows) ([]udpflows.Result, error) {
+	return nil, nil
+}
 
 // ServiceFailure is one service's data-plane failure: some of its virtual
 // servers could not be programmed while the rest of the sync succeeded.
@@ -118,6 +128,11 @@ type Observer interface {
 	// FailingServices is the number of services being retried
 	// (kube_ipvs_proxy_failing_services).
 	FailingServices(n int)
+	// ConntrackReconciled observes one family's UDP conntrack reconcile:
+	// how long it took and how many flows it deleted
+	// (kubeproxy_conntrack_reconciler_sync_duration_seconds,
+	// kubeproxy_conntrack_reconciler_deleted_entries_total).
+	ConntrackReconciled(family corev1.IPFamily, d time.Duration, deleted int)
 }
 
 // Health is the proxy's /healthz and /livez state. Package health
@@ -150,18 +165,19 @@ const (
 
 type nopObserver struct{}
 
-func (nopObserver) SyncStarted()                            {}
-func (nopObserver) SyncDone(bool, time.Duration, error)     {}
-func (nopObserver) Queued()                                 {}
-func (nopObserver) ServiceChanges(int, int)                 {}
-func (nopObserver) EndpointChanges(int, int)                {}
-func (nopObserver) NetworkProgrammingLatency(time.Duration) {}
-func (nopObserver) NoLocalEndpoints(string, int)            {}
-func (nopObserver) VirtualServers(map[policy.Kind]int)      {}
-func (nopObserver) IPVSOps(map[string]int)                  {}
-func (nopObserver) Draining(int)                            {}
-func (nopObserver) ServiceFailure(string)                   {}
-func (nopObserver) FailingServices(int)                     {}
+func (nopObserver) SyncStarted()                                            {}
+func (nopObserver) SyncDone(bool, time.Duration, error)                     {}
+func (nopObserver) Queued()                                                 {}
+func (nopObserver) ServiceChanges(int, int)                                 {}
+func (nopObserver) EndpointChanges(int, int)                                {}
+func (nopObserver) NetworkProgrammingLatency(time.Duration)                 {}
+func (nopObserver) NoLocalEndpoints(string, int)                            {}
+func (nopObserver) VirtualServers(map[policy.Kind]int)                      {}
+func (nopObserver) IPVSOps(map[string]int)                                  {}
+func (nopObserver) Draining(int)                                            {}
+func (nopObserver) ServiceFailure(string)                                   {}
+func (nopObserver) FailingServices(int)                                     {}
+func (nopObserver) ConntrackReconciled(corev1.IPFamily, time.Duration, int) {}
 
 type nopHealth struct{}
 

@@ -34,11 +34,17 @@ type syncState struct {
 	// synced says some sync succeeded; failed that one failed since the
 	// last success.
 	synced, failed bool
+	// udp holds each service's UDP conntrack rules
+	// (ServicePlan.UDPServing); udpDirty says they changed since the
+	// conntrack table was last reconciled with them (conntrack.go).
+	udp      map[policy.ServiceKey][]policy.UDPServing
+	udpDirty bool
 }
 
 func newSyncState() syncState {
 	return syncState{applied: map[policy.ServiceKey]appliedPlan{}, totals: newTotals(),
-		hcPorts: map[policy.ServiceKey]uint16{}, localReady: map[policy.ServiceKey]int{}, healthDirty: true, full: true}
+		hcPorts: map[policy.ServiceKey]uint16{}, localReady: map[policy.ServiceKey]int{}, healthDirty: true, full: true,
+		udp: map[policy.ServiceKey][]policy.UDPServing{}}
 }
 
 // totals are the gauges summed over the applied plans.
@@ -120,6 +126,7 @@ func (s *syncState) set(sp policy.ServicePlan) {
 // record records a service's new plan, summarized as ap.
 func (s *syncState) record(sp policy.ServicePlan, ap appliedPlan) {
 	k := sp.Service
+	s.setUDP(k, sp.UDPServing)
 	s.totals.add(s.applied[k], -1)
 	s.totals.add(ap, 1)
 	if len(sp.VirtualServers) == 0 && sp.HealthCheckNodePort == 0 {
@@ -143,6 +150,7 @@ func (s *syncState) record(sp policy.ServicePlan, ap appliedPlan) {
 
 // replace records a full sync's plans: every service.
 func (s *syncState) replace(plans []policy.ServicePlan) {
+	s.keepUDPOf(plans)
 	clear(s.applied)
 	clear(s.hcPorts)
 	clear(s.localReady)
@@ -248,6 +256,7 @@ func (p *Proxier) sync(periodic bool) error {
 	}
 	p.log.V(2).Info("Synced", "full", full, "recomputed", len(w.plans), "applied", len(changes),
 		"pendingServices", w.svcPending, "elapsed", elapsed)
+	p.reconcileConntrack()
 	p.logMilestone(w, elapsed)
 	if full {
 		p.releaseMemory()

@@ -16,6 +16,7 @@ import (
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/cmd/kube-ipvs-proxy/app"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/integration/apiserver"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/nft"
 )
 
 // TestPreflightAgainstARealAPIServer: `--preflight --kubeconfig` lists a
@@ -70,7 +71,7 @@ func TestPreflightAgainstARealAPIServer(t *testing.T) {
 	dir := fstest.MapFile{Mode: fs.ModeDir | 0o555}
 	node := fstest.MapFS{"proc/sys/kernel/osrelease": {Data: []byte("6.1.0-lab\n")},
 		"sys/module/ip_vs": &dir, "sys/module/ip_vs_rr": &dir, "sys/module/nf_tables": &dir, "sys/module/nf_conntrack": &dir}
-	code := app.Preflight(ctx, opts, node, &stdout, &stderr)
+	code := app.Preflight(ctx, opts, node, noForwardDrops{}, &stdout, &stderr)
 	out := stdout.String()
 	t.Logf("exit %d, stdout:\n%s\nstderr:\n%s", code, out, stderr.String())
 	if code != app.ExitError {
@@ -89,3 +90,9 @@ func TestPreflightAgainstARealAPIServer(t *testing.T) {
 		}
 	}
 }
+
+// noForwardDrops is a node whose FORWARD drops nothing by policy.
+type noForwardDrops struct{}
+
+func (noForwardDrops) NFTForwardDrops() ([]nft.ForwardDrop, error) { return nil, nil }
+func (noForwardDrops) LegacyForwardPolicy(bool) (string, error)    { return "ACCEPT", nil }

@@ -79,6 +79,8 @@ var rules = []rule{
 		[]string{"github.com/vishvananda/netlink", "github.com/google/nftables", "github.com/moby/ipvs"}),
 		allowInModule: own("policy", "internal/nlsock", "internal/nlattr", "internal/nlfamily"),
 		why:           "proxier/ipvs/ipvsnl/doc.go: the codec; mdlayher/netlink and the netlink primitives only, no logging"},
+	{pkg: "proxier/udpflows", deps: join(clientGo, []string{"github.com/google/nftables", "github.com/moby/ipvs"}, own("nft", "proxier/ipvs")),
+		why: "proxier/udpflows/doc.go: no client-go, nftables or the IPVS writer"},
 	{pkg: "proxier/leftovers", deps: join(clientGo, own("policy", "nft", "proxier/ipvs")),
 		why: "proxier/leftovers/doc.go: kernel libraries only; not policy, client-go or the writers"},
 	{pkg: "proxier", imports: kernelLibs,
@@ -111,7 +113,7 @@ var rules = []rule{
 // (STYLE.md: the writers; and the other packages that read or clean the
 // kernel: host addresses, kube-proxy's leftovers, the redone dumps).
 // Test support and the VM tests may too.
-var kernelPackages = own("nft", "proxier/ipvs", "proxier/leftovers", "proxier/hostaddr", "internal/netlinkdump")
+var kernelPackages = own("nft", "proxier/ipvs", "proxier/leftovers", "proxier/hostaddr", "proxier/udpflows", "internal/netlinkdump")
 
 // testSupport are the packages only tests may import: the shared test
 // support, and the nftables packet tracer, which sits beside the rules it

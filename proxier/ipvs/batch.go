@@ -248,9 +248,8 @@ func (b *batch) svcs(svc policy.ServiceKey) []policy.ServiceKey {
 // weight 0 (no new connections) and deleted once it has no active or
 // inactive connections, or when Config.GracefulPeriod has passed since it
 // left. Every Apply and Resync checks the draining destinations. UDP and
-// SCTP destinations are deleted at once; for UDP the conntrack entries
-// replying from the endpoint are deleted too, so that clients' flows are
-// not kept pinned to a dead endpoint (kubernetes/kubernetes#71514).
+// SCTP destinations are deleted at once; their UDP flows are the
+// conntrack reconciler's (package proxier/udpflows), after the sync.
 // retireDecision (reconcile.go) decides; the executor (retireNow,
 // execute.go) reads the connection counts and makes the change.
 

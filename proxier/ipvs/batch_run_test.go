@@ -43,7 +43,7 @@ func TestOneWritePerPhase(t *testing.T) {
 		{"add, update and prune: three writes, in that order", svc("web", vs("ClusterIP 10.96.0.1:80/TCP", "10.244.1.1:80", "10.244.1.2:80", "10.244.1.3:80"),
 			vs("ClusterIP 10.96.0.1:53/UDP", "10.244.1.1:53")), 3,
 			"add-destination 10.96.0.1:80/TCP 10.244.1.3:80\nupdate-destination 10.96.0.1:80/TCP 10.244.1.2:80\n" +
-				"delete-destination 10.96.0.1:53/UDP 10.244.1.2:53\nflush-conntrack 10.244.1.2:53"},
+				"delete-destination 10.96.0.1:53/UDP 10.244.1.2:53"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, Config{})

@@ -119,7 +119,10 @@ func TestDrainVirtualServerRemoved(t *testing.T) {
 	}
 }
 
-func TestUDPDeletedAtOnceWithConntrack(t *testing.T) {
+// TestUDPDeletedAtOnceLeavingConntrackToTheReconciler: a removed UDP
+// destination is deleted at once, and the Writer deletes no conntrack
+// entry (package proxier/udpflows does, after the sync).
+func TestUDPDeletedAtOnceLeavingConntrackToTheReconciler(t *testing.T) {
 	e := newEnv(t, Config{})
 	udp := func(dests ...string) policy.ServicePlan {
 		return svc("dns", vs("ClusterIP 10.96.0.53:53/UDP", dests...), vs("ClusterIP 10.96.0.53:53/TCP", dests...))
@@ -130,7 +133,7 @@ func TestUDPDeletedAtOnceWithConntrack(t *testing.T) {
 	}
 	client := netip.MustParseAddrPort("10.0.0.1:40000")
 	for _, c := range []ConntrackEntry{
-		{policy.ProtocolUDP, client, dest("10.96.0.53:53"), dest("10.244.1.6:53"), client},     // flushed
+		{policy.ProtocolUDP, client, dest("10.96.0.53:53"), dest("10.244.1.6:53"), client},     // the removed endpoint's
 		{policy.ProtocolUDP, client, dest("10.96.0.53:53"), dest("10.244.1.5:53"), client},     // other endpoint
 		{policy.ProtocolTCP, client, dest("10.96.0.53:53"), dest("10.244.1.6:53"), client},     // TCP
 		{policy.ProtocolUDP, client, dest("10.96.0.99:5353"), dest("10.244.1.6:5353"), client}, // other port

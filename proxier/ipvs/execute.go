@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"net/netip"
 	"syscall"
-
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 )
 
 // The executor: it runs a batch's steps phase by phase, hands each
@@ -340,8 +338,10 @@ func (b *batch) refresh(a *actual) error {
 }
 
 // deleted applies the kernel's answer to a destination's deletion: gone
-// from the mirror and from the drains, and, for UDP, the conntrack
-// entries whose reply comes from the endpoint deleted too.
+// from the mirror and from the drains. Its UDP flows are not deleted
+// here: as in kube-proxy, the conntrack reconciler (package
+// proxier/udpflows) deletes the flows of endpoints that no longer serve,
+// after the sync, and keeps those of serving-terminating endpoints.
 func (b *batch) deleted(k Key, d netip.AddrPort, err error) error {
 	w := b.w
 	if err := gone(err, syscall.ENOENT, syscall.ESRCH); err != nil {
@@ -351,11 +351,5 @@ func (b *batch) deleted(k Key, d netip.AddrPort, err error) error {
 		a.remove(d)
 	}
 	w.forgetDrain(k, d)
-	if k.Protocol != policy.ProtocolUDP {
-		return nil
-	}
-	if err := w.call("flush-conntrack", func() error { _, err := w.ct.DeleteUDP(d); return err }); err != nil {
-		return fmt.Errorf("delete conntrack entries of UDP endpoint %s: %w", d, err)
-	}
 	return nil
 }

@@ -125,7 +125,7 @@ func TestOneChangeOneOp(t *testing.T) {
 		{"endpoint added", one("10.244.1.5:80"), one("10.244.1.5:80", "10.244.1.6:80"), map[string]int{"add-destination": 1}},
 		{"idle endpoint removed", one("10.244.1.5:80", "10.244.1.6:80"), one("10.244.1.5:80"), map[string]int{"delete-destination": 1}},
 		{"weight changed", one("10.244.1.5:80", "10.244.1.6:80"), one("10.244.1.5:80*7", "10.244.1.6:80"), map[string]int{"update-destination": 1}},
-		{"UDP endpoint removed", udp("10.244.1.5:53", "10.244.1.6:53"), udp("10.244.1.5:53"), map[string]int{"delete-destination": 1, "flush-conntrack": 1}},
+		{"UDP endpoint removed", udp("10.244.1.5:53", "10.244.1.6:53"), udp("10.244.1.5:53"), map[string]int{"delete-destination": 1}},
 		{"no change", one("10.244.1.5:80"), one("10.244.1.5:80"), map[string]int{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -38,6 +38,9 @@
 // its module; hand-written in xtables.go, chain names and rule counts
 // only, as no Go library reads x_tables without running the binary), and
 // its nftables mode's tables ip/ip6 kube-proxy (KubeProxyNFTablesServes).
+// For the preflight, LegacyForwardPolicy reads the policy of
+// iptables-legacy's filter FORWARD the same way (the chain's policy
+// entry, which ipt_getinfo's underflow points at).
 //
 // It never runs iptables or ipset, never touches a table other than
 // filter, nat and mangle of the ip and ip6 families, and imports only the

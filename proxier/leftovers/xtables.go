@@ -101,3 +101,51 @@ func legacyServes(chains func(v6 bool) (map[string]int, error)) (bool, error) {
 	}
 	return false, nil
 }
+
+// ipt_getinfo's fields after the table's name (xtTableMaxName bytes):
+// valid_hooks, then hook_entry[5] and underflow[5], offsets into the
+// entries blob. A built-in chain's underflow is its policy entry.
+const (
+	xtInfoValidHooksOff = 32
+	xtInfoUnderflowOff  = 56
+	xtHookForward       = 2 // NF_INET_FORWARD
+	// A standard target's data is its verdict: -NF_DROP-1 or
+	// -NF_ACCEPT-1 for a policy (a jump is an offset, >= 0).
+	xtStandardTarget = ""
+	xtVerdictDrop    = -1
+	xtVerdictAccept  = -2
+)
+
+// xtHookPolicy reads the policy of the built-in chain on hook from a
+// table's blob and ipt_getinfo: "DROP" or "ACCEPT"; "" when the table
+// has no chain on that hook. A policy entry that is not a standard
+// target with a policy verdict is an error naming its offset.
+func xtHookPolicy(blob, info []byte, hook int, l xtEntryLayout) (string, error) {
+	if len(info) < xtInfoUnderflowOff+4*5 {
+		return "", fmt.Errorf("ipt_getinfo of %d bytes: too short", len(info))
+	}
+	if binary.NativeEndian.Uint32(info[xtInfoValidHooksOff:])&(1<<hook) == 0 {
+		return "", nil
+	}
+	off := int(binary.NativeEndian.Uint32(info[xtInfoUnderflowOff+4*hook:]))
+	if off+l.size > len(blob) {
+		return "", fmt.Errorf("policy entry at %d: past the blob's %d bytes", off, len(blob))
+	}
+	tOff := int(binary.NativeEndian.Uint16(blob[off+l.targetOffset:]))
+	next := int(binary.NativeEndian.Uint16(blob[off+l.nextOffset:]))
+	if tOff < l.size || next < tOff+xtTargetDataOff+4 || off+next > len(blob) {
+		return "", fmt.Errorf("policy entry at %d: target at %d, next at %d: malformed", off, tOff, next)
+	}
+	t := blob[off+tOff : off+next]
+	if name := cString(t[xtTargetNameOff : xtTargetNameOff+xtTargetNameLen]); name != xtStandardTarget {
+		return "", fmt.Errorf("policy entry at %d: target %q, want the standard target", off, name)
+	}
+	switch v := int32(binary.NativeEndian.Uint32(t[xtTargetDataOff:])); v {
+	case xtVerdictDrop:
+		return "DROP", nil
+	case xtVerdictAccept:
+		return "ACCEPT", nil
+	default:
+		return "", fmt.Errorf("policy entry at %d: verdict %d, not a policy", off, v)
+	}
+}

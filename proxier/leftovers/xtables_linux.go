@@ -41,7 +41,7 @@ func (h Host) LegacyNATChains(v6 bool) (map[string]int, error) {
 	if err != nil || !slices.Contains(strings.Fields(string(b)), "nat") {
 		return nil, nil
 	}
-	blob, err := readXtTable(v6, "nat")
+	blob, _, err := readXtTable(v6, "nat")
 	if err != nil {
 		return nil, fmt.Errorf("read iptables-legacy table %s nat: %w", fam, err)
 	}
@@ -56,23 +56,52 @@ func (h Host) LegacyNATChains(v6 bool) (map[string]int, error) {
 	return chains, nil
 }
 
-// readXtTable returns a table's entries blob. The table may change
-// between the two reads (EAGAIN): it is read again, a few times.
-func readXtTable(v6 bool, table string) ([]byte, error) {
+// LegacyForwardPolicy reads the policy of iptables-legacy's filter
+// FORWARD chain of a family ("DROP", "ACCEPT"), as iptables-legacy -S
+// FORWARD shows it; "" when there is no legacy filter table (/proc does
+// not list it: asking for it would load its module).
+func (h Host) LegacyForwardPolicy(v6 bool) (string, error) {
+	fam, names := "ip", "/net/ip_tables_names"
+	if v6 {
+		fam, names = "ip6", "/net/ip6_tables_names"
+	}
+	b, err := os.ReadFile(h.Proc + names)
+	if err != nil || !slices.Contains(strings.Fields(string(b)), "filter") {
+		return "", nil
+	}
+	blob, info, err := readXtTable(v6, "filter")
+	if err != nil {
+		return "", fmt.Errorf("read iptables-legacy table %s filter: %w", fam, err)
+	}
+	l := iptEntry
+	if v6 {
+		l = ip6tEntry
+	}
+	policy, err := xtHookPolicy(blob, info, xtHookForward, l)
+	if err != nil {
+		return "", fmt.Errorf("iptables-legacy table %s filter, chain FORWARD: %w", fam, err)
+	}
+	return policy, nil
+}
+
+// readXtTable returns a table's entries blob and its ipt_getinfo. The
+// table may change between the two reads (EAGAIN): it is read again, a
+// few times.
+func readXtTable(v6 bool, table string) (blob, info []byte, err error) {
 	domain, level := unix.AF_INET, unix.SOL_IP
 	if v6 {
 		domain, level = unix.AF_INET6, unix.SOL_IPV6
 	}
 	fd, err := unix.Socket(domain, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.IPPROTO_RAW)
 	if err != nil {
-		return nil, fmt.Errorf("raw socket: %w", err)
+		return nil, nil, fmt.Errorf("raw socket: %w", err)
 	}
 	defer unix.Close(fd)
 	for range 5 {
 		info := make([]byte, xtGetInfoLen)
 		copy(info, table)
 		if err := getsockopt(fd, level, xtSoGetInfo, info); err != nil {
-			return nil, fmt.Errorf("IPT_SO_GET_INFO: %w", err)
+			return nil, nil, fmt.Errorf("IPT_SO_GET_INFO: %w", err)
 		}
 		size := int(binary.NativeEndian.Uint32(info[xtGetInfoSizeOff:]))
 		req := make([]byte, xtGetEntriesHeader+size)
@@ -83,11 +112,11 @@ func readXtTable(v6 bool, table string) ([]byte, error) {
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("IPT_SO_GET_ENTRIES: %w", err)
+			return nil, nil, fmt.Errorf("IPT_SO_GET_ENTRIES: %w", err)
 		}
-		return req[xtGetEntriesHeader:], nil
+		return req[xtGetEntriesHeader:], info, nil
 	}
-	return nil, fmt.Errorf("IPT_SO_GET_ENTRIES: the table kept changing: %w", unix.EAGAIN)
+	return nil, nil, fmt.Errorf("IPT_SO_GET_ENTRIES: the table kept changing: %w", unix.EAGAIN)
 }
 
 // getsockopt reads into b, whose length is the option's.

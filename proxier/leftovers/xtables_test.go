@@ -167,3 +167,79 @@ func FuzzXtChainRules(f *testing.F) {
 		}
 	})
 }
+
+// The kernel's policy verdicts, written out here so that the fixtures do
+// not follow the constants they test: -NF_DROP-1 and -NF_ACCEPT-1.
+const (
+	kernelDrop   = -1
+	kernelAccept = -2
+)
+
+// policyEntry is a built-in chain's policy entry: a standard target
+// with verdict v.
+func policyEntry(l xtEntryLayout, v int32) []byte {
+	d := make([]byte, 4)
+	binary.NativeEndian.PutUint32(d, uint32(v))
+	return xtEntry(l, xtStandardTarget, d)
+}
+
+// filterTable is a filter table's blob and ipt_getinfo: INPUT, FORWARD
+// and OUTPUT with a rule each and the given policies (FORWARD's left
+// out when forward is 0), then the table's end.
+func filterTable(l xtEntryLayout, forward int32) (blob, info []byte) {
+	info = make([]byte, 84)
+	var hooks uint32
+	for _, c := range []struct {
+		hook   int
+		policy int32
+	}{{1, kernelAccept}, {xtHookForward, forward}, {3, kernelAccept}} {
+		if c.policy == 0 {
+			continue
+		}
+		hooks |= 1 << c.hook
+		blob = append(blob, rule(l)...)
+		binary.NativeEndian.PutUint32(info[xtInfoUnderflowOff+4*c.hook:], uint32(len(blob)))
+		blob = append(blob, policyEntry(l, c.policy)...)
+	}
+	binary.NativeEndian.PutUint32(info[xtInfoValidHooksOff:], hooks)
+	return append(blob, chainHead(l, xtErrorTarget)...), info
+}
+
+// TestXtHookPolicyReadsTheForwardPolicy reads FORWARD's policy from
+// filter tables laid out as the kernel hands them out, in both
+// families' layouts: DROP and ACCEPT as iptables-legacy -S shows them,
+// nothing for a table without the hook, and an error for a policy entry
+// that is not one.
+func TestXtHookPolicyReadsTheForwardPolicy(t *testing.T) {
+	for _, l := range []xtEntryLayout{iptEntry, ip6tEntry} {
+		for _, tc := range []struct {
+			name    string
+			forward int32
+			want    string
+		}{
+			{"policy DROP", kernelDrop, "DROP"},
+			{"policy ACCEPT", kernelAccept, "ACCEPT"},
+			{"no FORWARD chain", 0, ""},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				blob, info := filterTable(l, tc.forward)
+				if got, err := xtHookPolicy(blob, info, xtHookForward, l); err != nil || got != tc.want {
+					t.Errorf("xtHookPolicy = %q, %v; want %q", got, err, tc.want)
+				}
+			})
+		}
+		t.Run("a jump where the policy should be", func(t *testing.T) {
+			blob, info := filterTable(l, 200)
+			if got, err := xtHookPolicy(blob, info, xtHookForward, l); err == nil {
+				t.Errorf("xtHookPolicy = %q, want an error", got)
+			}
+		})
+		t.Run("an underflow past the blob", func(t *testing.T) {
+			blob, info := filterTable(l, kernelDrop)
+			binary.NativeEndian.PutUint32(info[xtInfoUnderflowOff+4*xtHookForward:], uint32(len(blob)))
+			if got, err := xtHookPolicy(blob, info, xtHookForward, l); err == nil {
+				t.Errorf("xtHookPolicy = %q, want an error", got)
+			}
+		})
+	}
+}

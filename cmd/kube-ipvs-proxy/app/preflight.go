@@ -212,8 +212,9 @@ func exposed(svc *policy.Service) bool {
 // checks the node's kernel when it runs on that node, and prints the
 // findings. It exits 1 on an error finding (traffic kube-proxy serves
 // that we would not), and with --strict on a warning too.
-// root is the host's file system, for the kernel checks.
-func Preflight(ctx context.Context, o *Options, root fs.FS, stdout, stderr io.Writer) int {
+// root is the host's file system, for the kernel checks; forward reads
+// its FORWARD policies.
+func Preflight(ctx context.Context, o *Options, root fs.FS, forward ForwardReader, stdout, stderr io.Writer) int {
 	objs, err := listCluster(ctx, o)
 	if err != nil {
 		fmt.Fprintf(stderr, "kube-ipvs-proxy: --preflight: %v\n", err)
@@ -225,6 +226,9 @@ func Preflight(ctx context.Context, o *Options, root fs.FS, stdout, stderr io.Wr
 		return ExitError
 	}
 	r.findings = append(r.findings, hostFindings(r, o.Config.IPVS.Scheduler, root)...)
+	if r.nodeSeen && onNode(root) {
+		r.findings = append(r.findings, forwardFindings(forward, uint32(1)<<o.nftConfig().MasqueradeBit)...)
+	}
 	return r.write(stdout, o.PreflightStrict)
 }
 

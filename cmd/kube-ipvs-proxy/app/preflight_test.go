@@ -108,7 +108,7 @@ func runPreflightOn(t *testing.T, c *fakeCluster, root fstest.MapFS, args ...str
 	if err != nil {
 		t.Fatalf("flags: %v", err)
 	}
-	code := Preflight(t.Context(), o, root, &out, &errOut)
+	code := Preflight(t.Context(), o, root, fakeForward{}, &out, &errOut)
 	if errOut.Len() > 0 {
 		t.Logf("stderr:\n%s", errOut.String())
 	}
@@ -291,7 +291,7 @@ func TestPreflightKubeconfigWinsOverTheFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if code := Preflight(t.Context(), o, goodNode, &out, &errOut); code != ExitOK {
+	if code := Preflight(t.Context(), o, goodNode, fakeForward{}, &out, &errOut); code != ExitOK {
 		t.Errorf("exit %d\n%s%s", code, out.String(), errOut.String())
 	}
 	if strings.Contains(errOut.String(), "ignoring --kubeconfig") {

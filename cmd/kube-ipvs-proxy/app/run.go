@@ -24,7 +24,7 @@ func Run(ctx context.Context, o *Options, stdout, stderr io.Writer) int {
 	case o.InitOnly:
 		return runInitOnly(ctx, o, stderr, hostInit)
 	case o.Preflight:
-		return Preflight(ctx, o, os.DirFS("/"), stdout, stderr)
+		return Preflight(ctx, o, os.DirFS("/"), HostForward{}, stdout, stderr)
 	case o.DryRun && len(o.Objects) > 0:
 		return runDryRun(o, stdout, stderr)
 	case o.DryRun:
