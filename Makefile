@@ -153,7 +153,7 @@ bench-plot:
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzLoad -fuzztime 30s ./manifest/
 	$(GO) test -run '^$$' -fuzz FuzzLoadConfig -fuzztime 30s -fuzzminimizetime 3s ./cmd/kube-ipvs-proxy/app/
-	$(GO) test -run '^$$' -fuzz FuzzEndpointSlice -fuzztime 30s ./kubeapi/
+	$(GO) test -run '^$$' -fuzz FuzzEndpointSlice -fuzztime 30s ./apiconv/
 	$(GO) test -run '^$$' -fuzz FuzzDryRunManifest -fuzztime 60s ./cmd/kube-ipvs-proxy/app/
 	$(GO) test -run '^$$' -fuzz FuzzCompute -fuzztime 30s ./policy/
 	$(GO) test -run '^$$' -fuzz FuzzParseDestinations -fuzztime 30s ./proxier/ipvs/ipvsnl/

@@ -49,7 +49,7 @@ func TestAddressRefusal(t *testing.T) {
 }
 
 // TestRefusedAddressesNeverServed: the engine refuses the addresses no
-// Service may take even when given them (kubeapi leaves them out before):
+// Service may take even when given them (apiconv leaves them out before):
 // no virtual server, a RefusedAddress warning each; the Service's other
 // addresses are served.
 func TestRefusedAddressesNeverServed(t *testing.T) {
@@ -94,7 +94,7 @@ func TestAddressOfAFamilyWithoutClusterIPWarned(t *testing.T) {
 	}
 }
 
-// TestConversionWarningsComeBackWithThePlan: what kubeapi left out of a
+// TestConversionWarningsComeBackWithThePlan: what apiconv left out of a
 // Service and of its slices (Service.Warnings, EndpointSlice.Warnings) is
 // in every plan of the Service, served or refused by the budget, and
 // goes when the slice no longer says it.

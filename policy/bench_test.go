@@ -22,7 +22,7 @@ func benchCluster(tb testing.TB) (*Engine, []ServiceKey) {
 	tb.Helper()
 	zone := func(i int) string { return fmt.Sprintf("zone-%d", i%benchZones) }
 	nodeName := func(i int) string { return fmt.Sprintf("node-%04d", i%benchNodes) }
-	// Endpoints on one node and zone share a Place, as kubeapi's
+	// Endpoints on one node and zone share a Place, as apiconv's
 	// Interner makes them.
 	places := map[Place]*Place{}
 	placeOf := func(i int) *Place {

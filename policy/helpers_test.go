@@ -40,7 +40,7 @@ func zones(z ...string) epOpt    { return func(e *Endpoint) { hintsOf(e).ForZone
 func nodes(n ...string) epOpt    { return func(e *Endpoint) { hintsOf(e).ForNodes = n } }
 
 // at is the Place of an endpoint on node in zone; nil for neither, as
-// kubeapi converts it.
+// apiconv converts it.
 func at(node, zone string) *Place {
 	if node == "" && zone == "" {
 		return nil

@@ -9,7 +9,7 @@ import (
 )
 
 // The engine's inputs: validated, plain values built from the Kubernetes
-// API objects by package kubeapi. The engine trusts their syntax (parsed
+// API objects by package apiconv. The engine trusts their syntax (parsed
 // addresses, known protocols) but not their consistency.
 
 // ServiceKey identifies a Service.
@@ -49,7 +49,7 @@ type Service struct {
 	// ExternalIPs and LoadBalancerIPs (the ingress IPs whose ipMode is
 	// not Proxy) are distinct and canonical: no address twice, in one
 	// list or across both, and none no Service may take
-	// (AddressRefusal). Package kubeapi normalises them so; the engine
+	// (AddressRefusal). Package apiconv normalises them so; the engine
 	// refuses those addresses again, as a guard, but does not look for
 	// duplicates.
 	ExternalIPs     []netip.Addr

@@ -100,7 +100,7 @@ func (ci *claimIndex) set(svc ServiceKey, claims []claimant, keys []VirtualServe
 	for i, k := range keys {
 		list := ci.byKey[k]
 		if slices.ContainsFunc(list, func(x claimant) bool { return x.svc == svc }) {
-			continue // claimed twice by one service (kubeapi refuses duplicate ports)
+			continue // claimed twice by one service (apiconv refuses duplicate ports)
 		}
 		j, _ := slices.BinarySearchFunc(list, claims[i], compareClaimants)
 		ci.edit(k, slices.Insert(list, j, claims[i]))

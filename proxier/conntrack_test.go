@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/kubeapi"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/apiconv"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxier/udpflows"
 )
@@ -35,7 +35,7 @@ func terminatingEp(addr string) udpEp { return udpEp{addr, false, true, true} }
 // dnsSlice is default/dns's slice: port dns UDP 5353.
 func dnsSlice(eps ...udpEp) *discoveryv1.EndpointSlice {
 	s := &discoveryv1.EndpointSlice{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "dns-1", Labels: map[string]string{kubeapi.LabelServiceName: "dns"}}, AddressType: discoveryv1.AddressTypeIPv4,
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "dns-1", Labels: map[string]string{apiconv.LabelServiceName: "dns"}}, AddressType: discoveryv1.AddressTypeIPv4,
 		Ports: []discoveryv1.EndpointPort{{Name: ptr.To("dns"), Protocol: ptr.To(corev1.ProtocolUDP), Port: ptr.To[int32](5353)}},
 	}
 	for _, e := range eps {

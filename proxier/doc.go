@@ -2,7 +2,7 @@
 // composition. Proxier (loop.go) watches Services, discovery/v1
 // EndpointSlices and every Node, this node's whole and the others for
 // their addresses (informers.go, whose transform converts each object
-// once with package kubeapi; nodeaddrs.go), plus a metadata-only
+// once with package apiconv; nodeaddrs.go), plus a metadata-only
 // informer over all Nodes while some Service uses
 // kube-ipvs-proxy.io/topology-keys (nodes.go). Handlers feed the
 // converted objects into one policy.Engine and mark only the services
@@ -33,7 +33,7 @@
 // # One Service, from the informer to the IPVS call
 //
 // Eight files. Each step names, in parentheses, the functions to read in
-// its file; calls into other packages (kubeapi, policy, nft) and into
+// its file; calls into other packages (apiconv, policy, nft) and into
 // helper files are named where they are made, and can be taken on trust
 // on a first reading. TestTraceMatchesTheCode checks every file and
 // function named here, and that each step's first function is used where
@@ -41,7 +41,7 @@
 //
 //  1. proxier/informers.go (Proxier.transform, Proxier.onConvertedService):
 //     the Services informer's transform converts each Service once into a
-//     policy.Service (kubeapi.Service, kubeapi/service.go), and the
+//     policy.Service (apiconv.Service, apiconv/service.go), and the
 //     handler gets the converted Service;
 //  2. proxier/tracker.go (tracker.applyService): it hands the Service to
 //     the engine (Engine.UpsertService, policy/engine.go) and marks it

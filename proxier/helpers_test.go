@@ -20,8 +20,8 @@ import (
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/apiconv"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testsupport/fakeapi"
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/kubeapi"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxier/udpflows"
 )
@@ -403,7 +403,7 @@ type ep struct{ addr, node string }
 func slice(name, svc string, eps ...ep) *discoveryv1.EndpointSlice {
 	s := &discoveryv1.EndpointSlice{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name,
-			Labels: map[string]string{kubeapi.LabelServiceName: svc}},
+			Labels: map[string]string{apiconv.LabelServiceName: svc}},
 		AddressType: discoveryv1.AddressTypeIPv4,
 		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Protocol: ptr.To(corev1.ProtocolTCP), Port: ptr.To[int32](8080)}},
 	}

@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/kubeapi"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/apiconv"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 )
 
@@ -29,7 +29,7 @@ type informerSet struct {
 // Unlike kube-proxy's, the Services and EndpointSlices informers select
 // nothing out: Services of another proxy (service-proxy-name) and
 // headless ones, and their EndpointSlices, are watched too. They are not
-// served (kubeapi.Service says so), but the engine keeps their
+// served (apiconv.Service says so), but the engine keeps their
 // ClusterIPs from other Services' external IPs and NOTRACK from their
 // endpoints, which tracked traffic reaches (policy/unmanaged.go). With
 // --service-proxy-name, the Services not labelled with it are another
@@ -204,9 +204,9 @@ func (p *Proxier) onNode(n *corev1.Node) {
 
 // interner is shared by every informer's transform, so that a node or
 // zone name, a namespace or a port name is one string in the process
-// (kubeapi.Interner), and an endpoint's node and zone one policy.Place.
+// (apiconv.Interner), and an endpoint's node and zone one policy.Place.
 // Its objects are read-only, as any informer's.
-var interner = kubeapi.NewInterner()
+var interner = apiconv.NewInterner()
 
 // convertedSlice is an EndpointSlice as the EndpointSlices informer's
 // cache holds it: its identity, resource version, conversion and trigger
@@ -229,11 +229,11 @@ type badTrigger struct {
 }
 
 // newConvertedSlice converts s (trimmed first, so that its strings are
-// interned) with kubeapi.EndpointSliceInterned, so that its endpoints
+// interned) with apiconv.EndpointSliceInterned, so that its endpoints
 // share their Places with every other slice's.
 func newConvertedSlice(s *discoveryv1.EndpointSlice) *convertedSlice {
 	s = interner.TrimEndpointSlice(s)
-	conv, err := kubeapi.EndpointSliceInterned(s, interner)
+	conv, err := apiconv.EndpointSliceInterned(s, interner)
 	out := &convertedSlice{identity: identityOf(&s.ObjectMeta), conv: conv, err: err}
 	if v, ok := s.Annotations[corev1.EndpointsLastChangeTriggerTime]; ok {
 		tt, err := time.Parse(time.RFC3339Nano, v)
@@ -247,7 +247,7 @@ func newConvertedSlice(s *discoveryv1.EndpointSlice) *convertedSlice {
 }
 
 // serviceConv is how Services are converted: proxyName is
-// --service-proxy-name (kubeapi.Service); dropExternalIPs leaves
+// --service-proxy-name (apiconv.Service); dropExternalIPs leaves
 // spec.externalIPs out, as kube-proxy does with the feature gate
 // AllowServiceExternalIPs=false.
 type serviceConv struct {
@@ -262,19 +262,19 @@ type convertedService struct {
 	conv *policy.Service
 	err  error
 	// held are the ClusterIPs of a Service not served (err set), which
-	// it still holds (kubeapi.HeldClusterIPs).
+	// it still holds (apiconv.HeldClusterIPs).
 	held []netip.Addr
 }
 
 func newConvertedService(svc *corev1.Service, c serviceConv) *convertedService {
 	svc = interner.TrimService(svc)
-	conv, err := kubeapi.Service(svc, c.proxyName)
+	conv, err := apiconv.Service(svc, c.proxyName)
 	if conv != nil && c.dropExternalIPs {
-		kubeapi.DropExternalIPs(conv)
+		apiconv.DropExternalIPs(conv)
 	}
 	out := &convertedService{identity: identityOf(&svc.ObjectMeta), conv: conv, err: err}
 	if err != nil {
-		out.held = kubeapi.HeldClusterIPs(svc)
+		out.held = apiconv.HeldClusterIPs(svc)
 	}
 	return out
 }
@@ -305,7 +305,7 @@ func (p *Proxier) transform(obj any) (any, error) {
 }
 
 // trimObject is every informer's transform: it keeps of each object only
-// what the converters and the loop read (kubeapi.Interner's Trim
+// what the converters and the loop read (apiconv.Interner's Trim
 // functions: our annotations, the labels we select on, the fields the
 // engine uses, identity), so the caches do not hold what kubectl and the
 // controllers wrote besides. It runs once on each freshly decoded object

@@ -6,7 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/kubeapi"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/apiconv"
 )
 
 // Every Node's addresses. An external or load-balancer IP that is any
@@ -27,10 +27,10 @@ type otherNode struct {
 }
 
 // newOtherNode keeps n's identity and addresses. An address that is no
-// IP is skipped (kubeapi.Node warns; this node's Node reports it).
+// IP is skipped (apiconv.Node warns; this node's Node reports it).
 func newOtherNode(n *corev1.Node) *otherNode {
 	out := &otherNode{identity: identity{name: interner.String(n.Name), resourceVersion: n.ResourceVersion}}
-	conv, _, err := kubeapi.Node(n)
+	conv, _, err := apiconv.Node(n)
 	if err != nil { // an empty name: no node to hold addresses
 		return out
 	}

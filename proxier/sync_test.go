@@ -14,7 +14,7 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/kubeapi"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/apiconv"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 )
 
@@ -107,7 +107,7 @@ var syncRules = []struct {
 	{name: "a Service becoming another proxy's is removed",
 		step: func(tp *testProxier) {
 			tp.svc(service("db", "10.96.0.20", func(s *corev1.Service) {
-				s.Labels = map[string]string{kubeapi.LabelServiceProxyName: "other"}
+				s.Labels = map[string]string{apiconv.LabelServiceProxyName: "other"}
 			}))
 		},
 		want: []string{"Apply default/db[0]"}},

@@ -12,7 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/kubeapi"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/apiconv"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 )
 
@@ -238,7 +238,7 @@ func (t *tracker) upsertSelf(n *corev1.Node) change {
 	if n.Name != t.nodeName {
 		return change{}
 	}
-	conv, ws, err := kubeapi.Node(n)
+	conv, ws, err := apiconv.Node(n)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if err != nil {

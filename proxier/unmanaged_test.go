@@ -6,7 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/kubeapi"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/apiconv"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 )
 
@@ -21,7 +21,7 @@ func TestTrackerHoldsUnservedServicesClusterIPs(t *testing.T) {
 		theirs *corev1.Service
 	}{
 		{"another proxy's Service", service("theirs", "10.96.0.40", func(s *corev1.Service) {
-			s.Labels = map[string]string{kubeapi.LabelServiceProxyName: "other-proxy"}
+			s.Labels = map[string]string{apiconv.LabelServiceProxyName: "other-proxy"}
 		})},
 		{"a Service skipped as invalid", service("theirs", "10.96.0.40", func(s *corev1.Service) { s.Spec.SessionAffinity = "Sticky" })},
 	} {

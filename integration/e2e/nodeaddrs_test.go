@@ -10,8 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/apiconv"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/integration/apiserver"
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/kubeapi"
 )
 
 // TestEveryNodeAndServiceIsWatchedAgainstARealAPIServer: with deploy/base's
@@ -30,7 +30,7 @@ func TestEveryNodeAndServiceIsWatchedAgainstARealAPIServer(t *testing.T) {
 	createNode(t, admin, "node-b", "zone-b", "100.64.0.21")
 	theirs := webService()
 	theirs.Name, theirs.Spec.ClusterIP = "theirs", "10.96.0.40"
-	theirs.Labels = map[string]string{kubeapi.LabelServiceProxyName: "other-proxy"}
+	theirs.Labels = map[string]string{apiconv.LabelServiceProxyName: "other-proxy"}
 	ext := webService()
 	ext.Name, ext.Spec.ClusterIP, ext.Spec.ExternalIPs = "ext", "10.96.0.41", []string{"100.64.0.21", "203.0.113.9", "10.96.0.40"}
 	for _, s := range []*corev1.Service{theirs, ext} {

@@ -11,12 +11,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/kubeapi"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/apiconv"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 )
 
 // TestAddressesNormalisedFromObjects: Services converted from API
-// objects by kubeapi, planned and programmed by the real data plane. One
+// objects by apiconv, planned and programmed by the real data plane. One
 // lists an external IP three times (twice alike, once with leading
 // zeros): it is programmed once, with no Service failing, and the client
 // reaches its endpoints through it. Another's LoadBalancer status says
@@ -33,7 +33,7 @@ func TestAddressesNormalisedFromObjects(t *testing.T) {
 		Spec:   corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, ClusterIP: "10.96.16.2", ClusterIPs: []string{"10.96.16.2"}, Ports: ports},
 		Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: "127.0.0.1"}}}}}
 	for _, obj := range []*corev1.Service{dup, loop} {
-		s, err := kubeapi.Service(obj, "")
+		s, err := apiconv.Service(obj, "")
 		if err != nil {
 			t.Fatalf("convert %s: %v", obj.Name, err)
 		}

@@ -13,7 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/kubeapi"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/apiconv"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 )
 
@@ -46,7 +46,7 @@ func TestOtherNodesAddressAsExternalIPKeepsNodesTalking(t *testing.T) {
 			l := newLab(t)
 			nodeB := l.node("node-b")
 			// The lab gave the engine every node; node-b is given again
-			// as the real mode gets it, a Node object through kubeapi.
+			// as the real mode gets it, a Node object through apiconv.
 			l.engine.DeleteNode("node-b")
 			if tc.nodeBKnown {
 				l.upsertK8sNode(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-b",
@@ -113,17 +113,17 @@ func TestOtherNodesAddressAsExternalIPKeepsNodesTalking(t *testing.T) {
 	}
 }
 
-// upsertK8sNode gives the engine a Node object converted by kubeapi.
+// upsertK8sNode gives the engine a Node object converted by apiconv.
 func (l *lab) upsertK8sNode(obj *corev1.Node) {
 	l.t.Helper()
-	n, ws, err := kubeapi.Node(obj)
+	n, ws, err := apiconv.Node(obj)
 	if err != nil || len(ws) > 0 {
 		l.t.Fatalf("convert Node %s: %v (warnings %v)", obj.Name, err, ws)
 	}
 	l.engine.UpsertNode(n)
 }
 
-// nodeAddressService upserts default/node-address, converted by kubeapi:
+// nodeAddressService upserts default/node-address, converted by apiconv:
 // an eTP=Cluster NodePort Service (TCP 80 and UDP 53 on node ports 30091
 // and 30061) listing the given external IPs, whose one endpoint is
 // pod-a1 on node-a.
@@ -138,7 +138,7 @@ func (l *lab) nodeAddressService(externalIPs ...netip.Addr) policy.ServiceKey {
 	for _, a := range externalIPs {
 		obj.Spec.ExternalIPs = append(obj.Spec.ExternalIPs, a.String())
 	}
-	s, err := kubeapi.Service(obj, "")
+	s, err := apiconv.Service(obj, "")
 	if err != nil {
 		l.t.Fatalf("convert Service %s: %v", obj.Name, err)
 	}

@@ -10,8 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/apiconv"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/cmd/kube-ipvs-proxy/app"
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/kubeapi"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 )
 
@@ -35,7 +35,7 @@ func TestWideDualStackServiceServedByDefault(t *testing.T) {
 		obj.Spec.Ports = append(obj.Spec.Ports, corev1.ServicePort{Name: name, Protocol: corev1.ProtocolUDP, Port: int32(20000 + i)})
 		slicePorts = append(slicePorts, policy.EndpointPort{Name: name, Protocol: policy.ProtocolUDP, Port: podUDPPort})
 	}
-	s, err := kubeapi.Service(obj, "")
+	s, err := apiconv.Service(obj, "")
 	if err != nil {
 		t.Fatalf("convert: %v", err)
 	}

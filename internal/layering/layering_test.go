@@ -63,8 +63,8 @@ type rule struct {
 var rules = []rule{
 	{pkg: "policy", deps: join(clientGo, kernelLibs, klog, prometheus, thisModule),
 		why: "policy/doc.go: pure; no client-go, netlink, nftables, ipvs, klog or prometheus"},
-	{pkg: "kubeapi", deps: join(clientGo, kernelLibs), imports: klog, allowInModule: own("policy"),
-		why: "kubeapi/doc.go: no I/O, no logging, no client-go, no kernel libraries"},
+	{pkg: "apiconv", deps: join(clientGo, kernelLibs), imports: klog, allowInModule: own("policy"),
+		why: "apiconv/doc.go: no I/O, no logging, no client-go, no kernel libraries"},
 	{pkg: "manifest", deps: join(clientGo, kernelLibs, own("policy")),
 		why: "manifest/doc.go: no client-go, policy or kernel library"},
 	{pkg: "metrics", deps: join(clientGoClient, kernelLibs, own("proxier")),

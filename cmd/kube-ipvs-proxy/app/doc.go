@@ -12,5 +12,5 @@
 //   - --cleanup, --write-config-to, --init-only, --version.
 //
 // app wires packages together and holds no policy: decisions live in
-// policy/, decoding in manifest/ and kubeapi/, the loop in proxier/.
+// policy/, decoding in manifest/ and apiconv/, the loop in proxier/.
 package app

@@ -23,7 +23,7 @@ type RunConfig struct {
 	NodeName string
 	// Policy configures the policy engine.
 	Policy policy.Config
-	// ServiceProxyName is --service-proxy-name, for kubeapi.Service.
+	// ServiceProxyName is --service-proxy-name, for apiconv.Service.
 	ServiceProxyName string
 	// DataPlane configures the IPVS and nftables writers.
 	DataPlane proxier.DataPlaneConfig

@@ -7,7 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/kubeapi"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/apiconv"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 )
 
@@ -68,7 +68,7 @@ func planSnapshot(o *Options, objs snapshot, report func(problem)) (snapshotPlan
 		return r, fmt.Errorf("configure engine: %w", err)
 	}
 	for _, n := range objs.Nodes {
-		pn, ws, err := kubeapi.Node(n)
+		pn, ws, err := apiconv.Node(n)
 		if err != nil {
 			report(problem{Kind: nodeSkipped, Object: n, Err: err})
 			continue
@@ -82,7 +82,7 @@ func planSnapshot(o *Options, objs snapshot, report func(problem)) (snapshotPlan
 	objectOf := map[policy.ServiceKey]*corev1.Service{}
 	r.Served = map[policy.ServiceKey]*policy.Service{}
 	for _, s := range objs.Services {
-		ps, err := kubeapi.Service(s, o.ServiceProxyName)
+		ps, err := apiconv.Service(s, o.ServiceProxyName)
 		switch {
 		case errors.Is(err, policy.ErrNotProxied):
 			report(problem{Kind: notProxied, Object: s, Err: err})
@@ -90,11 +90,11 @@ func planSnapshot(o *Options, objs snapshot, report func(problem)) (snapshotPlan
 			report(problem{Kind: serviceSkipped, Object: s, Err: err})
 		}
 		if err != nil {
-			engine.SetUnmanagedService(policy.ServiceKey{Namespace: s.Namespace, Name: s.Name}, kubeapi.HeldClusterIPs(s))
+			engine.SetUnmanagedService(policy.ServiceKey{Namespace: s.Namespace, Name: s.Name}, apiconv.HeldClusterIPs(s))
 			continue
 		}
 		if !gateOn(o.Config.FeatureGates, gateAllowServiceExternalIPs, true) {
-			kubeapi.DropExternalIPs(ps)
+			apiconv.DropExternalIPs(ps)
 		}
 		objectOf[ps.Key], r.Served[ps.Key] = s, ps
 		for _, w := range engine.UpsertService(ps) {
@@ -102,7 +102,7 @@ func planSnapshot(o *Options, objs snapshot, report func(problem)) (snapshotPlan
 		}
 	}
 	for _, s := range objs.EndpointSlices {
-		ps, bad, err := kubeapi.EndpointSliceKeepValid(s)
+		ps, bad, err := apiconv.EndpointSliceKeepValid(s)
 		if err != nil {
 			report(problem{Kind: sliceSkipped, Object: s, Err: err})
 			continue

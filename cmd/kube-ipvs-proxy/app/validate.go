@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	logsapi "k8s.io/component-base/logs/api/v1"
 
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/kubeapi"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/apiconv"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 )
 
@@ -187,7 +187,7 @@ func (o *Options) validateServiceProxyName() error {
 	}
 	if msgs := validation.IsValidLabelValue(s); len(msgs) > 0 {
 		return fmt.Errorf("%s: %q is not a valid label value (services are selected by the label %s): %s",
-			o.origin("service-proxy-name"), s, kubeapi.LabelServiceProxyName, strings.Join(msgs, "; "))
+			o.origin("service-proxy-name"), s, apiconv.LabelServiceProxyName, strings.Join(msgs, "; "))
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-// Package kubeapi converts Kubernetes API objects (k8s.io/api Services,
+// Package apiconv converts Kubernetes API objects (k8s.io/api Services,
 // discovery/v1 EndpointSlices and Nodes) into the policy engine's
 // validated inputs.
 //
@@ -22,5 +22,5 @@
 // read-only parts between objects, for the informers' caches. Converting
 // a trimmed object gives what converting the original gives.
 //
-// kubeapi is pure: no I/O, no logging, no client-go, no kernel libraries.
-package kubeapi
+// apiconv is pure: no I/O, no logging, no client-go, no kernel libraries.
+package apiconv
