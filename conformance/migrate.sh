@@ -7,10 +7,17 @@
 # sessionAffinity: ClientIP Service, NodePort and eTP=Local NodePort
 # requests from the lab host as an outside client) through three phases:
 #
-#   swap      kubectl -n kube-system set image ds/kube-proxy kube-proxy=<our image>
-#   rollback  kubectl -n kube-system set image ds/kube-proxy kube-proxy=<kube-proxy's image>
+#   swap      README.md's Install as deploy/README.md writes it out: the
+#             preflight for every node, the backup, the probes patch,
+#             kubectl set image to our image, rollout status, the verify
+#   rollback  its "Roll back": set image back, the probes off, deploy/handback
 #   control   the old documented path: delete kube-proxy's DaemonSet, kube-proxy
 #             --cleanup on every node (deploy/migrate), apply ours (deploy/base)
+#
+# The swap and rollback commands are the READMEs' own, placeholders
+# filled (deploy/swapsteps_test.go holds them to it); what the lab adds
+# around them (per-node hand-over times, the node inspections, the
+# scripted ConfigMap edit) is measurement and says so.
 #
 # After the swap it checks every node for kube-proxy's iptables chains and
 # ipsets and for IPVS changes by our first sync; edits kube-proxy's
@@ -65,6 +72,23 @@ want_variant=$NODE_VARIANT
 [[ $KUBE_PROXY == upstream ]] || die "the cluster runs our proxy from the start; make cluster-down, then rerun"
 ((NODES >= 2)) || die "the cluster has $NODES node(s); the run wants two"
 (cd "$REPO" && CGO_ENABLED=0 go build -o "$LOAD" ./conformance/migration/load)
+# The binary the preflight runs: deploy/README's `make build`.
+make -s -C "$REPO" build >&2
+PROXY_BIN=$REPO/bin/kube-ipvs-proxy
+
+# --- the install steps' setting -----------------------------------------------
+# Lab only: the documented commands run as written, with kubectl and the
+# binary inside the lab's network namespace (where the API server is) as
+# the cluster admin, in $OUT with a copy of deploy/ (the docs run them
+# from the repository root; the copy stays with the logs), and with the
+# docs' placeholders the run's: REGISTRY/kube-ipvs-proxy:TAG is $OURS,
+# NODE each node, ~/.kube/config $KUBECONFIG.
+export KUBECONFIG=$RUN/admin.kubeconfig
+kubectl() { in_ns "$K8S_BIN/kubectl" "$@"; }
+kube-ipvs-proxy() { in_ns "$PROXY_BIN" "$@"; }
+rm -rf "$OUT/deploy"
+cp -r "$REPO/deploy" "$OUT/deploy"
+cd "$OUT"
 
 # --- load -------------------------------------------------------------------
 
@@ -135,17 +159,21 @@ handed_over() {
 	[[ $(in_ns curl -s -o /dev/null -w '%{http_code}' --max-time 2 "http://$ip:10256/healthz") == 200 ]]
 }
 
-# set_image <image>: kubectl set image on kubeadm's DaemonSet; waits for
-# every node; prints node=seconds words (from the command to that node's
-# new pod healthy).
-set_image() {
-	local image=$1 t0 i node left
+# watch_handover <image> <phase> (in the background, started just before
+# the documented `set image`; lab-only measurement): waits for every
+# node's pod to run image and answer /healthz, and writes node=seconds
+# words (from its start to that node's new pod healthy) to
+# $OUT/<phase>.handover; exits 1 after 15 minutes.
+watch_handover() {
+	local image=$1 phase=$2 t0 i node left
 	t0=$(date +%s)
-	kc -n kube-system set image ds/kube-proxy "kube-proxy=$image" >&2
 	declare -A done_at=()
 	left=$NODES
 	while ((left > 0)); do
-		(($(date +%s) - t0 < 900)) || die "the hand-over to $image did not finish in 15 minutes"
+		if (($(date +%s) - t0 >= 900)); then
+			log "the hand-over to $image did not finish in 15 minutes"
+			return 1
+		fi
 		for ((i = 1; i <= NODES; i++)); do
 			node=$(node_name "$i")
 			[[ -n ${done_at[$node]:-} ]] && continue
@@ -157,16 +185,15 @@ set_image() {
 		done
 		sleep 1
 	done
-	kc -n kube-system rollout status ds/kube-proxy --timeout=5m >&2
-	for ((i = 1; i <= NODES; i++)); do node=$(node_name "$i"); printf '%s=%ss ' "$node" "${done_at[$node]}"; done
+	for ((i = 1; i <= NODES; i++)); do node=$(node_name "$i"); printf '%s=%ss ' "$node" "${done_at[$node]}"; done >"$OUT/$phase.handover"
 }
 
 # --- checks on the nodes ----------------------------------------------------
 
-# inspect_nodes <tag>: a privileged host-network pod per node, from
-# kube-proxy's image (iptables-nft and -legacy, ipset, bash), prints
-# kube-proxy's chains (nft, then legacy) and ipsets left, and our IPVS
-# operation counters.
+# inspect_nodes <tag> (lab-only measurement, beyond the documented
+# verify): a privileged host-network pod per node, from kube-proxy's image
+# (iptables-nft and -legacy, ipset, bash), prints kube-proxy's chains
+# (nft, then legacy) and ipsets left, and our IPVS operation counters.
 inspect_nodes() {
 	local tag=$1 p
 	kc apply -f - >&2 <<YAML
@@ -206,6 +233,100 @@ YAML
 	kc -n migration delete ds inspect --wait=true >&2
 }
 
+# --- the documented checks ---------------------------------------------------
+
+# preflight: deploy/README's step 0 for every node, from the lab host
+# (so without the kernel checks, which it makes only on the node); a
+# non-zero exit ends the run. Its output goes to $OUT/preflight-NODE.log,
+# a line per node to stdout.
+preflight() {
+	local i node
+	kubectl -n kube-system get cm kube-proxy -o jsonpath='{.data.config\.conf}' > kube-proxy-config.conf
+	for ((i = 1; i <= NODES; i++)); do
+		node=$(node_name "$i")
+		if ! kube-ipvs-proxy --preflight --kubeconfig "$KUBECONFIG" --config kube-proxy-config.conf --hostname-override "$node" >"preflight-$node.log" 2>&1; then
+			die "the preflight for $node failed: $(tail -n 5 "preflight-$node.log" | tr '\n' ' ') ($OUT/preflight-$node.log)"
+		fi
+		echo "preflight $node: $(tail -n 1 "preflight-$node.log" | sed 's/^preflight //') ($(head -n 1 "preflight-$node.log" | sed 's/^.*: //'))"
+	done
+}
+
+# verify_script: the node's part of deploy/README's step 4, as written,
+# with a marker before each command.
+verify_script() {
+	cat <<'SH'
+echo "== healthz"
+curl -s http://127.0.0.1:10256/healthz     # 200 and a JSON body
+echo; echo "== ipvsadm"
+ipvsadm -Ln                              # a virtual server per Service port
+echo "== kube-ipvs0"
+ip addr show kube-ipvs0                  # the Service addresses
+echo "== table"
+nft list table inet kube-ipvs-proxy      # our table
+echo "== tables"
+nft list tables                          # no "ip kube-proxy" / "ip6 kube-proxy"
+echo "== KUBE-SERVICES"
+iptables-save -t nat | grep -c KUBE-SERVICES   # 0 (also ip6tables-save)
+echo "== end"
+SH
+}
+
+# section <name> <text>: the lines of text after the marker "== name",
+# up to the next marker.
+section() { awk -v s="== $1" '$0 == s { on = 1; next } /^== / { on = 0 } on' <<<"$2"; }
+
+# nft_count <section> <regexp> <text>: the section's lines matching
+# regexp, or nft-aborted where the node's nft died listing the ruleset
+# (Debian 12's nft 1.0.6 asserts in netlink_parse_concat_expr on our
+# table): then the node's nft cannot say, and the check is not judged.
+nft_count() {
+	local body
+	body=$(section "$1" "$3")
+	if grep -q 'Assertion .* failed\|Aborted' <<<"$body"; then
+		echo nft-aborted
+	else
+		grep -cE "$2" <<<"$body" || true
+	fi
+}
+
+# verify: deploy/README's step 4. READY equals DESIRED, then on every
+# node the documented commands through `kubectl debug node/NAME
+# --profile=sysadmin` and `chroot /host` (the node's own curl, ipvsadm,
+# ip, nft, iptables-save), not attached: the pod's log is read when it
+# has run; then the documented DNS check from a pod. One line per node
+# and one for DNS; the run ends on a node that fails a check (the
+# kube-proxy nat count is reported, not judged: iptables-legacy rules
+# are a node variant's subject) and goes on after a failed DNS check,
+# which the load's own DNS counts judge.
+verify() {
+	local i node pod out healthz vs addrs table kp nat dns
+	[[ $(kubectl -n kube-system get ds kube-proxy -o jsonpath='{.status.numberReady}/{.status.desiredNumberScheduled}') == "$NODES/$NODES" ]] ||
+		die "verify: kube-proxy's DaemonSet is not READY on every node: $(kubectl -n kube-system get ds kube-proxy --no-headers)"
+	for ((i = 1; i <= NODES; i++)); do
+		node=$(node_name "$i")
+		pod=$(kubectl debug "node/$node" --profile=sysadmin --image="$KP_IMAGE" -- chroot /host bash -c "$(verify_script)" |
+			grep -oE 'node-debugger-[a-z0-9-]+' | head -n 1)
+		[[ -n $pod ]] || die "verify: kubectl debug node/$node made no pod"
+		kubectl wait --for=jsonpath='{.status.phase}'=Succeeded "pod/$pod" --timeout=5m >&2 ||
+			die "verify: $pod on $node did not succeed: $(kubectl logs "$pod" 2>&1 | tail -n 5)"
+		out=$(kubectl logs "$pod")
+		printf '%s\n' "$out" >"verify-$node.log"
+		kubectl delete pod "$pod" --wait=false >&2
+		healthz=$(section healthz "$out" | head -n 1)
+		vs=$(section ipvsadm "$out" | grep -cE '^(TCP|UDP|SCTP) ' || true)
+		addrs=$(section kube-ipvs0 "$out" | grep -cE '^ +inet6? ' || true)
+		table=$(nft_count table '^table inet kube-ipvs-proxy' "$out")
+		kp=$(nft_count tables '^table ip6? kube-proxy$' "$out")
+		nat=$(section KUBE-SERVICES "$out" | head -n 1)
+		echo "verify $node: healthz=$([[ $healthz == '{'* ]] && echo json || echo "'$healthz'") ipvs-virtual-servers=$vs kube-ipvs0-addresses=$addrs our-table=$table kube-proxy-nft-tables=$kp nat-KUBE-SERVICES=$nat"
+		[[ $healthz == '{'* && $vs -gt 0 && $addrs -gt 0 && $table != 0 && $kp != [1-9]* ]] ||
+			die "verify: $node fails deploy/README's step 4 (verify-$node.log)"
+	done
+	dns=$(kubectl run dns-check --rm -it --restart=Never --image=registry.k8s.io/e2e-test-images/busybox:1.37.0-1 -- nslookup kubernetes.default.svc.cluster.local 2>&1 </dev/null || true)
+	printf '%s\n' "$dns" >verify-dns.log
+	echo "verify dns-check: $(grep -A1 '^Name:' <<<"$dns" | grep -oE 'Address:? *[0-9a-f.:]+' | head -n 1 || echo "FAILED (verify-dns.log)")"
+}
+
 # --- the run ----------------------------------------------------------------
 
 report=$OUT/report.txt
@@ -226,12 +347,34 @@ variant_workload
 if phase swap; then
 inspect_nodes "before-swap" >>"$report"
 
-log "phase swap: set image to $OURS"
+log "phase swap: the preflight, the backup, the probes, then set image to $OURS (README.md's Install)"
+preflight | tee -a "$report"
+# Step 1, as documented.
+mkdir kube-proxy-backup
+kubectl -n kube-system get ds kube-proxy -o yaml > kube-proxy-backup/daemonset.yaml
+kubectl -n kube-system get cm kube-proxy -o yaml > kube-proxy-backup/configmap.yaml
+KP_IMAGE=$(kubectl -n kube-system get ds kube-proxy -o jsonpath='{.spec.template.spec.containers[0].image}')
+# Step 2 (kubeadm's proxy.disabled and --skip-phases) is not run: the lab
+# has no kubeadm-config ConfigMap (it runs kubeadm's addon phase only)
+# and never runs kubeadm upgrade, so nothing would put the image back.
 start_load swap
-handover=$(set_image "$OURS")
+{
+# Step 3, as documented: the probes (a rolling restart of kube-proxy
+# under them, with traffic), then the image.
+kubectl -n kube-system patch ds kube-proxy --type=strategic --patch-file deploy/probes/probes.yaml
+kubectl -n kube-system rollout status ds/kube-proxy --timeout=30m
+watch_handover "$OURS" swap &
+watcher=$!
+kubectl -n kube-system set image ds/kube-proxy kube-proxy="$OURS"
+kubectl -n kube-system rollout status ds/kube-proxy --timeout=30m
+} >>steps.log
+wait "$watcher" || die "phase swap: the hand-over did not finish"
+handover=$(cat "$OUT/swap.handover")
 stop_load swap
 counts=$(cat "$OUT/swap.counts")
 echo "migration: phase=swap node=$NODE_VARIANT $counts handover=${handover% }" | tee -a "$report"
+# Step 4, as documented (DNS through the DNS Service is the load's).
+verify | tee -a "$report"
 inspect_nodes "after-swap" >>"$report"
 fi
 
@@ -247,6 +390,8 @@ start_load config
 declare -A before=()
 for ((i = 1; i <= NODES; i++)); do before[$i]=$(restarts "$(node_name "$i")"); done
 t0=$(date +%s)
+# The documented edit ("Config edits": edit kube-proxy's ConfigMap as
+# before), scripted.
 kc -n kube-system get configmap kube-proxy -o yaml | sed -e 's/strictARP: false/strictARP: true/' |
 	kc apply -f - >&2
 took=""
@@ -272,23 +417,32 @@ echo "e2e after swap ($e2e): $(grep -E '^Ran [0-9]+ of [0-9]+ Specs' "$OUT/e2e.l
 grep -E '^(SUCCESS|FAIL)!' "$OUT/e2e.log" | tail -n 1 >>"$report" || true
 fi
 
-# cleanup_table: deploy/handback, the one-shot DaemonSet with our image
-# and --cleanup-table-only: our nftables table goes, IPVS and kube-ipvs0
-# stay kube-proxy's.
-cleanup_table() {
-	kc kustomize "$REPO/deploy/handback" |
-		kc set image --local -f - "kube-ipvs-proxy-cleanup=$OURS" -o yaml |
-		kc apply -f - >&2
-	kc -n kube-system rollout status ds/kube-ipvs-proxy-cleanup --timeout=10m >&2
-	kc -n kube-system logs -l k8s-app=kube-ipvs-proxy-cleanup -c kube-ipvs-proxy-cleanup --prefix
-	kc -n kube-system delete ds kube-ipvs-proxy-cleanup >&2
-}
-
 if phase rollback; then
-log "phase rollback: set image to $KP_IMAGE, then our table goes (--cleanup --cleanup-table-only)"
+log "phase rollback: set image to $KP_IMAGE, the probes off, then deploy/handback removes our table (deploy/README's Roll back)"
 start_load rollback
-handover=$(set_image "$KP_IMAGE")
-cleanup_table >>"$report"
+{
+# Step 1, as documented.
+watch_handover "$KP_IMAGE" rollback &
+watcher=$!
+kubectl -n kube-system set image ds/kube-proxy kube-proxy="$KP_IMAGE"
+kubectl -n kube-system rollout status ds/kube-proxy --timeout=30m
+wait "$watcher" || die "phase rollback: the hand-over did not finish"
+handover=$(cat "$OUT/rollback.handover")
+# The probes off, to give kubeadm's DaemonSet back as it was (when the
+# swap put them on: a rollback-only run may find none).
+if [[ -n $(kubectl -n kube-system get ds kube-proxy -o jsonpath='{.spec.template.spec.containers[0].readinessProbe}') ]]; then
+kubectl -n kube-system patch ds kube-proxy --type=json -p '[{"op":"remove","path":"/spec/template/spec/containers/0/readinessProbe"},{"op":"remove","path":"/spec/template/spec/containers/0/livenessProbe"}]'
+kubectl -n kube-system rollout status ds/kube-proxy --timeout=30m
+fi
+# Step 2, as documented; the one-shot's log goes to the report.
+kubectl kustomize deploy/handback \
+  | kubectl set image --local -f - kube-ipvs-proxy-cleanup="$OURS" -o yaml \
+  | kubectl apply -f -
+kubectl -n kube-system rollout status ds/kube-ipvs-proxy-cleanup --timeout=10m
+kubectl -n kube-system logs -l k8s-app=kube-ipvs-proxy-cleanup -c kube-ipvs-proxy-cleanup --prefix >>"$report"
+kubectl -n kube-system delete ds kube-ipvs-proxy-cleanup
+# Step 3 (undo the swap's step 2) is not run: the swap did not run it.
+} >>steps.log
 stop_load rollback
 counts=$(cat "$OUT/rollback.counts")
 echo "migration: phase=rollback node=$NODE_VARIANT $counts handover=${handover% }" | tee -a "$report"

@@ -91,7 +91,7 @@ node_script() {
 			accepts+="$f saddr $c accept; $f daddr $c accept; "
 		done
 		echo "set -e"
-		echo "nft 'table inet filter { chain forward { type filter hook forward priority 0; policy drop; ct state { established, related } accept; $accepts} }'"
+		echo "nft 'table inet filter { chain forward { type filter hook forward priority 0; policy drop; ct state { established, related } accept; $accepts}; }'"
 		echo "nft list table inet filter"
 		;;
 	legacy)

@@ -100,8 +100,11 @@ func warningFinding(w policy.Warning, refuseNodeAddresses bool) finding {
 type preflightReport struct {
 	node     string
 	nodeSeen bool // a Node of that name was listed
-	counts   string
-	findings []finding
+	// hostNames are the Node's name and its Hostname addresses: the
+	// names a host that is this Node goes by.
+	hostNames []string
+	counts    string
+	findings  []finding
 }
 
 // planCluster runs the engine over objs as the proxy on o.NodeName would
@@ -138,6 +141,7 @@ func planCluster(o *Options, objs snapshot) (preflightReport, error) {
 		return r, err
 	}
 	r.nodeSeen = sp.NodeFound
+	r.hostNames = nodeHostNames(objs.Nodes, o.NodeName)
 	if !r.nodeSeen {
 		add(finding{sevWarning, groupNode, "Node " + o.NodeName, "no such Node in the cluster (set --hostname-override): " +
 			"planned without its addresses and labels, so no NodePort virtual servers and no topology"})
@@ -233,13 +237,30 @@ func Preflight(ctx context.Context, o *Options, root fs.FS, forward ForwardReade
 }
 
 // hostFindings are the kernel checks of this host, made only where the
-// host is the Node planned: elsewhere its kernel says nothing about the
-// node's.
+// host is the Node planned: elsewhere (an operator's workstation, a CI
+// runner) its kernel says nothing about the node's, and checking it
+// would fail the preflight on a kernel the proxy never runs on.
 func hostFindings(r preflightReport, scheduler string, root fs.FS) []finding {
-	if !r.nodeSeen || !onNode(root) {
+	if !r.nodeSeen || !onNode(root) || !isHost(root, r.hostNames) {
 		return []finding{{sevInfo, groupNode, "kernel", "not checked: run the preflight on the node (this host is not Node " + r.node + ", or has no /proc and /sys)"}}
 	}
 	return kernelFindings(root, scheduler)
+}
+
+// nodeHostNames is the named Node's name and its Hostname addresses.
+func nodeHostNames(nodes []*corev1.Node, name string) []string {
+	names := []string{name}
+	for _, n := range nodes {
+		if n.Name != name {
+			continue
+		}
+		for _, a := range n.Status.Addresses {
+			if a.Type == corev1.NodeHostName {
+				names = append(names, a.Address)
+			}
+		}
+	}
+	return names
 }
 
 // listCluster lists Services, EndpointSlices and Nodes once, through the

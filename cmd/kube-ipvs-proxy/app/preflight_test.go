@@ -87,6 +87,7 @@ func cleanCluster() *fakeCluster {
 
 // goodNode is a node's root with everything the proxy needs loaded.
 var goodNode = fstest.MapFS{
+	"proc/sys/kernel/hostname":  {Data: []byte("node-a\n")},
 	"proc/sys/kernel/osrelease": {Data: []byte("6.1.0-test\n")},
 	"sys/module/ip_vs":          {Mode: fs.ModeDir | 0o555},
 	"sys/module/ip_vs_rr":       {Mode: fs.ModeDir | 0o555},
@@ -209,6 +210,20 @@ func TestPreflightRules(t *testing.T) {
 	}, {
 		name: "the kernel is not checked off the node", code: ExitOK, cluster: cleanCluster, root: fstest.MapFS{},
 		want: []string{"info    kernel: not checked"},
+	}, {
+		name: "the kernel is not checked on another Linux host, the operator's", code: ExitOK, cluster: cleanCluster,
+		root: with(without(goodNode, "sys/module/ip_vs"), "proc/sys/kernel/hostname", "workstation\n"),
+		want: []string{"info    kernel: not checked"},
+	}, {
+		name: "the kernel is checked on the node whose hostname is the short form of its FQDN name", code: ExitError,
+		cluster: func() *fakeCluster {
+			c := cleanCluster()
+			c.nodes[0].Status.Addresses = append(c.nodes[0].Status.Addresses,
+				corev1.NodeAddress{Type: corev1.NodeHostName, Address: "ip-192-168-0-1.internal"})
+			return c
+		},
+		root: with(without(goodNode, "sys/module/ip_vs"), "proc/sys/kernel/hostname", "ip-192-168-0-1\n"),
+		want: []string{"ERROR   kernel: ip_vs is not loaded"},
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -22,6 +22,29 @@ func onNode(root fs.FS) bool {
 	return errProc == nil && errSys == nil
 }
 
+// isHost reports whether this host goes by one of names: its hostname
+// (procfs) equals one, or the first label of one, ignoring case, as the
+// kubelet's default node name is the lowercased hostname and clouds'
+// names are often its FQDN.
+func isHost(root fs.FS, names []string) bool {
+	b, err := fs.ReadFile(root, "proc/sys/kernel/hostname")
+	if err != nil {
+		return false
+	}
+	host := strings.TrimSpace(string(b))
+	if host == "" {
+		return false
+	}
+	hostLabel, _, _ := strings.Cut(host, ".")
+	for _, n := range names {
+		label, _, _ := strings.Cut(n, ".")
+		if strings.EqualFold(n, host) || strings.EqualFold(label, host) || strings.EqualFold(n, hostLabel) {
+			return true
+		}
+	}
+	return false
+}
+
 // moduleState is what the host says of one kernel module.
 type moduleState int
 
