@@ -69,7 +69,7 @@ func TestPreflightAgainstARealAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := fstest.MapFile{Mode: fs.ModeDir | 0o555}
-	node := fstest.MapFS{"proc/sys/kernel/osrelease": {Data: []byte("6.1.0-lab\n")},
+	node := fstest.MapFS{"proc/sys/kernel/osrelease": {Data: []byte("6.1.0-lab\n")}, "proc/sys/kernel/hostname": {Data: []byte(nodeName + "\n")},
 		"sys/module/ip_vs": &dir, "sys/module/ip_vs_rr": &dir, "sys/module/nf_tables": &dir, "sys/module/nf_conntrack": &dir}
 	code := app.Preflight(ctx, opts, node, noForwardDrops{}, &stdout, &stderr)
 	out := stdout.String()
