@@ -24,7 +24,13 @@
 //
 // DataPlane (dataplane.go) applies plans to the kernel through the IPVS
 // writer (package proxier/ipvs) and the nftables writer (package nft); it
-// only orders the calls and joins their errors. After a sync that changed
+// only orders the calls and joins their errors. The two writers are
+// placed apart on purpose: nft/ is the rule set as well as its writer,
+// and the rule set is read outside this loop (the dry run and the
+// preflight print nft.Render's text and read the node's forward chains,
+// the handback and --cleanup remove the table), so it stands at the top
+// beside policy/; the IPVS writer has no reader but this loop and
+// --cleanup, so it lives under proxier/. After a sync that changed
 // the UDP services' serving endpoints, the loop has it delete the stale
 // UDP conntrack flows, as kube-proxy's conntrack reconciler
 // (conntrack.go; the rules are policy's, the walk package
