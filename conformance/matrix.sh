@@ -29,9 +29,15 @@ for v in "$@"; do
 		failed+=("$v")
 		continue
 	fi
-	log "node variant $v: the migration run (phases: ${KIP_MIGRATION_PHASES:-all})"
-	phases=${KIP_MIGRATION_PHASES:+ KIP_MIGRATION_PHASES=\"$KIP_MIGRATION_PHASES\"}
-	if ! KIP_NODE_VARIANT=$v KIP_MIGRATION_COMMAND="make migration-matrix VARIANTS=$v$phases (conformance/matrix.sh)" \
+	want=${KIP_MIGRATION_PHASES:-}
+	# metallb-l2's nodes start with strictARP true, so the config phase's
+	# edit (strictARP false to true) would change nothing and wait for a
+	# restart that never comes: unless told otherwise, it runs swap and
+	# rollback only.
+	if [[ $v == metallb-l2 && -z $want ]]; then want="swap rollback"; fi
+	log "node variant $v: the migration run (phases: ${want:-all})"
+	phases=${want:+ KIP_MIGRATION_PHASES=\"$want\"}
+	if ! KIP_MIGRATION_PHASES=$want KIP_NODE_VARIANT=$v KIP_MIGRATION_COMMAND="make migration-matrix VARIANTS=$v$phases (conformance/matrix.sh)" \
 		"$HERE/migrate.sh"; then
 		log "node variant $v: the run failed; the cluster goes down"
 		failed+=("$v")
