@@ -22,7 +22,12 @@ plan: build
 # (built first), and the real-kernel tests in the VM lab.
 test: lint apiserver unit integration vm-e2e cluster-conformance
 
+# As root, the unit tests also run against the host's kernel, each in a
+# network namespace of its own; nft/'s TestSystemNftListsTheWrittenTable has
+# Debian's nft (package nftables, installed with apt when missing) list the
+# table the writer programs.
 unit:
+	@[ "$$(id -u)" != 0 ] || LOG_PREFIX=unit bash -c '. hack/lib.sh && apt_install nftables'
 	$(GO) test -count=1 $(PKGS)
 
 # gofmt, go vet (also of the VM lab's tests, built with -tags integration),

@@ -8,12 +8,14 @@ import (
 
 // Reading rules back: google/nftables v0.3.0 decodes a ct expression's
 // NFTA_CT_DIRECTION as a 32-bit value, but the kernel dumps it as one
-// byte (nft_ct_get_dump's nla_put_u8), so GetRules fails on any rule
-// loading "ct original ..." or "ct reply ..." (filter-forward's). It
-// marshals the direction as 32 bits big endian, which the kernel reads
-// as a u8 from the first byte: right for the original direction, 0, the
-// only one we write. widenCtDirections rewrites a rule dump's answers
-// before google/nftables decodes them (NewRuleReader).
+// byte (nft_ct_get_dump's nla_put_u8), so GetRules fails for a whole
+// chain if one rule loads "ct original ..." or "ct reply ...". Our own
+// rules load none, but the writer reads other tables' forward chains
+// (forward.go), where an operator's or a firewall's rule may. Its
+// marshalling (32 bits big endian, which the kernel reads as a u8 from
+// the first byte) would be right for the original direction only.
+// widenCtDirections rewrites a rule dump's answers before
+// google/nftables decodes them (NewRuleReader).
 
 // nlaHeaderLen is a netlink attribute's header: length and type, 16 bits
 // each.

@@ -242,7 +242,15 @@ func formatExpr(t *fakeTable, e expr.Any) string {
 	case *expr.Bitwise:
 		return fmt.Sprintf("bitwise reg %d = ( reg %d & %s ) ^ %s", e.DestRegister, e.SourceRegister, formatData(e.Mask), formatData(e.Xor))
 	case *expr.Ct:
+		switch {
+		case e.Key == expr.CtKeyMARK && e.SourceRegister:
+			return fmt.Sprintf("ct set mark with reg %d", e.Register)
+		case e.SourceRegister:
+			return fmt.Sprintf("ct set %d with reg %d", e.Key, e.Register)
+		}
 		switch e.Key {
+		case expr.CtKeyMARK:
+			return fmt.Sprintf("ct load mark => reg %d", e.Register)
 		case expr.CtKeySTATE:
 			return fmt.Sprintf("ct load state => reg %d", e.Register)
 		case expr.CtKeyPROTOCOL:

@@ -228,26 +228,35 @@ func (b *ruleBuilder) daddrNotLocal() *ruleBuilder {
 	return b
 }
 
-// ctOriginalInSet matches the virtual server a packet's connection was
-// made to: the conntrack entry's original destination address, protocol
-// and port ("ct original ip daddr . ct protocol . ct original
-// proto-dst") in the vsKey set base. IPVS with net.ipv4.vs.conntrack=1
-// leaves the original tuple as the client sent it and rewrites only the
-// reply tuple, so a reply's entry still names the virtual server. The
-// address is loaded with NFT_CT_DST, which google/nftables sends with
-// its direction (NFT_CT_DST_IP needs one too, and it sends none for
-// it): the kernel writes 4 bytes of it for an IPv4 connection, so the
-// protocol and the port are loaded after the family's address length.
-func (b *ruleBuilder) ctOriginalInSet(base string) *ruleBuilder {
-	b.dependency()
-	name := base + b.fam.suffix
-	w := b.fam.addrLen / 4
-	b.text = append(b.text, fmt.Sprintf("ct original %s daddr . ct protocol . ct original proto-dst @%s", b.fam.keyword, name))
+// ctMarkTest matches packets whose connection's conntrack mark has
+// bit set (set) or clear: "ct mark & bit == bit" or "... == 0". A packet
+// without a conntrack entry (untracked, or not seen by conntrack yet)
+// matches neither: the kernel breaks the rule on its ct mark load.
+func (b *ruleBuilder) ctMarkTest(bit uint32, set bool) *ruleBuilder {
+	want := uint32(0)
+	if set {
+		want = bit
+	}
+	b.text = append(b.text, fmt.Sprintf("ct mark & 0x%08x == 0x%08x", bit, want))
 	b.exprs = append(b.exprs,
-		&expr.Ct{Register: unix.NFT_REG_1, Key: expr.CtKeyDST, Direction: ctDirOriginal},
-		&expr.Ct{Register: reg32(w), Key: expr.CtKeyPROTOCOL},
-		&expr.Ct{Register: reg32(w + 1), Key: expr.CtKeyPROTODST, Direction: ctDirOriginal},
-		&expr.Lookup{SourceRegister: unix.NFT_REG_1, SetName: name})
+		&expr.Ct{Key: expr.CtKeyMARK, Register: unix.NFT_REG_1},
+		&expr.Bitwise{SourceRegister: unix.NFT_REG_1, DestRegister: unix.NFT_REG_1, Len: 4,
+			Mask: binaryutil.NativeEndian.PutUint32(bit), Xor: binaryutil.NativeEndian.PutUint32(0)},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: unix.NFT_REG_1, Data: binaryutil.NativeEndian.PutUint32(want)})
+	return b
+}
+
+// ctMarkSet sets bit in the connection's conntrack mark and keeps its
+// other bits: reg = (ct mark & ^bit) ^ bit, as nft's "ct mark set ct
+// mark | bit". The kernel does nothing for a packet without a
+// conntrack entry.
+func (b *ruleBuilder) ctMarkSet(bit uint32) *ruleBuilder {
+	b.text = append(b.text, fmt.Sprintf("ct mark set ct mark | 0x%08x", bit))
+	b.exprs = append(b.exprs,
+		&expr.Ct{Key: expr.CtKeyMARK, Register: unix.NFT_REG_1},
+		&expr.Bitwise{SourceRegister: unix.NFT_REG_1, DestRegister: unix.NFT_REG_1, Len: 4,
+			Mask: binaryutil.NativeEndian.PutUint32(^bit), Xor: binaryutil.NativeEndian.PutUint32(bit)},
+		&expr.Ct{Key: expr.CtKeyMARK, Register: unix.NFT_REG_1, SourceRegister: true})
 	return b
 }
 
@@ -271,7 +280,6 @@ var (
 const (
 	ctNewUntracked       = expr.CtStateBitNEW | expr.CtStateBitUNTRACKED
 	ctEstablishedRelated = expr.CtStateBitESTABLISHED | expr.CtStateBitRELATED
-	ctDirOriginal        = 0 // IP_CT_DIR_ORIGINAL: the tuple as the client sent it
 )
 
 // ruleSpecs returns every rule of the table of a defaulted config, in
@@ -279,7 +287,7 @@ const (
 // set elements only) nor on how local pods are told (by address or by
 // interface, one match in the same rules).
 func ruleSpecs(cfg Config) []ruleSpec {
-	mark, local := cfg.mark(), cfg.localPods()
+	mark, connMark, local := cfg.mark(), cfg.connMark(), cfg.localPods()
 	var rs []ruleSpec
 	perFamily := func(build func(fam *family) ruleSpec) {
 		for _, fam := range families {
@@ -353,8 +361,21 @@ func ruleSpecs(cfg Config) []ruleSpec {
 		return newRule(f).inSet([]source{srcSaddr}, setServiceIPs, false).daddrNotLocal().
 			then("masquerade fully-random", &expr.Masq{FullyRandom: true}).in(chainNATPostrouting)
 	})
+	// Connections to our virtual servers get the conntrack mark
+	// filter-forward tells their forwarded packets by. In any state: a
+	// connection open before our table (taken over from kube-proxy) is
+	// marked by its client's next packet. The test of the bit first keeps
+	// a marked connection's packets to one comparison; an untracked
+	// packet has no entry, so its ct mark load ends the rule. First in
+	// the chain: no verdict of the rules below skips them.
+	for _, set := range []string{setServicePorts, setNodePortServices} {
+		perFamily(func(f *family) ruleSpec {
+			return newRule(f).ctMarkTest(connMark, false).inSet(vsKeySrcs, set, false).
+				ctMarkSet(connMark).in(chainFilterInput)
+		})
+	}
 	perFamily(func(f *family) ruleSpec {
-		return newRule(f).ctState("{ new, untracked }", ctNewUntracked).vmap(vsKeySrcs, setEmptyServices).in(chainFilterInput)
+		return newRule(f).ctState("new,untracked", ctNewUntracked).vmap(vsKeySrcs, setEmptyServices).in(chainFilterInput)
 	})
 	perFamily(func(f *family) ruleSpec { return sourceRangesDrop(f, chainFilterInput) })
 	perFamily(func(f *family) ruleSpec {
@@ -368,7 +389,7 @@ func ruleSpecs(cfg Config) []ruleSpec {
 	// ClusterIP. NAT chains run at the NAT core's priority (dstnat), after
 	// this chain, whatever their own.
 	perFamily(func(f *family) ruleSpec {
-		return newRule(f).ctState("{ new, untracked }", ctNewUntracked).inSet(vsKeySrcs, setInternalViaKeys, true).
+		return newRule(f).ctState("new,untracked", ctNewUntracked).inSet(vsKeySrcs, setInternalViaKeys, true).
 			vmap(vsKeySrcs, setEmptyServices).in(chainFilterOutput)
 	})
 	// The node's own connections to a load balancer with source ranges
@@ -380,14 +401,13 @@ func ruleSpecs(cfg Config) []ruleSpec {
 	// replies to clients that are not on this node) get the masquerade
 	// mark, which the accept rule we keep in other tables' forward chains
 	// of policy drop lets through (forward.go): an accept here would not
-	// override their drop. Established and related packets only: IPVS
-	// takes a connection's requests in INPUT, never in FORWARD.
-	for _, set := range []string{setServicePorts, setNodePortServices} {
-		perFamily(func(f *family) ruleSpec {
-			return newRule(f).ctState("{ established, related }", ctEstablishedRelated).
-				ctOriginalInSet(set).markSet(mark, false).in(chainFilterForward)
-		})
-	}
+	// override their drop. A service connection is told by the conntrack
+	// mark filter-input gives it. Established and related packets only:
+	// IPVS takes a connection's requests in INPUT, never in FORWARD, and a
+	// related ICMP error carries its connection's entry (and a related
+	// connection inherits its master's mark).
+	rs = append(rs, newRule(nil).ctState("established,related", ctEstablishedRelated).
+		ctMarkTest(connMark, true).markSet(mark, false).in(chainFilterForward))
 	rs = append(rs,
 		newRule(nil).l4proto("tcp", unix.IPPROTO_TCP).
 			then("reject with tcp reset", &expr.Reject{Type: unix.NFT_REJECT_TCP_RST}).in(chainRejectPacket),

@@ -48,6 +48,21 @@ const (
 	setLBSourceAllowed  = "lb-source-allowed"      // vsKey . source range (concatenated interval)
 )
 
+// connMarkBit is the conntrack mark bit filter-input sets on the
+// connections to our virtual servers and filter-forward tests, so that
+// their forwarded packets get the masquerade mark (README.md, "Forwarded
+// service traffic"). Only this bit is ever set or tested: the rest of a
+// connection's mark is other agents'. Not the masquerade bit: tools that
+// copy a connection's mark into its packets' (wg-quick's "meta mark set
+// ct mark") would have them masqueraded. Bit 13 (0x2000) sits beside
+// kube-proxy's 14 and 15, below the ranges Calico, Weave and Tailscale
+// take (bit 16 and up) and above Cilium's and Istio's (bits 0 to 11).
+const connMarkBit = 13
+
+// connMarkBitAlt takes connMarkBit's place when the masquerade bit is
+// configured to bit 13.
+const connMarkBitAlt = 12
+
 const (
 	defaultMasqueradeBit = 14
 	priorityFilterOutput = -110 // after conntrack (-200), before IPVS's LOCAL_OUT hooks (-99, -98)

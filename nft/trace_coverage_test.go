@@ -20,7 +20,7 @@ func verdicts(t *testing.T, tr *packettrace.Tracer) map[string]string {
 	for fam := range 2 {
 		for _, tc := range cases {
 			key := famName(fam) + "/" + tc.name
-			res, err := tr.Trace(tc.packet(t, fam))
+			res, err := tc.trace(t, tr, fam)
 			if err != nil {
 				out[key] = "error: " + err.Error()
 				continue

@@ -70,7 +70,8 @@ func TestUnsupportedExpressionIsAnError(t *testing.T) {
 		{name: "a payload write", chain: "filter-input", e: &expr.Payload{OperationType: expr.PayloadWrite, SourceRegister: unix.NFT_REG_1, Base: expr.PayloadBaseNetworkHeader, Len: 4}},
 		{name: "a payload of the link layer", chain: "filter-input", e: &expr.Payload{DestRegister: unix.NFT_REG_1, Base: expr.PayloadBaseLLHeader, Len: 6}},
 		{name: "a meta key the tracer does not read", chain: "filter-input", e: &expr.Meta{Key: expr.MetaKeyIIFTYPE, Register: unix.NFT_REG_1}},
-		{name: "a ct key other than state, original destination, protocol and original port", chain: "filter-input", e: &expr.Ct{Key: expr.CtKeyMARK, Register: unix.NFT_REG_1}},
+		{name: "a ct key other than state and mark", chain: "filter-input", e: &expr.Ct{Key: expr.CtKeyDST, Register: unix.NFT_REG_1}},
+		{name: "a ct set of a key other than mark", chain: "filter-input", e: &expr.Ct{Key: expr.CtKeySTATE, Register: unix.NFT_REG_1, SourceRegister: true}},
 		{name: "a fib lookup other than daddr type", chain: "filter-input", e: &expr.Fib{Register: unix.NFT_REG_1, FlagSADDR: true, ResultADDRTYPE: true}},
 		{name: "a fib lookup of the output interface's index", chain: "filter-input", e: &expr.Fib{Register: unix.NFT_REG_1, FlagDADDR: true, ResultOIF: true}},
 		{name: "a verdict the tracer does not model (queue)", chain: "filter-input", e: &expr.Verdict{Kind: expr.VerdictQueue}},
@@ -89,9 +90,9 @@ func TestUnsupportedExpressionIsAnError(t *testing.T) {
 	}
 }
 
-// The vmap rule of filter-input (rule 0, IPv4) is replaced by a jump or
+// The vmap rule of filter-input (rule 4, IPv4) is replaced by a jump or
 // a goto to reject-packet, whose first rule becomes a return: after a
-// jump the calling chain goes on (and its rule 3 rejects port 81); after
+// jump the calling chain goes on (and its rule 5 rejects port 81); after
 // a goto the return ends the base chain with its policy (accept), and
 // the packet reaches IPVS.
 func TestReturnResumesAfterJumpNotAfterGoto(t *testing.T) {
@@ -105,7 +106,7 @@ func TestReturnResumesAfterJumpNotAfterGoto(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tr := editedTracer(t, editedTables{rules: map[string]map[int][]expr.Any{
-				"filter-input":  {0: {&expr.Verdict{Kind: tc.kind, Chain: "reject-packet"}}},
+				"filter-input":  {4: {&expr.Verdict{Kind: tc.kind, Chain: "reject-packet"}}},
 				"reject-packet": {0: {&expr.Verdict{Kind: expr.VerdictReturn}}},
 			}})
 			res, err := tr.Trace(podToWeb(t, "81"))

@@ -154,7 +154,7 @@ func TestEveryRuleIsMatchedInEachLocalMode(t *testing.T) {
 		tr := newTracerFor(t, m)
 		for fam := range 2 {
 			for _, tc := range append(append([]traceCase{}, cases...), m.extra...) {
-				if _, err := tr.Trace(tc.packet(t, fam)); err != nil {
+				if _, err := tc.trace(t, tr, fam); err != nil {
 					t.Fatalf("%s: %s: %v", m.name, tc.name, err)
 				}
 			}

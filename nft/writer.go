@@ -59,6 +59,16 @@ func (c Config) Validate() error {
 // mark is the masquerade mark of a defaulted config.
 func (c Config) mark() uint32 { return 1 << uint(c.MasqueradeBit) }
 
+// connMark is the conntrack mark bit of service connections
+// (connMarkBit), or connMarkBitAlt when the masquerade bit is
+// connMarkBit: the two never share a bit.
+func (c Config) connMark() uint32 {
+	if c.MasqueradeBit == connMarkBit {
+		return 1 << connMarkBitAlt
+	}
+	return 1 << connMarkBit
+}
+
 // Conn is the part of *nftables.Conn the writer uses, and a set element
 // read that allocates nothing per element (EachSetElement). Every method
 // but Flush and the reads (GetSets, GetSetByName, GetSetElements,

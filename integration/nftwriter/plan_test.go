@@ -122,8 +122,8 @@ var wantElements = map[string][]string{
 
 // wantRules is the rule count of every chain, for any plan.
 var wantRules = map[string]int{
-	"raw-prerouting": 6, "raw-output": 2, "nat-prerouting": 6, "nat-output": 8, "filter-forward": 4,
-	"nat-postrouting": 5, "filter-input": 6, "filter-output": 4, "reject-packet": 2,
+	"raw-prerouting": 6, "raw-output": 2, "nat-prerouting": 6, "nat-output": 8, "filter-forward": 1,
+	"nat-postrouting": 5, "filter-input": 10, "filter-output": 4, "reject-packet": 2,
 }
 
 // parseDump splits a DumpTable text into set name → elements; anonymous

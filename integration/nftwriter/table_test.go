@@ -47,8 +47,9 @@ func newConn(t *testing.T) *nftables.Conn {
 	return c
 }
 
-// ruleReader reads rules as the writer does (nft.NewRuleReader):
-// google/nftables alone cannot decode filter-forward's ct expressions.
+// ruleReader reads rules as the writer does (nft.NewRuleReader, which
+// decodes a ct direction google/nftables alone cannot: other tables'
+// rules may carry one).
 func ruleReader(t *testing.T) *nftables.Conn {
 	t.Helper()
 	c, err := nft.NewRuleReader()

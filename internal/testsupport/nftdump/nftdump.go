@@ -34,8 +34,8 @@ func DumpTable(c *nftables.Conn, family nftables.TableFamily, name string) (stri
 	if err != nil {
 		return "", fmt.Errorf("list chains: %w", err)
 	}
-	// google/nftables alone cannot decode the ct expressions of
-	// filter-forward: rules are read as the writer reads them.
+	// Rules are read as the writer reads them: google/nftables alone
+	// cannot decode a ct direction, which other tables' rules may carry.
 	rr, err := nft.NewRuleReader()
 	if err != nil {
 		return "", fmt.Errorf("rule reader: %w", err)

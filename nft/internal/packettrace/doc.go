@@ -5,7 +5,9 @@
 // order (nft/README.md "Hooks"), and reports the verdict: delivered, sent
 // on, dropped or rejected; whether it was NOTRACK'd, DNATed (by the
 // table's internal-via map or by IPVS) and masqueraded (by mark or
-// hairpin); and every (chain, rule) that matched, for coverage.
+// hairpin); and every (chain, rule) that matched, for coverage. It keeps
+// each connection's conntrack mark from one trace to the next, so a
+// reply sees what its connection's earlier packets set.
 //
 // Rules are interpreted expression by expression (meta, payload, cmp,
 // bitwise, ct, fib daddr type and oifname over the node's routes, lookup

@@ -356,33 +356,31 @@ func (w *walk) reject(r *rule, e *expr.Reject) (*expr.Verdict, bool, error) {
 	return &expr.Verdict{Kind: expr.VerdictDrop}, false, nil
 }
 
-// ct evaluates a ct load: the state, or of the original tuple the
-// destination address, protocol and port (nft_ct_get_eval). Without a
-// conntrack entry (not seen yet, untracked) any key but the state breaks
-// the rule, as the kernel's.
+// ct evaluates a ct load of the state or the mark, or a ct mark set
+// (nft_ct_get_eval, nft_ct_set_eval). Without a conntrack entry (not
+// seen yet, untracked) a mark load breaks the rule and a mark set does
+// nothing, as the kernel's.
 func (w *walk) ct(g *regs, e *expr.Ct) (*expr.Verdict, bool, error) {
-	if e.SourceRegister {
-		return nil, false, fmt.Errorf("ct set key %d: %w", e.Key, ErrUnsupported)
-	}
-	if e.Key == expr.CtKeySTATE {
+	switch {
+	case e.Key == expr.CtKeySTATE && !e.SourceRegister:
 		return nil, false, g.store(e.Register, binaryutil.NativeEndian.PutUint32(w.p.ctStateBits()))
+	case e.Key != expr.CtKeyMARK:
+		return nil, false, fmt.Errorf("ct key %d (set %t): %w", e.Key, e.SourceRegister, ErrUnsupported)
 	}
-	switch e.Key {
-	case expr.CtKeyDST, expr.CtKeyPROTOCOL, expr.CtKeyPROTODST:
-	default:
-		return nil, false, fmt.Errorf("ct key %d: %w", e.Key, ErrUnsupported)
+	tracked := w.p.ct == ctNew || w.p.ct == ctEstablished
+	if !e.SourceRegister {
+		if !tracked {
+			return nil, true, nil
+		}
+		return nil, false, g.store(e.Register, binaryutil.NativeEndian.PutUint32(w.p.ctmark))
 	}
-	if e.Key != expr.CtKeyPROTOCOL && e.Direction != 0 {
-		return nil, false, fmt.Errorf("ct key %d of the reply tuple: %w", e.Key, ErrUnsupported)
+	v, err := g.load(e.Register, 4)
+	if err != nil {
+		return nil, false, err
 	}
-	if w.p.ct != ctNew && w.p.ct != ctEstablished {
-		return nil, true, nil
+	if tracked {
+		w.p.ctmark = binaryutil.NativeEndian.Uint32(v)
+		w.step("ct mark set %#x", w.p.ctmark)
 	}
-	switch e.Key {
-	case expr.CtKeyDST:
-		return nil, false, g.store(e.Register, w.p.orig.AsSlice())
-	case expr.CtKeyPROTOCOL:
-		return nil, false, g.store(e.Register, []byte{w.p.proto})
-	}
-	return nil, false, g.store(e.Register, binaryutil.BigEndian.PutUint16(w.p.origPort))
+	return nil, false, nil
 }

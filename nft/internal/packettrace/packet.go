@@ -70,10 +70,12 @@ type Packet struct {
 	// scheduler picks (it must be one); otherwise the first destination
 	// in address order is picked.
 	Backend netip.Addr
-	// Orig, when valid, is the destination of its connection's original
-	// tuple (what "ct original daddr" and "ct original proto-dst" read):
-	// a reply's is the virtual server its client connected to. Otherwise
-	// the packet is in its connection's original direction: Dst.
+	// Orig, when valid, says the packet is a reply: it is the destination
+	// of its connection's original tuple, the virtual server its client
+	// (Dst) connected to. Otherwise the packet is in its connection's
+	// original direction. Either way it names the connection whose
+	// conntrack mark ("ct mark") the packet reads and sets: the Tracer
+	// keeps each connection's mark from one trace to the next.
 	Orig netip.AddrPort
 }
 
@@ -160,6 +162,9 @@ type Result struct {
 	Dst netip.AddrPort
 	// Mark is the packet mark at the end (meta mark).
 	Mark uint32
+	// CtMark is the conntrack mark of the packet's connection at the end
+	// (ct mark); 0 for an untracked packet.
+	CtMark uint32
 	// Matched lists the rules that matched, in order: a rule matches when
 	// all its expressions ran without one breaking (a failed comparison or
 	// lookup). A rule may appear twice: hooks run again for a packet IPVS

@@ -23,8 +23,9 @@ type Tracer struct {
 	routes []Route
 	hooks  map[nftables.ChainHook][]stage
 
-	mu   sync.Mutex
-	hits map[RuleRef]int
+	mu    sync.Mutex
+	hits  map[RuleRef]int
+	conns map[connKey]uint32 // conntrack marks, by connection
 }
 
 // stage is one step of a hook: a base chain, or the kernel's conntrack
@@ -65,7 +66,8 @@ func New(tables Tables, k IPVS, node Node) (*Tracer, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &Tracer{tab: tab, ipvs: vss, local: map[netip.Addr]bool{}, routes: node.Routes, hooks: map[nftables.ChainHook][]stage{}, hits: map[RuleRef]int{}}
+	t := &Tracer{tab: tab, ipvs: vss, local: map[netip.Addr]bool{}, routes: node.Routes, hooks: map[nftables.ChainHook][]stage{},
+		hits: map[RuleRef]int{}, conns: map[connKey]uint32{}}
 	for _, a := range node.Local {
 		t.local[a.Unmap()] = true
 	}
@@ -126,10 +128,10 @@ type pkt struct {
 	proto        uint8
 	mark         uint32
 	ct           ctInfo
-	// orig and origPort are the destination of the connection's
-	// original tuple (Packet.Orig).
-	orig     netip.Addr
-	origPort uint16
+	// conn is the connection it belongs to, and ctmark that
+	// connection's conntrack mark once conntrack has attached it.
+	conn   connKey
+	ctmark uint32
 	// iif and oif are the interfaces meta iifname and meta oifname read
 	// in the hook being run: no input interface on the OUTPUT path, no
 	// output interface before routing.
@@ -219,12 +221,13 @@ func (t *Tracer) Trace(in Packet) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("trace %s: %w", in, err)
 	}
-	w.res.Dst, w.res.Mark = netip.AddrPortFrom(p.dst, p.dport), p.mark
+	w.res.Dst, w.res.Mark, w.res.CtMark = netip.AddrPortFrom(p.dst, p.dport), p.mark, p.ctmark
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, r := range w.res.Matched {
 		t.hits[r]++
 	}
+	t.keepConn(p.conn, p, w.res.Action)
 	return w.res, nil
 }
 
@@ -249,13 +252,10 @@ func newPkt(in Packet) (*pkt, error) {
 	if in.Proto != ICMP {
 		p.sport, p.dport = in.Src.Port(), in.Dst.Port()
 	}
-	p.orig, p.origPort = p.dst, p.dport
-	if in.Orig.IsValid() {
-		if in.Orig.Addr().Unmap().Is4() != dst.Is4() {
-			return nil, fmt.Errorf("packet %s: original destination %s of another family", in, in.Orig)
-		}
-		p.orig, p.origPort = in.Orig.Addr().Unmap(), in.Orig.Port()
+	if in.Orig.IsValid() && in.Orig.Addr().Unmap().Is4() != dst.Is4() {
+		return nil, fmt.Errorf("packet %s: original destination %s of another family", in, in.Orig)
 	}
+	p.conn = connOf(in, proto)
 	return p, nil
 }
 
@@ -384,8 +384,8 @@ func (w *walk) hook(h *nftables.ChainHook, name string) (bool, error) {
 	return true, nil
 }
 
-// conntrack attaches the packet's state, unless it is untracked or
-// attached already.
+// conntrack attaches the packet's state and its connection's mark,
+// unless it is untracked or attached already.
 func (w *walk) conntrack() {
 	if w.p.ct != ctNone {
 		return
@@ -398,6 +398,7 @@ func (w *walk) conntrack() {
 	default:
 		w.p.ct = ctNew
 	}
+	w.p.ctmark = w.t.connMark(w.p.conn, w.p.ct)
 }
 
 // ipvs is IPVS's request hook: a packet for a virtual server is DNATed
