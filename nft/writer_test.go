@@ -468,3 +468,26 @@ func TestCheckNoticesADeletedTable(t *testing.T) {
 		})
 	}
 }
+
+// TestConnMarkNeverSharesTheMasqueradeBit: the conntrack mark bit of
+// service connections is bit 13, or bit 12 when the masquerade bit is
+// configured to 13, so that a tool copying ct marks into packet marks
+// cannot make them masquerade marks.
+func TestConnMarkNeverSharesTheMasqueradeBit(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		bit  int
+		want uint32
+	}{
+		{name: "default masquerade bit 14", bit: 0, want: 0x2000},
+		{name: "masquerade bit 15", bit: 15, want: 0x2000},
+		{name: "masquerade bit 13", bit: 13, want: 0x1000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := Config{MasqueradeBit: tc.bit}.withDefaults()
+			if got := cfg.connMark(); got != tc.want || got == cfg.mark() {
+				t.Errorf("conntrack mark %#x (masquerade mark %#x), want %#x", got, cfg.mark(), tc.want)
+			}
+		})
+	}
+}
