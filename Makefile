@@ -171,7 +171,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParseAddrMessage -fuzztime 30s ./proxier/ipvs/ipvsnl/
 	$(GO) test -run '^$$' -fuzz FuzzDecodeNotification -fuzztime 30s ./nft/
 	$(GO) test -run '^$$' -fuzz FuzzParseSetElementsReadsWhatNftablesReads -fuzztime 30s ./nft/
-	$(GO) test -run '^$$' -fuzz FuzzWidenCtDirections -fuzztime 30s ./nft/
+	$(GO) test -run '^$$' -fuzz FuzzRewriteCtExprs -fuzztime 30s ./nft/
 	$(GO) test -run '^$$' -fuzz FuzzXtChainRules -fuzztime 30s ./proxier/leftovers/
 	$(GO) test -run '^$$' -fuzz FuzzCountCPUList -fuzztime 30s ./conntrack/
 

@@ -3,9 +3,13 @@ package nft
 import (
 	"os"
 	"os/exec"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
 )
 
 // systemNft is the nft binary of the distributions the deploy README
@@ -74,3 +78,63 @@ func chainRules(listing string) map[string][]string {
 	}
 	return out
 }
+
+// TestRulesReadBackAsWritten: every rule of the written table reads back
+// through NewRuleReader with the expressions we wrote (ct mark sets and
+// anonymous sets included), as the read-back tests of the VM lab compare
+// it with the fake.
+func TestRulesReadBackAsWritten(t *testing.T) {
+	ns := newTestNetns(t)
+	got := map[string][]string{}
+	inNetns(t, ns, func() {
+		w, err := NewLinux(testConfig)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		if err := w.Resync(variedServices(3)); err != nil {
+			t.Errorf("Resync: %v", err)
+			return
+		}
+		rr, err := NewRuleReader()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		for _, d := range chainDefs {
+			rules, err := rr.GetRules(w.table, &nftables.Chain{Name: d.name, Table: w.table})
+			if err != nil {
+				t.Errorf("rules of %s: %v", d.name, err)
+				return
+			}
+			for _, r := range rules {
+				got[d.name] = append(got[d.name], formatRule(r.Exprs))
+			}
+		}
+	})
+	if t.Failed() {
+		return
+	}
+	want := map[string][]string{}
+	for _, r := range ruleSpecs(testConfig.withDefaults()) {
+		want[r.chain] = append(want[r.chain], formatRule(r.exprs))
+	}
+	for _, d := range chainDefs {
+		if !slices.Equal(got[d.name], want[d.name]) {
+			t.Errorf("chain %s reads back as\n\t%s\nwritten\n\t%s", d.name,
+				strings.Join(got[d.name], "\n\t"), strings.Join(want[d.name], "\n\t"))
+		}
+	}
+}
+
+// formatRule prints a rule's expressions as the fake's Dump does, with
+// anonymous sets by one name (the kernel numbers them).
+func formatRule(exprs []expr.Any) string {
+	var b strings.Builder
+	for _, e := range exprs {
+		b.WriteString("[ " + formatExpr(&fakeTable{}, e) + " ] ")
+	}
+	return anonSetNumber.ReplaceAllString(b.String(), "__set")
+}
+
+var anonSetNumber = regexp.MustCompile(`__set(%d|[0-9]+)`)

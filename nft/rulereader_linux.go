@@ -12,18 +12,32 @@ import (
 // newRuleMsg is the type of the kernel's answers to a rule dump.
 const newRuleMsg = netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_NEWRULE)
 
-// NewRuleReader returns a google/nftables connection for reading rules
-// (GetRules) that decodes ct expressions with a direction, which
-// google/nftables v0.3.0 alone cannot (ctdirection.go). Each request is
-// sent on a netlink socket of its own, in the calling thread's network
-// namespace, as google/nftables does, and the answers are rewritten
-// before google/nftables decodes them. Use it only for reads.
-func NewRuleReader() (*nftables.Conn, error) {
-	return nftables.New(nftables.WithTestDial(exchangeWidened))
+// RuleReader reads rules (GetRules) decoding the ct expressions
+// google/nftables v0.3.0 alone cannot (ctexprs.go): a ct load with a
+// direction, and a ct set. Use it only for reads.
+type RuleReader struct{ c *nftables.Conn }
+
+// NewRuleReader returns a RuleReader. Each request is sent on a netlink
+// socket of its own, in the calling thread's network namespace, as
+// google/nftables does, and the answers are rewritten before
+// google/nftables decodes them.
+func NewRuleReader() (*RuleReader, error) {
+	c, err := nftables.New(nftables.WithTestDial(exchangeWidened))
+	if err != nil {
+		return nil, err
+	}
+	return &RuleReader{c: c}, nil
+}
+
+// GetRules returns a chain's rules as the kernel holds them.
+func (r *RuleReader) GetRules(t *nftables.Table, ch *nftables.Chain) ([]*nftables.Rule, error) {
+	rules, err := r.c.GetRules(t, ch)
+	restoreCtSets(rules)
+	return rules, err
 }
 
 // exchangeWidened sends req to the kernel and returns its answers, each
-// rule's ct directions widened, as one answer (no multipart flag: the
+// rule's ct expressions rewritten (rewriteCtExprs), as one answer (no multipart flag: the
 // dump's end was consumed here) addressed as the test socket's
 // (nltest.PID) answer to each request.
 func exchangeWidened(req []netlink.Message) ([]netlink.Message, error) {
@@ -50,7 +64,7 @@ func exchangeWidened(req []netlink.Message) ([]netlink.Message, error) {
 			a.Header.PID, a.Header.Sequence = nltest.PID, m.Header.Sequence
 			a.Header.Flags &^= netlink.Multi
 			if a.Header.Type == newRuleMsg {
-				a.Data = widenCtDirections(a.Data)
+				a.Data = rewriteCtExprs(a.Data)
 			}
 			out = append(out, a)
 		}

@@ -17,7 +17,7 @@ import (
 // reads, which go through NewRuleReader.
 type linuxConn struct {
 	*nftables.Conn
-	rules *nftables.Conn // NewRuleReader's, for GetRules
+	rules *RuleReader // for GetRules
 	elems *elementReader
 }
 

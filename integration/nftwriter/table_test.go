@@ -48,9 +48,9 @@ func newConn(t *testing.T) *nftables.Conn {
 }
 
 // ruleReader reads rules as the writer does (nft.NewRuleReader, which
-// decodes a ct direction google/nftables alone cannot: other tables'
-// rules may carry one).
-func ruleReader(t *testing.T) *nftables.Conn {
+// decodes the ct expressions google/nftables alone cannot: a ct set, and
+// a direction other tables' rules may carry).
+func ruleReader(t *testing.T) *nft.RuleReader {
 	t.Helper()
 	c, err := nft.NewRuleReader()
 	if err != nil {

@@ -35,7 +35,7 @@ func DumpTable(c *nftables.Conn, family nftables.TableFamily, name string) (stri
 		return "", fmt.Errorf("list chains: %w", err)
 	}
 	// Rules are read as the writer reads them: google/nftables alone
-	// cannot decode a ct direction, which other tables' rules may carry.
+	// cannot decode a ct set, nor a ct direction.
 	rr, err := nft.NewRuleReader()
 	if err != nil {
 		return "", fmt.Errorf("rule reader: %w", err)

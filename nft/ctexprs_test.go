@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"testing"
 
+	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
@@ -43,11 +44,11 @@ func exprData(msg []byte, i int) []byte {
 	return out
 }
 
-// TestWidenCtDirectionsMakesTheKernelsByteWhatGoogleNftablesReads: the
+// TestRewriteCtExprsMakesTheKernelsDirectionByteWhatGoogleNftablesReads: the
 // kernel dumps a ct expression's direction as one byte, which
 // google/nftables v0.3.0 refuses; widened, it decodes it. Another
 // expression's attribute of the same number and size is left alone.
-func TestWidenCtDirectionsMakesTheKernelsByteWhatGoogleNftablesReads(t *testing.T) {
+func TestRewriteCtExprsMakesTheKernelsDirectionByteWhatGoogleNftablesReads(t *testing.T) {
 	ct := mustAttrs(t,
 		netlink.Attribute{Type: unix.NFTA_CT_DREG, Data: u32be(unix.NFT_REG_1)},
 		netlink.Attribute{Type: unix.NFTA_CT_KEY, Data: u32be(uint32(expr.CtKeyPROTODST))},
@@ -66,7 +67,7 @@ func TestWidenCtDirectionsMakesTheKernelsByteWhatGoogleNftablesReads(t *testing.
 	if err := expr.Unmarshal(unix.NFPROTO_INET, exprData(msg, 0), &expr.Ct{}); err == nil {
 		t.Fatal("google/nftables decoded the kernel's one-byte direction: the widening is no longer needed")
 	}
-	got := widenCtDirections(msg)
+	got := rewriteCtExprs(msg)
 	var c expr.Ct
 	if err := expr.Unmarshal(unix.NFPROTO_INET, exprData(got, 0), &c); err != nil {
 		t.Fatalf("widened: %v", err)
@@ -82,15 +83,42 @@ func TestWidenCtDirectionsMakesTheKernelsByteWhatGoogleNftablesReads(t *testing.
 	}
 }
 
-// FuzzWidenCtDirections feeds arbitrary rule messages to the rewriter
-// that runs on every rule the kernel dumps: it never panics, a message
-// with nothing to widen comes back unchanged, and widening twice
-// changes nothing more (a widened direction is no longer one byte).
-func FuzzWidenCtDirections(f *testing.F) {
-	ct := func(dir []byte) []byte {
+// TestRewriteCtExprsKeepsACtSet: google/nftables v0.3.0 ignores a ct
+// expression's source register, so "ct mark set" decodes as a load into
+// register 0; rewritten and restored, it is the set we wrote.
+func TestRewriteCtExprsKeepsACtSet(t *testing.T) {
+	set := &expr.Ct{Key: expr.CtKeyMARK, Register: unix.NFT_REG_1, SourceRegister: true}
+	elem, err := expr.Marshal(unix.NFPROTO_INET, set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := append([]byte{unix.NFPROTO_INET, 0, 0, 0}, mustAttrs(t,
+		netlink.Attribute{Type: unix.NLA_F_NESTED | unix.NFTA_RULE_EXPRESSIONS, Data: mustAttrs(t,
+			netlink.Attribute{Type: unix.NLA_F_NESTED | unix.NFTA_LIST_ELEM, Data: elem})})...)
+
+	var plain expr.Ct
+	if err := expr.Unmarshal(unix.NFPROTO_INET, exprData(msg, 0), &plain); err != nil || plain.SourceRegister || plain.Register != 0 {
+		t.Fatalf("google/nftables decoded the ct set as %+v (%v): the rewrite is no longer needed", plain, err)
+	}
+	var got expr.Ct
+	if err := expr.Unmarshal(unix.NFPROTO_INET, exprData(rewriteCtExprs(msg), 0), &got); err != nil {
+		t.Fatalf("rewritten: %v", err)
+	}
+	restoreCtSets([]*nftables.Rule{{Exprs: []expr.Any{&got}}})
+	if got != *set {
+		t.Errorf("read back %+v, want %+v", got, *set)
+	}
+}
+
+// FuzzRewriteCtExprs feeds arbitrary rule messages to the rewriter
+// that runs on every rule the kernel dumps: it never panics, and
+// rewriting twice changes nothing more (a widened direction is no
+// longer one byte, a marked source register is no longer one).
+func FuzzRewriteCtExprs(f *testing.F) {
+	ct := func(typ uint16, v []byte) []byte {
 		data, _ := netlink.MarshalAttributes([]netlink.Attribute{
 			{Type: unix.NFTA_CT_KEY, Data: u32be(unix.NFT_CT_STATE)},
-			{Type: unix.NFTA_CT_DIRECTION, Data: dir},
+			{Type: typ, Data: v},
 		})
 		elem, _ := netlink.MarshalAttributes([]netlink.Attribute{
 			{Type: unix.NFTA_EXPR_NAME, Data: []byte("ct\x00")},
@@ -103,18 +131,19 @@ func FuzzWidenCtDirections(f *testing.F) {
 		})
 		return append([]byte{unix.NFPROTO_INET, 0, 0, 0}, msg...)
 	}
-	f.Add(ct([]byte{0}))
-	f.Add(ct([]byte{1}))
-	f.Add(ct(u32be(0)))
+	f.Add(ct(unix.NFTA_CT_DIRECTION, []byte{0}))
+	f.Add(ct(unix.NFTA_CT_DIRECTION, []byte{1}))
+	f.Add(ct(unix.NFTA_CT_DIRECTION, u32be(0)))
+	f.Add(ct(unix.NFTA_CT_SREG, u32be(unix.NFT_REG_1)))
 	f.Add([]byte{2, 0, 0, 0, 5, 0})
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, msg []byte) {
-		once := widenCtDirections(msg)
+		once := rewriteCtExprs(msg)
 		if len(once) < min(len(msg), 4) {
-			t.Fatalf("widened message of %d bytes is %d bytes", len(msg), len(once))
+			t.Fatalf("rewritten message of %d bytes is %d bytes", len(msg), len(once))
 		}
-		if twice := widenCtDirections(once); string(twice) != string(once) {
-			t.Fatalf("widening twice changed the message:\n once %x\ntwice %x", once, twice)
+		if twice := rewriteCtExprs(once); string(twice) != string(once) {
+			t.Fatalf("rewriting twice changed the message:\n once %x\ntwice %x", once, twice)
 		}
 	})
 }
