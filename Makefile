@@ -76,8 +76,9 @@ demo: apiserver
 # release whose cloud kernel boots, for it and for vm-e2e. Debian's iptables
 # (nft and legacy) and ipset are staged into the VM for integration/leftovers,
 # which makes kube-proxy's leftovers with them, and for integration/traffic's
-# FORWARD policy DROP test (iptables-nft -P FORWARD DROP, -S FORWARD); the
-# proxy never runs them.
+# FORWARD policy DROP test (iptables-nft -P FORWARD DROP, -S FORWARD), with
+# Debian's nft (1.0.6 on bookworm), which lists the ruleset there as an
+# operator would; the proxy never runs them.
 ifneq ($(KERNEL),)
 export VMLAB_KERNEL := $(KERNEL)
 endif
@@ -98,8 +99,8 @@ integration:
 		-test.skip '^TestLinksAddrsRedoesInterruptedDumps$$'
 else
 integration:
-	hack/vmlab/stage-tools.sh $(LAB_TOOLS) iptables ipset -- /usr/sbin/xtables-nft-multi \
-		/usr/sbin/xtables-legacy-multi /usr/sbin/ipset /usr/lib/x86_64-linux-gnu/xtables >/dev/null
+	hack/vmlab/stage-tools.sh $(LAB_TOOLS) iptables ipset nftables -- /usr/sbin/xtables-nft-multi \
+		/usr/sbin/xtables-legacy-multi /usr/sbin/ipset /usr/lib/x86_64-linux-gnu/xtables /usr/sbin/nft >/dev/null
 	VMLAB_EXTRA_TREE=$(LAB_TOOLS) hack/vmlab/run.sh ./integration/... -- -test.v
 endif
 

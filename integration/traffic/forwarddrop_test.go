@@ -12,6 +12,7 @@ import (
 	"github.com/google/nftables/userdata"
 	"golang.org/x/sys/unix"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/nft"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 )
 
@@ -34,6 +35,22 @@ func iptablesNft(t *testing.T, name string, args ...string) string {
 		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
 	}
 	return string(out)
+}
+
+// systemNftLists has Debian's nft (staged into the VM by `make
+// integration`; bookworm's 1.0.6, which once aborted on our forward
+// rules) list the ruleset and our table, as an operator does.
+func systemNftLists(t *testing.T) {
+	t.Helper()
+	path, err := exec.LookPath("nft")
+	if err != nil {
+		t.Fatalf("nft is not staged into the VM (make integration stages it): %v", err)
+	}
+	for _, args := range [][]string{{"list", "ruleset"}, {"list", "table", "inet", nft.TableName}} {
+		if out, err := exec.Command(path, args...).CombinedOutput(); err != nil {
+			t.Errorf("nft %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
 }
 
 // dropTablesAtEnd deletes the given tables when t ends (after the lab's
@@ -63,8 +80,8 @@ func dropTablesAtEnd(t *testing.T, tables ...*nftables.Table) {
 // both families, because the masqueraded replies, which node-a forwards,
 // are marked by filter-forward and accepted by the rule the data plane
 // keeps at the head of each such chain. iptables-nft still lists its
-// chain, with our rule as a mark match and a comment. Cleanup removes
-// our rule and nothing else.
+// chain, with our rule as a mark match and a comment, and Debian's nft
+// lists the whole ruleset. Cleanup removes our rule and nothing else.
 func TestForwardPolicyDropStillForwardsServiceReplies(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -103,6 +120,7 @@ func TestForwardPolicyDropStillForwardsServiceReplies(t *testing.T) {
 			for _, addr := range []string{hostPort(l.root.v4, 30090), hostPort(l.root.v6, 30090)} {
 				l.expectOnly(t, l.client, addr, TCP, nConns, "node-b")
 			}
+			systemNftLists(t)
 			listed := tc.list(t)
 			if strings.Contains(listed, "incompatible") {
 				t.Errorf("the chain's owner no longer reads it:\n%s", listed)
