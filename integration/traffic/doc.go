@@ -59,7 +59,11 @@
 // policy to DROP with Debian's iptables-nft (staged into the VM by `make
 // integration`, as for integration/leftovers; the proxy never runs it)
 // and with an nftables inet filter chain, and lists the chains as their
-// owners do.
+// owners do, and the ruleset with Debian's nft (staged alike).
+// TestForwardPolicyDropKeepsConnectionsOpenAcrossTheTakeover opens a
+// connection while stand-ins for kube-proxy's KUBE-FORWARD accept and
+// masquerade serve it and our table is absent, then writes the table and
+// removes the stand-ins: the connection's next exchange still answers.
 //
 // The harness self-tests (TestHarness, TestHarnessMeasurements) program
 // IPVS by hand with moby/ipvs and masquerade with a hand-written
