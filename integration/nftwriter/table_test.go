@@ -354,8 +354,12 @@ collect:
 	t.Logf("one generation: %d changes (%d table deletes, %d table adds, %d sets, %d element messages, %d rules)",
 		len(gens[0].Changes), counts[nftables.MonitorEventTypeDelTable], counts[nftables.MonitorEventTypeNewTable],
 		counts[nftables.MonitorEventTypeNewSet], counts[nftables.MonitorEventTypeNewSetElem], counts[nftables.MonitorEventTypeNewRule])
+	rules := 0
+	for _, n := range wantRules {
+		rules += n
+	}
 	if counts[nftables.MonitorEventTypeDelTable] != 1 || counts[nftables.MonitorEventTypeNewTable] < 1 ||
-		counts[nftables.MonitorEventTypeNewRule] != 43 || counts[nftables.MonitorEventTypeNewSetElem] == 0 {
+		counts[nftables.MonitorEventTypeNewRule] != rules || counts[nftables.MonitorEventTypeNewSetElem] == 0 {
 		t.Errorf("the generation does not hold the whole replacement: %v", counts)
 	}
 	if got := kernelDump(t, c); got != first {
