@@ -30,7 +30,7 @@ func scalePlan(n int) policy.Plan {
 // reads are part of the numbers) at 5000 services x 10 destinations, with
 // nothing changed: a Resync of the plan, and a Repair without one.
 func benchNoChange(b *testing.B, call func(w *Writer) error) {
-	w := New(Config{Now: time.Now}, NewFakeKernel(), NewFakeLinks(), NewFakeConntrack(), NewFakeSysctls())
+	w := New(Config{Now: time.Now}, NewFakeKernel(), NewFakeLinks(), NewFakeSysctls())
 	if err := w.Resync(scalePlan(5000)); err != nil {
 		b.Fatal(err)
 	}
@@ -57,12 +57,12 @@ func BenchmarkRepairNoChange5000(b *testing.B) {
 // counted). Its retained-B figure is the Writer's share of the proxy's
 // RSS (benchmarks/NOTES.md, memory).
 func BenchmarkRetainedState10000(b *testing.B) {
-	k, l, ct, sys := NewFakeKernel(), NewFakeLinks(), NewFakeConntrack(), NewFakeSysctls()
-	if err := New(Config{Now: time.Now}, k, l, ct, sys).Resync(scalePlan(10000)); err != nil {
+	k, l, sys := NewFakeKernel(), NewFakeLinks(), NewFakeSysctls()
+	if err := New(Config{Now: time.Now}, k, l, sys).Resync(scalePlan(10000)); err != nil {
 		b.Fatal(err)
 	}
 	retained.Report(b, func() (any, error) {
-		w := New(Config{Now: time.Now}, k, l, ct, sys)
+		w := New(Config{Now: time.Now}, k, l, sys)
 		return w, w.Resync(scalePlan(10000))
 	})
 }
@@ -74,6 +74,6 @@ func BenchmarkRetainedState10000(b *testing.B) {
 func BenchmarkColdResyncPeak10000(b *testing.B) {
 	plan := scalePlan(10000)
 	retained.ReportPeak(b, func() error {
-		return New(Config{Now: time.Now}, NewFakeKernel(), NewFakeLinks(), NewFakeConntrack(), NewFakeSysctls()).Resync(plan)
+		return New(Config{Now: time.Now}, NewFakeKernel(), NewFakeLinks(), NewFakeSysctls()).Resync(plan)
 	})
 }

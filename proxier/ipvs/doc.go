@@ -30,8 +30,8 @@
 // virtual server is foreign and never touched, and so are virtual servers
 // on Config.ExcludeCIDRs, which are never deleted.
 //
-// The kernel is seen through four small interfaces (Kernel, Links,
-// Conntrack, and sysctl.Files, the seam package conntrack uses too),
+// The kernel is seen through three small interfaces (Kernel, Links and
+// sysctl.Files, the seam package conntrack uses too),
 // with real adapters in *_linux.go files and in package internal/sysctl,
 // and kernel-faithful fakes in fake.go for tests of this package and of
 // its callers. IPVS is reached through the codec in package ipvsnl: its

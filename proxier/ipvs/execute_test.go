@@ -96,7 +96,7 @@ func TestApplyAnswerRules(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			w := New(Config{Now: func() time.Time { return t0 }}, NewFakeKernel(), NewFakeLinks(), NewFakeConntrack(), NewFakeSysctls())
+			w := New(Config{Now: func() time.Time { return t0 }}, NewFakeKernel(), NewFakeLinks(), NewFakeSysctls())
 			if tc.mirror != nil {
 				w.mirror[k] = tc.mirror
 			}

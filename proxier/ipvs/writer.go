@@ -73,7 +73,6 @@ type Writer struct {
 type handles struct {
 	kernel  Kernel
 	links   Links
-	ct      Conntrack
 	sysctls sysctl.Files // /proc/sys, for the keys of sysctlList
 }
 
@@ -149,7 +148,7 @@ type actual struct {
 }
 
 // New returns a Writer over the given kernel handles (fakes in tests).
-func New(cfg Config, k Kernel, l Links, ct Conntrack, sys sysctl.Files) *Writer {
+func New(cfg Config, k Kernel, l Links, sys sysctl.Files) *Writer {
 	if cfg.Interface == "" {
 		cfg.Interface = DefaultInterface
 	}
@@ -159,7 +158,7 @@ func New(cfg Config, k Kernel, l Links, ct Conntrack, sys sysctl.Files) *Writer 
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	w := &Writer{cfg: cfg, handles: handles{kernel: k, links: l, ct: ct, sysctls: sys}, ops: map[string]int{}}
+	w := &Writer{cfg: cfg, handles: handles{kernel: k, links: l, sysctls: sys}, ops: map[string]int{}}
 	w.drift.now = cfg.Now
 	w.desiredState.reset()
 	w.mirrorState.reset()
@@ -313,7 +312,7 @@ func (w *Writer) forget() {
 // Ops returns the number of kernel changes made so far by kind
 // (add-service, update-service, delete-service, add-destination,
 // update-destination, delete-destination, add-address, delete-address,
-// add-link, delete-link, flush-conntrack, set-sysctl, set-timeouts), and
+// add-link, delete-link, set-sysctl, set-timeouts), and
 // under "error" how many of them failed. Reads are not counted.
 func (w *Writer) Ops() map[string]int {
 	w.mu.Lock()
@@ -399,7 +398,7 @@ func (w *Writer) owns(k Key) bool {
 func (w *Writer) Close() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for _, h := range []any{w.kernel, w.links, w.ct, w.sysctls} {
+	for _, h := range []any{w.kernel, w.links, w.sysctls} {
 		if c, ok := h.(interface{ Close() }); ok {
 			c.Close()
 		}

@@ -111,15 +111,7 @@ func netmask(k Key) uint32 {
 // getDestinationsRequest is the body (generic netlink header and
 // attributes) of the dump of virtual server k's destinations.
 func getDestinationsRequest(k Key) ([]byte, error) {
-	proto, ok := k.Protocol.Number()
-	if !ok || !k.Address.IsValid() {
-		return nil, fmt.Errorf("virtual server %s: not one IPVS can list", k)
-	}
-	attrs, err := keyAttrs(k, uint16(proto))
-	if err != nil {
-		return nil, fmt.Errorf("encode the destinations request of %s: %w", k, err)
-	}
-	return append(genlHeader(ipvsCmdGetDest), attrs...), nil
+	return keyRequest(ipvsCmdGetDest, k, "destinations request")
 }
 
 // getServicesRequest is the body of the dump: a generic netlink header
@@ -130,15 +122,22 @@ func getServicesRequest() []byte { return genlHeader(ipvsCmdGetService) }
 // (IPVS_CMD_GET_SERVICE without NLM_F_DUMP): the kernel answers with
 // the one virtual server, or ESRCH.
 func getServiceRequest(k Key) ([]byte, error) {
+	return keyRequest(ipvsCmdGetService, k, "read")
+}
+
+// keyRequest is the body of command cmd about virtual server k alone: the
+// generic netlink header and k's key attributes. what names the request
+// in errors.
+func keyRequest(cmd uint8, k Key, what string) ([]byte, error) {
 	proto, ok := k.Protocol.Number()
 	if !ok || !k.Address.IsValid() {
-		return nil, fmt.Errorf("virtual server %s: not one IPVS can hold", k)
+		return nil, fmt.Errorf("%s of virtual server %s: not one IPVS can hold", what, k)
 	}
 	attrs, err := keyAttrs(k, uint16(proto))
 	if err != nil {
-		return nil, fmt.Errorf("encode the read of virtual server %s: %w", k, err)
+		return nil, fmt.Errorf("encode the %s of virtual server %s: %w", what, k, err)
 	}
-	return append(genlHeader(ipvsCmdGetService), attrs...), nil
+	return append(genlHeader(cmd), attrs...), nil
 }
 
 // getConfigRequest is the body of the timeouts' read.

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/nlsock"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testsupport/errnos"
 )
 
 // renderRequest decodes a request body as the kernel reads it: the
@@ -181,15 +182,7 @@ func TestReadAcks(t *testing.T) {
 				}
 				done = done || d
 			}
-			var got []string
-			for _, err := range errs {
-				if err == nil {
-					got = append(got, "ok")
-				} else {
-					got = append(got, unix.ErrnoName(err.(syscall.Errno)))
-				}
-			}
-			if g := strings.Join(got, " "); g != tc.want || done != tc.wantDone {
+			if g := errnos.Names(errs); g != tc.want || done != tc.wantDone {
 				t.Errorf("got %q done=%v, want %q done=%v", g, done, tc.want, tc.wantDone)
 			}
 		})
