@@ -67,6 +67,20 @@ func BenchmarkRetainedState10000(b *testing.B) {
 	})
 }
 
+// BenchmarkColdResync10000 times the proxy's first sync at 10,000
+// services x 10 destinations, a Resync of the whole plan into an empty
+// kernel (the fake's, whose work is part of the time), with the
+// collector at its default target, as the proxy runs it.
+func BenchmarkColdResync10000(b *testing.B) {
+	plan := scalePlan(10000)
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := New(Config{Now: time.Now}, NewFakeKernel(), NewFakeLinks(), NewFakeConntrack(), NewFakeSysctls()).Resync(plan); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // BenchmarkColdResyncPeak10000 reports the most heap a cold Resync of
 // 10,000 services x 10 destinations holds at once, over the fakes (whose
 // table is part of it): what the first sync adds to the proxy's peak RSS
@@ -77,3 +91,20 @@ func BenchmarkColdResyncPeak10000(b *testing.B) {
 		return New(Config{Now: time.Now}, NewFakeKernel(), NewFakeLinks(), NewFakeConntrack(), NewFakeSysctls()).Resync(plan)
 	})
 }
+
+// BenchmarkColdResyncWriterPeak10000 is BenchmarkColdResyncPeak10000 over
+// a kernel that keeps nothing (discardKernel): the heap the Writer alone
+// holds at once in a cold start, as on a node, where the table is the
+// kernel's memory and not the proxy's.
+func BenchmarkColdResyncWriterPeak10000(b *testing.B) {
+	plan := scalePlan(10000)
+	retained.ReportPeak(b, func() error {
+		return New(Config{Now: time.Now}, discardKernel{NewFakeKernel()}, NewFakeLinks(), NewFakeConntrack(), NewFakeSysctls()).Resync(plan)
+	})
+}
+
+// discardKernel is an empty kernel that accepts every change and keeps
+// none of them.
+type discardKernel struct{ Kernel }
+
+func (discardKernel) Write(ops []Op) []error { return make([]error, len(ops)) }
