@@ -35,12 +35,12 @@ type step struct {
 // batch collects the steps of one Apply or Resync and runs them
 // (execute.go).
 type batch struct {
-	w       *Writer
-	now     time.Time
-	steps   [phases][]step // by phase, each in the order planned
-	scratch []action       // the reconciler's answer for one object, reused
-	errs    []error
-	failed  failures // what has failed in this batch's run (execute.go)
+	w        *Writer
+	now      time.Time
+	steps    [phases][]step // by phase, each in the order planned and not yet run
+	scratch  []action       // the reconciler's answer for one object, reused
+	errs     []error
+	progress // the executor's place in the run (execute.go)
 	outcome
 	pending
 	done
@@ -77,17 +77,23 @@ func (w *Writer) newBatch(now time.Time) *batch {
 		w: w, now: now,
 		outcome: outcome{services: map[policy.ServiceKey]bool{}, blamed: map[policy.ServiceKey]bool{},
 			svcLists: map[policy.ServiceKey][]policy.ServiceKey{}},
-		pending: pending{vsBy: map[Key]policy.ServiceKey{}, addrBy: map[netip.Addr][]policy.ServiceKey{}},
-		done:    done{vsDone: map[Key]bool{}, addrDone: map[netip.Addr]bool{}, fresh: map[Key]bool{}},
+		pending:  pending{vsBy: map[Key]policy.ServiceKey{}, addrBy: map[netip.Addr][]policy.ServiceKey{}},
+		done:     done{vsDone: map[Key]bool{}, addrDone: map[netip.Addr]bool{}, fresh: map[Key]bool{}},
+		progress: progress{failed: failures{vs: map[Key]bool{}}},
 	}
 }
 
-func (b *batch) add(s step) { ph := s.phase(); b.steps[ph] = append(b.steps[ph], s) }
-
-// expect makes room for n more steps of phase ph (a Resync knows how
-// many adds its plan may need, and growing a large slice one append at a
-// time is a large part of a cold Resync).
-func (b *batch) expect(ph phase, n int) { b.steps[ph] = slices.Grow(b.steps[ph], n) }
+// add keeps a step for its phase. Once the adds stream (streamAdds), a
+// Write's worth of them runs at once (flush), so that a cold start holds
+// one Write of its changes at a time, not a step per destination of the
+// whole table.
+func (b *batch) add(s step) {
+	ph := s.phase()
+	b.steps[ph] = append(b.steps[ph], s)
+	if b.stream && ph == phaseAdd && len(b.steps[ph]) == writeChunk {
+		b.flush()
+	}
+}
 
 func (b *batch) blame(svc policy.ServiceKey) {
 	if svc == (policy.ServiceKey{}) {
@@ -155,14 +161,32 @@ func (b *batch) reconcile(svc policy.ServiceKey, touched []Key, addrs []netip.Ad
 	}
 }
 
-// plan diffs what the batch's services touched. Their old virtual
-// servers were ours, so those no longer planned are deleted.
+// plan diffs what the batch's services touched: their addresses, then,
+// the adds streaming, their virtual servers.
 func (b *batch) plan() {
-	for _, k := range b.pendingVS {
-		b.virtualServer(k, b.vsBy[k], true)
-	}
+	b.planAddresses()
+	b.streamAdds()
+	b.planVirtualServers()
+}
+
+// planAddresses diffs the addresses the batch's services touched.
+func (b *batch) planAddresses() {
 	for _, a := range b.pendingAddr {
 		b.address(a, b.addrBy[a]...)
+	}
+}
+
+// streamAdds lets the add phase run while the batch is still planning,
+// a Write's worth at a time (add): the binds run first, so every address
+// the batch binds must have been planned.
+func (b *batch) streamAdds() { b.stream = true }
+
+// planVirtualServers diffs the virtual servers the batch's services
+// touched. Their old virtual servers were ours, so those no longer
+// planned are deleted.
+func (b *batch) planVirtualServers() {
+	for _, k := range b.pendingVS {
+		b.virtualServer(k, b.vsBy[k], true)
 	}
 }
 

@@ -23,6 +23,20 @@ type failures struct {
 	planeReported bool
 }
 
+// progress is the executor's place in a batch's run: the phase it is
+// in, what has failed, and the buffers of one Write, reused from Write
+// to Write.
+type progress struct {
+	// at is the phase running: the phases before it have run. A
+	// streaming batch (stream) runs its add phase a Write at a time
+	// while it is still planning.
+	at     phase
+	stream bool
+	failed failures
+	out    []sent
+	ops    []Op
+}
+
 // sent is a step whose IPVS change is in a Write.
 type sent struct {
 	s  *step
@@ -32,7 +46,8 @@ type sent struct {
 	drain bool
 }
 
-// run executes the steps phase by phase. Within a phase each step is
+// run executes the steps phase by phase (the add phase of a streaming
+// batch has run in part already: flush). Within a phase each step is
 // prepared in order (prepare), and the IPVS changes go to the kernel
 // together, in that order, in Kernel.Writes of up to writeChunk, which
 // the Linux adapter sends in as few system calls as its socket buffers
@@ -49,32 +64,73 @@ type sent struct {
 // leaves the whole data plane unknown (planeWide) or belongs to no
 // service: then it asks for a Resync.
 func (b *batch) run() {
-	b.failed = failures{vs: map[Key]bool{}}
-	for ph := range b.steps {
-		b.failed.planeReported = false
-		if ph := phase(ph); ph == phaseAddAddress || ph == phasePruneAddress {
-			b.runAddresses(ph, b.steps[ph])
-		} else {
-			b.runPhase(b.steps[ph])
-		}
-		b.steps[ph] = nil
-	}
+	b.runBefore(phases)
 	for k := range b.vsDone {
 		b.w.share(k)
 	}
 	b.finish()
 }
 
+// runBefore runs, each whole, the phases before ph that have not run.
+func (b *batch) runBefore(ph phase) {
+	for ; b.at < ph; b.at++ {
+		b.runSteps(b.at)
+		b.steps[b.at] = nil
+		b.failed.planeReported = false
+	}
+}
+
+// flush runs the add phase's steps planned so far, after the phases
+// before it (the binds), and keeps their storage for the next ones: a
+// streaming batch calls it each time they fill a Write.
+func (b *batch) flush() {
+	b.runBefore(phaseAdd)
+	b.runSteps(phaseAdd)
+	clear(b.steps[phaseAdd])
+	b.steps[phaseAdd] = b.steps[phaseAdd][:0]
+}
+
+// runSteps runs the steps of phase ph planned so far.
+func (b *batch) runSteps(ph phase) {
+	steps := b.steps[ph]
+	switch ph {
+	case phaseAddAddress, phasePruneAddress:
+		b.runAddresses(ph, steps)
+	case phaseAdd:
+		b.runPhase(steps)
+		b.shareAdded(steps)
+	default:
+		b.runPhase(steps)
+	}
+}
+
+// shareAdded shares the mirrored destinations of the virtual servers
+// that steps of the add phase completed with their desired ones (share),
+// as the end of the run would: a cold start then holds a second copy of
+// the destinations of one Write's virtual servers, not of the table's.
+func (b *batch) shareAdded(steps []step) {
+	var last Key
+	for i := range steps {
+		if k := steps[i].vs.Key; k != last {
+			b.w.share(k)
+			last = k
+		}
+	}
+}
+
 // writeChunk bounds the changes of one Write: a phase of a cold start
-// holds a change per destination, and only a chunk of them at a time
-// is materialised as Ops, not the whole phase. The Linux adapter sends a
+// has a change per destination, and only a chunk of them at a time is
+// held as steps (flush) and materialised as Ops, not the whole phase. The Linux adapter sends a
 // chunk in a few system calls anyway.
 const writeChunk = 4096
 
 // runPhase prepares one phase's steps in order and sends their changes
 // in Writes of up to writeChunk changes.
 func (b *batch) runPhase(steps []step) {
-	out := make([]sent, 0, min(len(steps), writeChunk))
+	if n := min(len(steps), writeChunk); cap(b.out) < n {
+		b.out = make([]sent, 0, n)
+	}
+	out := b.out[:0]
 	for i := range steps {
 		s := &steps[i]
 		if !b.failed.vs[s.vs.Key] {
@@ -119,11 +175,15 @@ func (b *batch) prepare(s *step) (x sent, ok bool, err error) {
 // write sends one chunk of a phase's changes in one Write, and applies
 // each answer to the mirror as it maps it back to its step.
 func (b *batch) write(out []sent) {
-	ops := make([]Op, len(out))
+	if cap(b.ops) < len(out) {
+		b.ops = make([]Op, 0, cap(b.out))
+	}
+	ops := b.ops[:len(out)]
 	for i, x := range out {
 		ops[i] = x.op
 	}
 	errs := b.w.kernel.Write(ops)
+	clear(ops)
 	for i, x := range out {
 		var kerr error
 		if i < len(errs) {

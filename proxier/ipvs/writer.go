@@ -252,20 +252,9 @@ func (w *Writer) Resync(plan policy.Plan) error {
 	w.retries = newRetrySchedule()
 	w.stale = map[Key]policy.ServiceKey{}
 	b := w.newBatch(w.cfg.Now())
-	if len(w.mirror) == 0 {
-		// A cold start adds every planned virtual server and
-		// destination; a Resync over a kernel that holds them adds few,
-		// and is not made to hold room for them all.
-		adds := len(plan.VirtualServers)
-		for i := range plan.VirtualServers {
-			adds += len(plan.VirtualServers[i].Destinations)
-		}
-		b.expect(phaseAdd, adds)
-	}
 	for _, sp := range plan.ByService() {
 		b.service(sp.Service, sp.VirtualServers)
 	}
-	b.plan()
 	keys := slices.Collect(maps.Keys(w.mirror))
 	for k := range w.desired {
 		if w.mirror[k] == nil {
@@ -273,10 +262,19 @@ func (w *Writer) Resync(plan policy.Plan) error {
 		}
 	}
 	slices.SortFunc(keys, Key.Compare)
-	for _, k := range keys {
-		b.virtualServer(k, policy.ServiceKey{}, w.owns(k))
+	// Which virtual servers are ours is decided on the addresses bound
+	// before this Resync: the binds run as soon as the adds stream.
+	ours := make([]bool, len(keys))
+	for i, k := range keys {
+		ours[i] = w.owns(k)
 	}
+	b.planAddresses()
 	w.planAddresses(b)
+	b.streamAdds()
+	b.planVirtualServers()
+	for i, k := range keys {
+		b.virtualServer(k, policy.ServiceKey{}, ours[i])
+	}
 	b.drains()
 	b.run()
 	return errors.Join(append(errs, b.errs...)...)
