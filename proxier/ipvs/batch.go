@@ -55,8 +55,10 @@ type outcome struct {
 }
 
 // pending is what the batch's services touched, reconciled by plan once
-// every service's desired state is recorded.
+// every service's desired state is recorded. A batch that reconciles
+// every virtual server (allVS: a Resync's) notes none of them.
 type pending struct {
+	allVS       bool
 	pendingVS   []Key
 	vsBy        map[Key]policy.ServiceKey
 	pendingAddr []netip.Addr
@@ -144,6 +146,9 @@ func (b *batch) reconcile(svc policy.ServiceKey, touched []Key, addrs []netip.Ad
 	if len(errs) > 0 {
 		b.errs = append(b.errs, errs...) // *ServiceError: the service's alone
 		b.blame(svc)
+	}
+	if b.allVS {
+		touched = nil // planned with every other virtual server
 	}
 	for _, k := range touched {
 		if _, ok := b.vsBy[k]; !ok {

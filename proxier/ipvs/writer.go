@@ -252,6 +252,7 @@ func (w *Writer) Resync(plan policy.Plan) error {
 	w.retries = newRetrySchedule()
 	w.stale = map[Key]policy.ServiceKey{}
 	b := w.newBatch(w.cfg.Now())
+	b.allVS = true // every virtual server is reconciled below, in the order of their keys
 	for _, sp := range plan.ByService() {
 		b.service(sp.Service, sp.VirtualServers)
 	}
@@ -271,7 +272,6 @@ func (w *Writer) Resync(plan policy.Plan) error {
 	b.planAddresses()
 	w.planAddresses(b)
 	b.streamAdds()
-	b.planVirtualServers()
 	for i, k := range keys {
 		b.virtualServer(k, policy.ServiceKey{}, ours[i])
 	}
