@@ -96,25 +96,8 @@ func (b *batch) runSteps(ph phase) {
 	switch ph {
 	case phaseAddAddress, phasePruneAddress:
 		b.runAddresses(ph, steps)
-	case phaseAdd:
-		b.runPhase(steps)
-		b.shareAdded(steps)
 	default:
 		b.runPhase(steps)
-	}
-}
-
-// shareAdded shares the mirrored destinations of the virtual servers
-// that steps of the add phase completed with their desired ones (share),
-// as the end of the run would: a cold start then holds a second copy of
-// the destinations of one Write's virtual servers, not of the table's.
-func (b *batch) shareAdded(steps []step) {
-	var last Key
-	for i := range steps {
-		if k := steps[i].vs.Key; k != last {
-			b.w.share(k)
-			last = k
-		}
 	}
 }
 
@@ -213,9 +196,18 @@ func (b *batch) applyAnswer(x sent, kerr error) error {
 		if kerr != nil {
 			return fmt.Errorf("add virtual server %s: %w", k, kerr)
 		}
-		// Sized for the destinations that follow: one at a time, they
-		// would grow it past that (benchmarks/NOTES.md, memory).
-		w.mirror[k] = &actual{vs: x.op.VS, managed: true, dests: make(destList, 0, x.s.dests)}
+		a := &actual{vs: x.op.VS, managed: true}
+		if want := w.desired[k]; want != nil {
+			// Its destinations follow in the desired list's order: the
+			// mirror's list is that list's start, longer by one with each
+			// answer (actual.put), and nothing is copied.
+			a.dests, a.shared = want.dests[:0], true
+		} else {
+			// Sized for the destinations that follow: one at a time, they
+			// would grow it past that (benchmarks/NOTES.md, memory).
+			a.dests = make(destList, 0, x.s.dests)
+		}
+		w.mirror[k] = a
 	case OpUpdateService:
 		if kerr != nil {
 			return fmt.Errorf("update virtual server %s: %w", k, kerr)

@@ -139,8 +139,9 @@ type actual struct {
 	vs    VirtualServer
 	dests destList
 	// shared: dests is the desired virtual server's list (equal to it at
-	// the end of a batch; Writer.share), which put and remove copy before
-	// they change it.
+	// the end of a batch; Writer.share), or its start while a new virtual
+	// server's destinations are being added, which put and remove copy
+	// before they change it.
 	shared bool
 	// managed: created or adopted by this Writer, so deleting it when it
 	// leaves the plan is ours to do even where ownership rules no longer
