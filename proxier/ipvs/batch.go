@@ -29,7 +29,19 @@ const (
 // order.
 type step struct {
 	action
-	svcs []policy.ServiceKey // blamed (retried with backoff) on failure
+	// The services blamed (retried with backoff) on failure: a virtual
+	// server's one service (none: zero), or an address's services (by).
+	svc policy.ServiceKey
+	by  []policy.ServiceKey
+}
+
+// services returns the services a step blames; a virtual server's one
+// is put in a list only here, when its step failed.
+func (s *step) services() []policy.ServiceKey {
+	if s.by != nil || s.svc == (policy.ServiceKey{}) {
+		return s.by
+	}
+	return []policy.ServiceKey{s.svc}
 }
 
 // batch collects the steps of one Apply or Resync and runs them
@@ -49,9 +61,8 @@ type batch struct {
 // outcome is what becomes of the batch's services once it has run: a
 // retry cleared or scheduled (finish).
 type outcome struct {
-	services map[policy.ServiceKey]bool                // reconciled
-	blamed   map[policy.ServiceKey]bool                // a step of theirs failed
-	svcLists map[policy.ServiceKey][]policy.ServiceKey // see svcs
+	services map[policy.ServiceKey]bool // reconciled
+	blamed   map[policy.ServiceKey]bool // a step of theirs failed
 }
 
 // pending is what the batch's services touched, reconciled by plan once
@@ -77,8 +88,7 @@ type done struct {
 func (w *Writer) newBatch(now time.Time) *batch {
 	return &batch{
 		w: w, now: now,
-		outcome: outcome{services: map[policy.ServiceKey]bool{}, blamed: map[policy.ServiceKey]bool{},
-			svcLists: map[policy.ServiceKey][]policy.ServiceKey{}},
+		outcome:  outcome{services: map[policy.ServiceKey]bool{}, blamed: map[policy.ServiceKey]bool{}},
 		pending:  pending{vsBy: map[Key]policy.ServiceKey{}, addrBy: map[netip.Addr][]policy.ServiceKey{}},
 		done:     done{vsDone: map[Key]bool{}, addrDone: map[netip.Addr]bool{}, fresh: map[Key]bool{}},
 		progress: progress{failed: failures{vs: map[Key]bool{}}},
@@ -224,12 +234,8 @@ func (b *batch) virtualServer(k Key, svc policy.ServiceKey, mayDelete bool) {
 		delete(w.draining, k)
 	}
 	b.scratch = reconcileVS(b.scratch[:0], k, want, have, mayDelete, excluded)
-	if len(b.scratch) == 0 {
-		return // the usual case of a Resync: the list of its service is not made
-	}
-	svcs := b.svcs(svc)
 	for _, a := range b.scratch {
-		b.add(step{action: a, svcs: svcs})
+		b.add(step{action: a, svc: svc})
 	}
 }
 
@@ -243,7 +249,7 @@ func (b *batch) address(a netip.Addr, by ...policy.ServiceKey) {
 	p, has := b.w.bound[a]
 	b.scratch = reconcileAddr(b.scratch[:0], a, b.w.addrRefs[a], p, has)
 	for _, x := range b.scratch {
-		b.add(step{action: x, svcs: by})
+		b.add(step{action: x, by: by})
 	}
 }
 
@@ -257,20 +263,6 @@ func (b *batch) finish() {
 			b.w.retries.succeeded(svc)
 		}
 	}
-}
-
-// svcs is the list of one service a step blames, shared by its steps: a
-// cold start has a step per destination.
-func (b *batch) svcs(svc policy.ServiceKey) []policy.ServiceKey {
-	if svc == (policy.ServiceKey{}) {
-		return nil
-	}
-	l, ok := b.svcLists[svc]
-	if !ok {
-		l = []policy.ServiceKey{svc}
-		b.svcLists[svc] = l
-	}
-	return l
 }
 
 // Graceful termination. A TCP destination that leaves the plan is set to

@@ -215,8 +215,8 @@ func (b *batch) applyAnswer(x sent, kerr error) error {
 		w.mirror[k].vs = x.op.VS
 	case OpDeleteService:
 		if err := gone(kerr, syscall.ESRCH); err != nil {
-			if len(x.s.svcs) > 0 {
-				w.stale[k] = x.s.svcs[0] // retried with the service
+			if svcs := x.s.services(); len(svcs) > 0 {
+				w.stale[k] = svcs[0] // retried with the service
 			}
 			return fmt.Errorf("delete virtual server %s: %w", k, err)
 		}
@@ -315,12 +315,13 @@ func (b *batch) answerFailed(s *step, err error) {
 // the whole data plane's (which asks for a Resync).
 func (b *batch) fail(s *step, err error) {
 	b.blameStep(s)
-	if len(s.svcs) == 0 || planeWide(err) {
+	svcs := s.services()
+	if len(svcs) == 0 || planeWide(err) {
 		b.errs = append(b.errs, err)
 		b.w.needsResync = true
 		return
 	}
-	for _, svc := range s.svcs {
+	for _, svc := range svcs {
 		b.errs = append(b.errs, serviceError(svc, ReasonKernelError, err))
 	}
 }
@@ -331,7 +332,7 @@ func (b *batch) blameStep(s *step) {
 	if s.vs.Key.Address.IsValid() {
 		b.failed.vs[s.vs.Key] = true
 	}
-	for _, svc := range s.svcs {
+	for _, svc := range s.services() {
 		b.blame(svc)
 	}
 }
