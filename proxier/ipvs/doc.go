@@ -36,8 +36,9 @@
 // and kernel-faithful fakes in fake.go for tests of this package and of
 // its callers. IPVS is reached through the codec in package ipvsnl: its
 // generic netlink family on blocking sockets of our own that keep their
-// read buffers, requests encoded with mdlayher/netlink's attribute
-// encoder and answers walked in place (internal/nlattr). It is not
+// read buffers, the changes' requests appended in place to one buffer
+// per Write (the reads' encoded with mdlayher/netlink's attribute
+// encoder) and answers walked in place (internal/nlattr). It is not
 // reached through github.com/moby/ipvs: its first handle execs `modprobe
 // -va ip_vs` and logs through logrus, outside the proxy's logging, and
 // its reads zero a large buffer per read and copy every attribute where
