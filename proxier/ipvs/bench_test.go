@@ -3,6 +3,7 @@ package ipvs
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -67,6 +68,20 @@ func BenchmarkRetainedState10000(b *testing.B) {
 	})
 }
 
+// BenchmarkColdResync10000 times the proxy's first sync at 10,000
+// services x 10 destinations, a Resync of the whole plan into an empty
+// kernel (the fake's, whose work is part of the time), with the
+// collector at its default target, as the proxy runs it.
+func BenchmarkColdResync10000(b *testing.B) {
+	plan := scalePlan(10000)
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := New(Config{Now: time.Now}, NewFakeKernel(), NewFakeLinks(), NewFakeConntrack(), NewFakeSysctls()).Resync(plan); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // BenchmarkColdResyncPeak10000 reports the most heap a cold Resync of
 // 10,000 services x 10 destinations holds at once, over the fakes (whose
 // table is part of it): what the first sync adds to the proxy's peak RSS
@@ -76,4 +91,71 @@ func BenchmarkColdResyncPeak10000(b *testing.B) {
 	retained.ReportPeak(b, func() error {
 		return New(Config{Now: time.Now}, NewFakeKernel(), NewFakeLinks(), NewFakeSysctls()).Resync(plan)
 	})
+}
+
+// BenchmarkColdResyncWriterPeak10000 is BenchmarkColdResyncPeak10000 over
+// a kernel that keeps nothing (discardKernel): the heap the Writer alone
+// holds at once in a cold start, as on a node, where the table is the
+// kernel's memory and not the proxy's.
+func BenchmarkColdResyncWriterPeak10000(b *testing.B) {
+	plan := scalePlan(10000)
+	retained.ReportPeak(b, func() error {
+		return New(Config{Now: time.Now}, discardKernel{NewFakeKernel()}, NewFakeLinks(), NewFakeConntrack(), NewFakeSysctls()).Resync(plan)
+	})
+}
+
+// discardKernel is an empty kernel that accepts every change and keeps
+// none of them.
+type discardKernel struct{ Kernel }
+
+func (discardKernel) Write(ops []Op) []error { return make([]error, len(ops)) }
+
+// BenchmarkApplyEndpointChange10000 is one Apply replacing one
+// destination of one service, 10,000 services x 10 destinations
+// programmed: its cost must not grow with the table.
+func BenchmarkApplyEndpointChange10000(b *testing.B) {
+	plan := scalePlan(10000)
+	w := New(Config{Now: time.Now}, NewFakeKernel(), NewFakeLinks(), NewFakeConntrack(), NewFakeSysctls())
+	if err := w.Resync(plan); err != nil {
+		b.Fatal(err)
+	}
+	sp := plan.ByService()[5000]
+	vss := sp.VirtualServers
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		changed := slices.Clone(vss)
+		changed[0].Destinations = slices.Clone(vss[0].Destinations)
+		changed[0].Destinations[0].Address = netip.AddrFrom4([4]byte{10, 250, byte(i >> 8), byte(i)})
+		changed[0].Destinations[0].Weight = 1
+		i++
+		if err := w.Apply([]policy.ServicePlan{{Service: sp.Service, VirtualServers: changed}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkApplyCreateDelete10000 is a service created and then deleted,
+// two Applies, 10,000 services x 10 destinations programmed.
+func BenchmarkApplyCreateDelete10000(b *testing.B) {
+	w := New(Config{Now: time.Now}, NewFakeKernel(), NewFakeLinks(), NewFakeConntrack(), NewFakeSysctls())
+	if err := w.Resync(scalePlan(10000)); err != nil {
+		b.Fatal(err)
+	}
+	extra := scalePlan(10001).VirtualServers
+	var v policy.VirtualServer
+	for _, x := range extra {
+		if x.Service.Name == "svc-10000" {
+			v = x
+		}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := w.Apply([]policy.ServicePlan{{Service: v.Service, VirtualServers: []policy.VirtualServer{v}}}); err != nil {
+			b.Fatal(err)
+		}
+		if err := w.Apply([]policy.ServicePlan{{Service: v.Service}}); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

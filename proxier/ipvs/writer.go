@@ -138,8 +138,9 @@ type actual struct {
 	vs    VirtualServer
 	dests destList
 	// shared: dests is the desired virtual server's list (equal to it at
-	// the end of a batch; Writer.share), which put and remove copy before
-	// they change it.
+	// the end of a batch; Writer.share), or its start while a new virtual
+	// server's destinations are being added, which put and remove copy
+	// before they change it.
 	shared bool
 	// managed: created or adopted by this Writer, so deleting it when it
 	// leaves the plan is ours to do even where ownership rules no longer
@@ -251,20 +252,10 @@ func (w *Writer) Resync(plan policy.Plan) error {
 	w.retries = newRetrySchedule()
 	w.stale = map[Key]policy.ServiceKey{}
 	b := w.newBatch(w.cfg.Now())
-	if len(w.mirror) == 0 {
-		// A cold start adds every planned virtual server and
-		// destination; a Resync over a kernel that holds them adds few,
-		// and is not made to hold room for them all.
-		adds := len(plan.VirtualServers)
-		for i := range plan.VirtualServers {
-			adds += len(plan.VirtualServers[i].Destinations)
-		}
-		b.expect(phaseAdd, adds)
-	}
+	b.allVS = true // every virtual server is reconciled below, in the order of their keys
 	for _, sp := range plan.ByService() {
 		b.service(sp.Service, sp.VirtualServers)
 	}
-	b.plan()
 	keys := slices.Collect(maps.Keys(w.mirror))
 	for k := range w.desired {
 		if w.mirror[k] == nil {
@@ -272,10 +263,18 @@ func (w *Writer) Resync(plan policy.Plan) error {
 		}
 	}
 	slices.SortFunc(keys, Key.Compare)
-	for _, k := range keys {
-		b.virtualServer(k, policy.ServiceKey{}, w.owns(k))
+	// Which virtual servers are ours is decided on the addresses bound
+	// before this Resync: the binds run as soon as the adds stream.
+	ours := make([]bool, len(keys))
+	for i, k := range keys {
+		ours[i] = w.owns(k)
 	}
+	b.planAddresses()
 	w.planAddresses(b)
+	b.streamAdds()
+	for i, k := range keys {
+		b.virtualServer(k, policy.ServiceKey{}, ours[i])
+	}
 	b.drains()
 	b.run()
 	return errors.Join(append(errs, b.errs...)...)
