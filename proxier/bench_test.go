@@ -38,7 +38,7 @@ func scalePlan(n int) policy.Plan {
 func BenchmarkDataPlaneColdResyncPeak10000(b *testing.B) {
 	plan := scalePlan(10000)
 	newIPVS := func() *ipvs.Writer {
-		return ipvs.New(ipvs.Config{}, ipvs.NewFakeKernel(), ipvs.NewFakeLinks(), ipvs.NewFakeConntrack(), ipvs.NewFakeSysctls())
+		return ipvs.New(ipvs.Config{}, ipvs.NewFakeKernel(), ipvs.NewFakeLinks(), ipvs.NewFakeSysctls())
 	}
 	for _, tc := range []struct {
 		name   string

@@ -76,7 +76,7 @@ func BenchmarkColdResync10000(b *testing.B) {
 	plan := scalePlan(10000)
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := New(Config{Now: time.Now}, NewFakeKernel(), NewFakeLinks(), NewFakeConntrack(), NewFakeSysctls()).Resync(plan); err != nil {
+		if err := New(Config{Now: time.Now}, NewFakeKernel(), NewFakeLinks(), NewFakeSysctls()).Resync(plan); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -100,7 +100,7 @@ func BenchmarkColdResyncPeak10000(b *testing.B) {
 func BenchmarkColdResyncWriterPeak10000(b *testing.B) {
 	plan := scalePlan(10000)
 	retained.ReportPeak(b, func() error {
-		return New(Config{Now: time.Now}, discardKernel{NewFakeKernel()}, NewFakeLinks(), NewFakeConntrack(), NewFakeSysctls()).Resync(plan)
+		return New(Config{Now: time.Now}, discardKernel{NewFakeKernel()}, NewFakeLinks(), NewFakeSysctls()).Resync(plan)
 	})
 }
 
@@ -115,7 +115,7 @@ func (discardKernel) Write(ops []Op) []error { return make([]error, len(ops)) }
 // programmed: its cost must not grow with the table.
 func BenchmarkApplyEndpointChange10000(b *testing.B) {
 	plan := scalePlan(10000)
-	w := New(Config{Now: time.Now}, NewFakeKernel(), NewFakeLinks(), NewFakeConntrack(), NewFakeSysctls())
+	w := New(Config{Now: time.Now}, NewFakeKernel(), NewFakeLinks(), NewFakeSysctls())
 	if err := w.Resync(plan); err != nil {
 		b.Fatal(err)
 	}
@@ -138,7 +138,7 @@ func BenchmarkApplyEndpointChange10000(b *testing.B) {
 // BenchmarkApplyCreateDelete10000 is a service created and then deleted,
 // two Applies, 10,000 services x 10 destinations programmed.
 func BenchmarkApplyCreateDelete10000(b *testing.B) {
-	w := New(Config{Now: time.Now}, NewFakeKernel(), NewFakeLinks(), NewFakeConntrack(), NewFakeSysctls())
+	w := New(Config{Now: time.Now}, NewFakeKernel(), NewFakeLinks(), NewFakeSysctls())
 	if err := w.Resync(scalePlan(10000)); err != nil {
 		b.Fatal(err)
 	}
