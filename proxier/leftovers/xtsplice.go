@@ -181,6 +181,19 @@ func xtParseEntry(blob []byte, off int, l xtEntryLayout) (xtParsedEntry, error) 
 	return e, nil
 }
 
+// legacyDoomed is which of kube-proxy's chains to cut from a legacy
+// table. On a filter table whose FORWARD policy is DROP, KUBE-FORWARD
+// stays: it accepts forwarded packets marked for masquerade and those of
+// established connections, which is what such a node needs from some
+// rule once our table serves (it sets the same mark before the legacy
+// filter chain runs), and it matches no ipset.
+func legacyDoomed(table, forwardPolicy string) []string {
+	if table == "filter" && forwardPolicy == "DROP" {
+		return slices.DeleteFunc(slices.Clone(kubeProxyChains[table]), func(c string) bool { return c == "KUBE-FORWARD" })
+	}
+	return kubeProxyChains[table]
+}
+
 // xtSplice is a table with chains cut out: the blob and info to write,
 // Kept the old index of each new entry (to carry counters over), and
 // what was cut: Chains, and Rules as "CHAIN -> TARGET".

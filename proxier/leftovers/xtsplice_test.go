@@ -3,6 +3,7 @@ package leftovers
 import (
 	"encoding/binary"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -266,6 +267,11 @@ func FuzzSpliceXtTable(f *testing.F) {
 			{"KUBE-MARK-MASQ", -1, []string{"@MARK"}, 0}, {"KUBE-POSTROUTING", -1, nil, 0}, {"KUBE-SERVICES", -1, []string{"KUBE-MARK-MASQ"}, 0}})
 		f.Add(blob, xtInfoBytes(info), l == ip6tEntry)
 	}
+	for _, name := range []string{"ip-nat-before", "ip-filter-before", "ip6-nat-before"} {
+		if b, err := os.ReadFile("testdata/" + name + ".xt"); err == nil {
+			f.Add(b[84:], b[:84], strings.HasPrefix(name, "ip6"))
+		}
+	}
 	f.Add([]byte{}, make([]byte, 84), false)
 	f.Fuzz(func(t *testing.T, blob, rawInfo []byte, v6 bool) {
 		l := iptEntry
@@ -312,4 +318,28 @@ func xtInfoBytes(info xtInfo) []byte {
 	binary.NativeEndian.PutUint32(b[76:], info.NumEntries)
 	binary.NativeEndian.PutUint32(b[80:], info.Size)
 	return b
+}
+
+// TestLegacyDoomedKeepsKubeForwardOnlyWhereForwardDrops: KUBE-FORWARD,
+// the accept of marked and established forwarded packets, stays in a
+// filter table whose FORWARD policy is DROP; elsewhere, and in the other
+// tables, every chain of kube-proxy's goes, and never the kubelet's.
+func TestLegacyDoomedKeepsKubeForwardOnlyWhereForwardDrops(t *testing.T) {
+	for _, tc := range []struct {
+		table, policy string
+		forward       bool
+	}{{"filter", "DROP", false}, {"filter", "ACCEPT", true}, {"filter", "", true}, {"nat", "DROP", false}} {
+		got := legacyDoomed(tc.table, tc.policy)
+		if slices.Contains(got, "KUBE-FORWARD") != tc.forward {
+			t.Errorf("legacyDoomed(%s, %q) = %v; KUBE-FORWARD cut: want %v", tc.table, tc.policy, got, tc.forward)
+		}
+		for _, c := range []string{"KUBE-FIREWALL", "KUBE-KUBELET-CANARY", "KUBE-IPTABLES-HINT"} {
+			if slices.Contains(got, c) {
+				t.Errorf("legacyDoomed(%s, %q) cuts the kubelet's %s", tc.table, tc.policy, c)
+			}
+		}
+	}
+	if got := legacyDoomed("filter", "DROP"); len(got) != len(kubeProxyChains["filter"])-1 {
+		t.Errorf("legacyDoomed(filter, DROP) = %v; want every other chain of kube-proxy's", got)
+	}
 }
