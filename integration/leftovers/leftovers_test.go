@@ -63,8 +63,10 @@ func ipsetNames(t *testing.T) []string {
 // comments, chains referencing ipsets), plus the kubelet's chains and a
 // CNI's, which must stay.
 func kubeProxyState(t *testing.T) {
-	dropIptablesNftTables(t)
+	// Cleanups run last first: the set goes after the tables whose rule
+	// holds it.
 	t.Cleanup(func() { _, _ = exec.Command("ipset", "destroy", "cni-foreign").CombinedOutput() })
+	dropIptablesNftTables(t)
 	ipset(t, "create", "KUBE-CLUSTER-IP", "hash:ip,port")
 	ipset(t, "create", "KUBE-LOOP-BACK", "hash:ip,port,ip")
 	ipset(t, "create", "KUBE-NODE-PORT-TCP", "bitmap:port", "range", "0-65535")

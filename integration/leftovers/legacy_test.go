@@ -210,7 +210,7 @@ func TestKubeProxysIptablesLegacyChainsAndIPSetsAreRemovedOthersStay(t *testing.
 		{"KUBE-NODE-PORT-TCP", "bitmap:port", "range", "0-65535"}, {"KUBE-LOAD-BALANCER", "hash:ip,port"},
 		{"KUBE-IPVS-IPS", "hash:ip"}, {"KUBE-HEALTH-CHECK-NODE-PORT", "bitmap:port", "range", "0-65535"},
 		{"KUBE-6-CLUSTER-IP", "hash:ip,port", "family", "inet6"}, {"cni-foreign", "hash:ip"}} {
-		ipset(t, append([]string{"create"}, s...)...)
+		ipset(t, append([]string{"-exist", "create"}, s...)...)
 	}
 	t.Cleanup(func() {
 		legacyRestore(t, false, "*nat\nCOMMIT\n*filter\n:FORWARD ACCEPT [0:0]\nCOMMIT\n*mangle\nCOMMIT\n")

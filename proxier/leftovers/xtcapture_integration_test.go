@@ -169,7 +169,7 @@ func TestCaptureXtBlobs(t *testing.T) {
 		}
 	})
 	for _, s := range legacyIPSets {
-		ipsetRun(t, append([]string{"create"}, s...)...)
+		ipsetRun(t, append([]string{"-exist", "create"}, s...)...)
 	}
 	for _, fam := range []struct {
 		v6         bool
