@@ -29,8 +29,6 @@ const (
 	xtReplaceHeader         = 96
 	// xt_counters_info: name[32], num_counters, then the counters at 40.
 	xtCountersInfoHeader = 40
-	// xt_counters: packets and bytes, u64 each.
-	xtCounterSize = 16
 )
 
 // The xtables lock iptables-legacy takes (-w) before it reads a table to
@@ -43,20 +41,6 @@ const (
 // xtLegacyTables are the tables kube-proxy writes, and the only ones
 // edited here.
 var xtLegacyTables = []string{"filter", "nat", "mangle"}
-
-// LegacyRemoval is what was cut from one iptables-legacy table.
-type LegacyRemoval struct {
-	// Table is the family and table, as "ip nat".
-	Table string
-	// Chains are kube-proxy's chains removed.
-	Chains []string
-	// Rules are the rules removed from chains that stay, as
-	// "PREROUTING -> KUBE-SERVICES".
-	Rules []string
-	// KeptForward says that KUBE-FORWARD stayed, the table's FORWARD
-	// policy being DROP (legacyDoomed).
-	KeptForward bool
-}
 
 // RemoveLegacyChains removes kube-proxy's chains, with every rule that
 // jumps to one, from iptables-legacy's filter, nat and mangle tables of
@@ -97,7 +81,7 @@ func (h Host) RemoveLegacyChains() ([]LegacyRemoval, error) {
 	var out []LegacyRemoval
 	var errs []error
 	for _, t := range tables {
-		r, err := removeLegacyTable(t.v6, t.name)
+		r, err := removeLegacyTable(xtSockets{}, t.v6, t.name)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("iptables-legacy table %s: %w", r.Table, err))
 		}
@@ -127,51 +111,15 @@ func lockXtables(path string, wait time.Duration) (unlock func(), err error) {
 	}
 }
 
-// removeLegacyTable splices kube-proxy's chains out of one table and
-// writes it back, reading it again when it changed under us.
-func removeLegacyTable(v6 bool, table string) (LegacyRemoval, error) {
-	fam, l := "ip", iptEntry
-	if v6 {
-		fam, l = "ip6", ip6tEntry
-	}
-	r := LegacyRemoval{Table: fam + " " + table}
-	for range 5 {
-		blob, rawInfo, err := readXtTable(v6, table)
-		if err != nil {
-			return r, fmt.Errorf("read: %w", err)
-		}
-		info, err := parseXtInfo(rawInfo)
-		if err != nil {
-			return r, err
-		}
-		policy := ""
-		if table == "filter" {
-			if policy, err = xtHookPolicy(blob, rawInfo, xtHookForward, l); err != nil {
-				return r, fmt.Errorf("not changed: FORWARD: %w", err)
-			}
-		}
-		r.KeptForward = policy == "DROP"
-		sp, err := spliceXtTable(blob, info, l, legacyDoomed(table, policy))
-		if err != nil {
-			return r, fmt.Errorf("not changed: %w", err)
-		}
-		if len(sp.Chains) == 0 {
-			return r, nil
-		}
-		old, err := replaceXtTable(v6, table, sp, info.NumEntries)
-		if errors.Is(err, unix.EAGAIN) {
-			continue
-		}
-		if err != nil {
-			return r, fmt.Errorf("IPT_SO_SET_REPLACE: %w", err)
-		}
-		r.Chains, r.Rules = sp.Chains, sp.Rules
-		if err := addXtCounters(v6, table, sp.Kept, old); err != nil {
-			return r, fmt.Errorf("replaced; carrying the rules' counters over: %w", err)
-		}
-		return r, nil
-	}
-	return r, fmt.Errorf("IPT_SO_SET_REPLACE: the table kept changing: %w", unix.EAGAIN)
+// xtSockets is the running kernel's x_tables, over raw sockets.
+type xtSockets struct{}
+
+func (xtSockets) read(v6 bool, table string) ([]byte, []byte, error) { return readXtTable(v6, table) }
+func (xtSockets) replace(v6 bool, table string, sp xtSplice, oldEntries uint32) ([]byte, error) {
+	return replaceXtTable(v6, table, sp, oldEntries)
+}
+func (xtSockets) addCounters(v6 bool, table string, counters []byte) error {
+	return addXtCounters(v6, table, counters)
 }
 
 // replaceXtTable writes a spliced table over one of oldEntries entries
@@ -198,16 +146,13 @@ func replaceXtTable(v6 bool, table string, sp xtSplice, oldEntries uint32) ([]by
 	return counters, err
 }
 
-// addXtCounters gives the rules that stayed the counters they had: the
-// kernel zeroes a replaced table's, and hands the old ones back, which
-// IPT_SO_SET_ADD_COUNTERS adds in the new table's order.
-func addXtCounters(v6 bool, table string, kept []int, old []byte) error {
-	req := make([]byte, xtCountersInfoHeader+xtCounterSize*len(kept))
+// addXtCounters adds counters, one per entry of the table in its order,
+// to a table's (IPT_SO_SET_ADD_COUNTERS).
+func addXtCounters(v6 bool, table string, counters []byte) error {
+	req := make([]byte, xtCountersInfoHeader+len(counters))
 	copy(req, table)
-	binary.NativeEndian.PutUint32(req[xtTableMaxName:], uint32(len(kept)))
-	for i, o := range kept {
-		copy(req[xtCountersInfoHeader+xtCounterSize*i:], old[xtCounterSize*o:xtCounterSize*(o+1)])
-	}
+	binary.NativeEndian.PutUint32(req[xtTableMaxName:], uint32(len(counters)/xtCounterSize))
+	copy(req[xtCountersInfoHeader:], counters)
 	return xtSetsockopt(v6, xtSoSetAddCounters, req)
 }
 
