@@ -170,6 +170,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParseSetElementsReadsWhatNftablesReads -fuzztime 30s ./nft/
 	$(GO) test -run '^$$' -fuzz FuzzWidenCtDirections -fuzztime 30s ./nft/
 	$(GO) test -run '^$$' -fuzz FuzzXtChainRules -fuzztime 30s ./proxier/leftovers/
+	$(GO) test -run '^$$' -fuzz FuzzSpliceXtTable -fuzztime 30s ./proxier/leftovers/
 	$(GO) test -run '^$$' -fuzz FuzzCountCPUList -fuzztime 30s ./conntrack/
 
 clean:
