@@ -37,7 +37,8 @@ unit:
 # and its tests, which fail when BENCHMARKS.md's generated table or
 # benchmarks/vs-kube-proxy.svg is not what the committed results render
 # (a second or two warm; a fresh machine first fetches gonum.org/v1/plot);
-# and the lab's flannel CNI plugin (hack/flannel/cni, another module).
+# and the lab's flannel CNI plugin (hack/flannel/cni, another module);
+# and the migration run's verdict rules (conformance/migration/verdict_test.sh).
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -46,6 +47,7 @@ lint:
 	cd hack/benchplot && $(GO) vet ./... && $(GO) test -count=1 ./...
 	cd hack/flannel && $(GO) vet ./cni/ && $(GO) test -count=1 ./cni/
 	hack/shellcheck.sh
+	conformance/migration/verdict_test.sh >/dev/null
 
 # A real kube-apiserver and etcd (hack/k8s, the module that builds every
 # upstream binary), built once into .cache/k8s/bin; a cold build takes ~4 minutes.
@@ -174,6 +176,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParseSetElementsReadsWhatNftablesReads -fuzztime 30s ./nft/
 	$(GO) test -run '^$$' -fuzz FuzzRewriteCtExprs -fuzztime 30s ./nft/
 	$(GO) test -run '^$$' -fuzz FuzzXtChainRules -fuzztime 30s ./proxier/leftovers/
+	$(GO) test -run '^$$' -fuzz FuzzSpliceXtTable -fuzztime 30s ./proxier/leftovers/
 	$(GO) test -run '^$$' -fuzz FuzzCountCPUList -fuzztime 30s ./conntrack/
 
 clean:

@@ -475,3 +475,6 @@ grep '^migration:' "$report"
 if [[ -z ${KIP_MIGRATION_KEEP:-} ]]; then
 	"$REPO/hack/cluster/down.sh"
 fi
+# The run fails on a lost request in a hand-over, or a control that lost
+# none (verdict.sh); the report is in RESULTS.md either way.
+"$HERE/migration/verdict.sh" "$report" || die "the run lost requests or its control lost none (the verdict lines above; $OUT)"

@@ -117,9 +117,7 @@ func TestDaemonSetShape(t *testing.T) {
 		{"cpu and memory requests", !c.Resources.Requests.Cpu().IsZero() && !c.Resources.Requests.Memory().IsZero()},
 		{"no cpu limit", c.Resources.Limits.Cpu().IsZero()},
 		{"/lib/modules read-only from the host", mountsHostPath(pod, c, "/lib/modules", "/lib/modules", true)},
-		{"no xtables lock", !slices.ContainsFunc(pod.Volumes, func(v corev1.Volume) bool {
-			return v.HostPath != nil && strings.Contains(v.HostPath.Path, "xtables")
-		})},
+		{"the host's xtables lock, as kubeadm's", mountsHostPath(pod, c, "/run/xtables.lock", "/run/xtables.lock", false)},
 	}
 	for _, ck := range checks {
 		t.Run(ck.name, func(t *testing.T) {

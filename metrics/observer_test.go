@@ -276,8 +276,8 @@ kube_ipvs_proxy_netlink_ops_total{kind="add-service",result="error"} 1
 			want: `kube_ipvs_proxy_netlink_ops_total{kind="add-service",result="attempted"} 15
 `},
 		{name: "zero counts still create the series",
-			calls: []map[string]int{{"flush-conntrack": 0}},
-			want: `kube_ipvs_proxy_netlink_ops_total{kind="flush-conntrack",result="attempted"} 0
+			calls: []map[string]int{{"delete-link": 0}},
+			want: `kube_ipvs_proxy_netlink_ops_total{kind="delete-link",result="attempted"} 0
 `},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

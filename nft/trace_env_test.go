@@ -218,7 +218,7 @@ func newTestbedFor(t testing.TB, mode localMode) testbed {
 			}
 		}
 	}
-	w := ipvs.New(ipvs.Config{}, kernel, links, ipvs.NewFakeConntrack(), ipvs.NewFakeSysctls())
+	w := ipvs.New(ipvs.Config{}, kernel, links, ipvs.NewFakeSysctls())
 	defer w.Close()
 	if err := w.Resync(plan); err != nil {
 		t.Fatalf("ipvs Resync: %v", err)

@@ -223,19 +223,38 @@ func SortVirtualServers(vss []VirtualServer) { slices.SortFunc(vss, compareVirtu
 // ByService groups the plan's virtual servers by service, in service
 // order (ServiceKey.Compare), each service's in plan order: the shape
 // Apply takes, so that a writer's Resync and Apply share one path. It is
-// the only place a plan is regrouped.
+// the only place a plan is regrouped. The groups share one copy of the
+// plan's virtual servers, each group's capacity ending at its last (an
+// append to one never writes into the next): a whole plan's Resync then
+// makes one copy, not one list per service and a map of them, and a
+// writer that keeps a group past its sync clones it.
 func (p Plan) ByService() []ServicePlan {
-	idx := make(map[ServiceKey]int)
-	var out []ServicePlan
-	for _, vs := range p.VirtualServers {
-		i, ok := idx[vs.Service]
-		if !ok {
-			i = len(out)
-			idx[vs.Service] = i
-			out = append(out, ServicePlan{Service: vs.Service})
-		}
-		out[i].VirtualServers = append(out[i].VirtualServers, vs)
+	order := make([]int32, len(p.VirtualServers))
+	for i := range order {
+		order[i] = int32(i)
 	}
-	slices.SortFunc(out, func(a, b ServicePlan) int { return a.Service.Compare(b.Service) })
+	slices.SortFunc(order, func(a, b int32) int {
+		if c := p.VirtualServers[a].Service.Compare(p.VirtualServers[b].Service); c != 0 {
+			return c
+		}
+		return cmp.Compare(a, b)
+	})
+	vss := make([]VirtualServer, len(order))
+	groups := 0
+	for i, x := range order {
+		vss[i] = p.VirtualServers[x]
+		if i == 0 || vss[i].Service != vss[i-1].Service {
+			groups++
+		}
+	}
+	out := make([]ServicePlan, 0, groups)
+	for i := 0; i < len(vss); {
+		j := i + 1
+		for j < len(vss) && vss[j].Service == vss[i].Service {
+			j++
+		}
+		out = append(out, ServicePlan{Service: vss[i].Service, VirtualServers: vss[i:j:j]})
+		i = j
+	}
 	return out
 }

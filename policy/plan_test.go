@@ -65,6 +65,25 @@ func TestByServiceGroupsInServiceOrder(t *testing.T) {
 	}
 }
 
+// TestByServiceGroupsEndAtTheirLast: the groups share one copy of the
+// plan's virtual servers, so each one's capacity ends at its last: an
+// append to one group leaves the next one, and the plan, as they were.
+func TestByServiceGroupsEndAtTheirLast(t *testing.T) {
+	a := ServiceKey{Namespace: "ns", Name: "a"}
+	b := ServiceKey{Namespace: "ns", Name: "b"}
+	vs := func(k ServiceKey, port uint16) VirtualServer { return VirtualServer{Service: k, Port: port} }
+	p := Plan{VirtualServers: []VirtualServer{vs(a, 1), vs(b, 2), vs(a, 3)}}
+	got := p.ByService()
+	grown := append(got[0].VirtualServers, vs(a, 99))
+	if len(grown) != 3 || got[1].VirtualServers[0].Port != 2 || p.VirtualServers[1].Port != 2 {
+		t.Errorf("an append to %v's group wrote into %v's: %v", a, b, got[1].VirtualServers)
+	}
+	got[0].VirtualServers[0].Port = 7
+	if p.VirtualServers[0].Port != 1 {
+		t.Errorf("a group is the plan's own list, not a copy: plan's port %d", p.VirtualServers[0].Port)
+	}
+}
+
 // TestServiceKeyTextRoundTrips: a ServiceKey is namespace/name in JSON
 // and reads back; anything else is an error.
 func TestServiceKeyTextRoundTrips(t *testing.T) {

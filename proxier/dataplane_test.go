@@ -17,7 +17,6 @@ type fakes struct {
 	nft    *nft.Fake
 	kernel *ipvs.FakeKernel
 	links  *ipvs.FakeLinks
-	ct     *ipvs.FakeConntrack
 	sys    *ipvs.FakeSysctls
 	dp     *DataPlane
 }
@@ -25,7 +24,7 @@ type fakes struct {
 func newFakes(t *testing.T) fakes {
 	t.Helper()
 	f := fakes{nft: nft.NewFake(), kernel: ipvs.NewFakeKernel(), links: ipvs.NewFakeLinks(),
-		ct: ipvs.NewFakeConntrack(), sys: ipvs.NewFakeSysctls()}
+		sys: ipvs.NewFakeSysctls()}
 	f.restart()
 	return f
 }
@@ -33,7 +32,7 @@ func newFakes(t *testing.T) fakes {
 // restart replaces the data plane with a new one over the same fake
 // kernel, as a new process (a restarted proxy, --cleanup) gets.
 func (f *fakes) restart() {
-	f.dp = newDataPlane(nft.New(nft.Config{}, f.nft), ipvs.New(ipvs.Config{}, f.kernel, f.links, f.ct, f.sys))
+	f.dp = newDataPlane(nft.New(nft.Config{}, f.nft), ipvs.New(ipvs.Config{}, f.kernel, f.links, f.sys))
 }
 
 func webPlan(dests ...string) policy.ServicePlan {

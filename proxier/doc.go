@@ -73,7 +73,8 @@
 //     other VIPs bound on kube-ipvs0 first (one Links.AddAddrs), then the
 //     IPVS adds, updates and prunes, each phase's changes in chunks of up
 //     to writeChunk (4,096), one Kernel.Write each, whose answers it
-//     applies to the mirror, and last the addresses no longer used
+//     applies to the mirror (the adds run as each chunk is planned), and
+//     last the addresses no longer used
 //     unbound; on Linux a Write is
 //  8. proxier/ipvs/ipvsnl/conn_linux.go (Conn.Write, opWriter.write): the
 //     changes encoded as IPVS generic netlink requests

@@ -41,7 +41,7 @@ func BenchmarkDestinationsRead(b *testing.B) {
 		}
 	}
 	b.Run("proxy", func(b *testing.B) {
-		k, _, _, _, closeAdapters, err := ipvs.NewLinuxAdapters()
+		k, _, _, closeAdapters, err := ipvs.NewLinuxAdapters()
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -89,7 +89,7 @@ func BenchmarkVirtualServersRead(b *testing.B) {
 		}
 	}
 	b.Run("proxy", func(b *testing.B) {
-		k, _, _, _, closeAdapters, err := ipvs.NewLinuxAdapters()
+		k, _, _, closeAdapters, err := ipvs.NewLinuxAdapters()
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -158,7 +158,7 @@ func TestBatchedWriteCost(t *testing.T) {
 			if perOpWrites {
 				k = perOpKernel{k}
 			}
-			w := ipvs.New(ipvs.Config{}, k, ns.l, ns.ct, ns.sys)
+			w := ipvs.New(ipvs.Config{}, k, ns.l, ns.sys)
 			start := time.Now()
 			if err := w.Resync(p); err != nil {
 				t.Fatalf("Resync: %v", err)
@@ -180,7 +180,6 @@ func TestBatchedWriteCost(t *testing.T) {
 type ipvsNamespace struct {
 	k   ipvs.Kernel
 	l   ipvs.Links
-	ct  ipvs.Conntrack
 	sys sysctl.Files
 	h   *mobyipvs.Handle
 }
@@ -204,7 +203,7 @@ func freshIPVS(t *testing.T) *ipvsNamespace {
 		if err := netlink.LinkSetUp(lo); err != nil {
 			return err
 		}
-		if ns.k, ns.l, ns.ct, ns.sys, closeKernel, err = ipvs.NewLinuxAdapters(); err != nil {
+		if ns.k, ns.l, ns.sys, closeKernel, err = ipvs.NewLinuxAdapters(); err != nil {
 			return err
 		}
 		ns.h, err = mobyipvs.New("")

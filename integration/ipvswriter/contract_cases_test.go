@@ -245,14 +245,10 @@ func contractCases() []contractCase {
 			setSysctl(arpKey, "1"),
 			getSysctl(arpKey),
 		}},
-		{"conntrack: deleting UDP entries of an endpoint with none is 0, no error", []step{
-			deleteUDP("10.244.1.5:53"),
-			deleteUDP("[fd00:244::5]:53"),
-		}},
 	}
 }
 
-// TestKernelContractCoversEveryOperation: every method of the four
+// TestKernelContractCoversEveryOperation: every method of the three
 // interfaces is a step of some case that runs (Write's in writeCases, which
 // TestKernelContractInOneWrite runs), or is read by render after every
 // step, so a method added to them needs a contract case.
@@ -267,7 +263,7 @@ func TestKernelContractCoversEveryOperation(t *testing.T) {
 		}
 	}
 	for _, it := range []reflect.Type{reflect.TypeFor[ipvs.Kernel](), reflect.TypeFor[ipvs.Links](),
-		reflect.TypeFor[ipvs.Conntrack](), reflect.TypeFor[sysctl.Files]()} {
+		reflect.TypeFor[sysctl.Files]()} {
 		for i := range it.NumMethod() {
 			m := it.Method(i).Name
 			if !seen[m] && !seen[it.Name()+"."+m] {

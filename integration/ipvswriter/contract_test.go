@@ -23,12 +23,11 @@ import (
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxier/ipvs"
 )
 
-// seams are the four kernel interfaces the Writer programs through: the
+// seams are the three kernel interfaces the Writer programs through: the
 // fakes of proxier/ipvs, or the Linux adapters behind ipvs.NewLinux.
 type seams struct {
 	k   ipvs.Kernel
 	l   ipvs.Links
-	ct  ipvs.Conntrack
 	sys sysctl.Files
 }
 
@@ -36,7 +35,7 @@ type seams struct {
 // the lab runs ("twos" from 6.2).
 func fakeSeams() seams {
 	release, _ := os.ReadFile("/proc/sys/kernel/osrelease")
-	return seams{ipvs.NewFakeKernelFor(string(release)), ipvs.NewFakeLinks(), ipvs.NewFakeConntrack(), ipvs.NewFakeSysctls()}
+	return seams{ipvs.NewFakeKernelFor(string(release)), ipvs.NewFakeLinks(), ipvs.NewFakeSysctls()}
 }
 
 // linuxSeams returns the adapters ipvs.NewLinux wires into its Writer:
@@ -44,12 +43,12 @@ func fakeSeams() seams {
 // code here.
 func linuxSeams(t *testing.T) seams {
 	t.Helper()
-	k, l, ct, sys, closeKernel, err := ipvs.NewLinuxAdapters()
+	k, l, sys, closeKernel, err := ipvs.NewLinuxAdapters()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(closeKernel)
-	return seams{k, l, ct, sys}
+	return seams{k, l, sys}
 }
 
 // step is one operation, run on the fake and on the kernel. It returns
@@ -353,13 +352,6 @@ func getSysctl(k string) step {
 
 func setSysctl(k, v string) step {
 	return change("Files.Write "+k+"="+v, func(s seams) error { return s.sys.Write(sysctl.Path(k), v) })
-}
-
-func deleteUDP(ep string) step {
-	return step{name: "Conntrack.DeleteUDP " + ep, do: func(s seams) (string, error) {
-		n, err := s.ct.DeleteUDP(netip.MustParseAddrPort(ep))
-		return strconv.Itoa(n), err
-	}}
 }
 
 // unloadSchedulersAfter unloads, when t ends, the IPVS scheduler modules

@@ -40,7 +40,7 @@ func TestCheckFindsADeletedDestinationAmongThousands(t *testing.T) {
 	if err := w.Check(); err != nil {
 		t.Fatalf("Check of the kernel as programmed: %v", err)
 	}
-	k, _, _, _, closeK, err := ipvs.NewLinuxAdapters()
+	k, _, _, closeK, err := ipvs.NewLinuxAdapters()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -136,7 +136,7 @@ func mobyAndKernel(t *testing.T) (*mobyipvs.Handle, ipvs.Kernel) {
 	t.Helper()
 	labnet.LinkUp(t, "lo")
 	h := clean(t)
-	k, _, _, _, closeKernel, err := ipvs.NewLinuxAdapters()
+	k, _, _, closeKernel, err := ipvs.NewLinuxAdapters()
 	if err != nil {
 		t.Fatal(err)
 	}

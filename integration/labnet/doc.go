@@ -5,7 +5,7 @@
 // links, addresses and sysctls, echo servers that answer
 // "<name> peer=<address they saw>" (Echo), and the dialers that read
 // those answers and classify failures (Exchange, Greet, IsFastFailure,
-// IsTimeout).
+// IsTimeout), and the UDP conntrack flows counted (CountUDPFlows).
 //
 // Everything but this file carries the integration build tag: the
 // package reconfigures the network stack of whatever runs it, so it is

@@ -63,8 +63,10 @@ func ipsetNames(t *testing.T) []string {
 // comments, chains referencing ipsets), plus the kubelet's chains and a
 // CNI's, which must stay.
 func kubeProxyState(t *testing.T) {
-	dropIptablesNftTables(t)
+	// Cleanups run last first: the set goes after the tables whose rule
+	// holds it.
 	t.Cleanup(func() { _, _ = exec.Command("ipset", "destroy", "cni-foreign").CombinedOutput() })
+	dropIptablesNftTables(t)
 	ipset(t, "create", "KUBE-CLUSTER-IP", "hash:ip,port")
 	ipset(t, "create", "KUBE-LOOP-BACK", "hash:ip,port,ip")
 	ipset(t, "create", "KUBE-NODE-PORT-TCP", "bitmap:port", "range", "0-65535")
@@ -188,24 +190,25 @@ func TestKubeProxysIptablesNftChainsAndIPSetsAreRemovedOthersStay(t *testing.T) 
 	}
 }
 
-// TestAnIPSetHeldByIptablesLegacyIsReportedStuckWithTheLegacyTables: the
-// chains in x_tables are not ours to see; the ipset their rule holds is
-// reported, with the legacy table, and the nft-side cleanup still runs.
-func TestAnIPSetHeldByIptablesLegacyIsReportedStuckWithTheLegacyTables(t *testing.T) {
+// TestAnIPSetHeldByAForeignIptablesLegacyRuleIsReportedStuckWithTheLegacyTables:
+// a rule outside kube-proxy's chains that matches one of its ipsets is
+// not kube-proxy's to remove; the ipset it holds is reported, with the
+// legacy table, and the rest of the cleanup still runs.
+func TestAnIPSetHeldByAForeignIptablesLegacyRuleIsReportedStuckWithTheLegacyTables(t *testing.T) {
 	ipset(t, "create", "KUBE-IPVS-IPS", "hash:ip")
-	legacyIPT(t, "-t", "filter", "-N", "KUBE-IPVS-FILTER")
-	legacyIPT(t, "-t", "filter", "-A", "KUBE-IPVS-FILTER", "-m", "set", "--match-set", "KUBE-IPVS-IPS", "dst", "-j", "RETURN")
+	legacyIPT(t, "-t", "filter", "-N", "FOREIGN-FILTER")
+	legacyIPT(t, "-t", "filter", "-A", "FOREIGN-FILTER", "-m", "set", "--match-set", "KUBE-IPVS-IPS", "dst", "-j", "RETURN")
 	t.Cleanup(func() {
-		legacyIPT(t, "-t", "filter", "-F", "KUBE-IPVS-FILTER")
-		legacyIPT(t, "-t", "filter", "-X", "KUBE-IPVS-FILTER")
+		legacyIPT(t, "-t", "filter", "-F", "FOREIGN-FILTER")
+		legacyIPT(t, "-t", "filter", "-X", "FOREIGN-FILTER")
 		ipset(t, "destroy", "KUBE-IPVS-IPS")
 	})
 	res, err := leftovers.RemoveFromHost()
 	if err != nil {
 		t.Fatalf("Remove: %v", err)
 	}
-	if !slices.Equal(res.Stuck, []string{"KUBE-IPVS-IPS"}) || !slices.Contains(res.LegacyTables, "ip filter") {
-		t.Fatalf("Remove = %+v; want KUBE-IPVS-IPS stuck and the legacy table ip filter named", res)
+	if !slices.Equal(res.Stuck, []string{"KUBE-IPVS-IPS"}) || !slices.Contains(res.LegacyTables, "ip filter") || len(res.Legacy) > 0 {
+		t.Fatalf("Remove = %+v; want KUBE-IPVS-IPS stuck, the legacy table ip filter named, no legacy chain removed", res)
 	}
 	if _, err := os.Stat("/proc/net/ip_tables_names"); err != nil {
 		t.Fatalf("no legacy tables file: %v", err)

@@ -47,6 +47,13 @@ type lab struct {
 // the cluster CIDRs are set first).
 func newLab(t *testing.T, opts ...func(*policy.Config)) *lab {
 	t.Helper()
+	return newLabWith(t, nil, opts...)
+}
+
+// newLabWith is newLab with dpMod adjusting the data plane's config (nil:
+// none) before the data plane is made.
+func newLabWith(t *testing.T, dpMod func(*proxier.DataPlaneConfig), opts ...func(*policy.Config)) *lab {
+	t.Helper()
 	h := newHarness(t)
 	cidrs := make([]string, len(clusterCIDRs))
 	for i, p := range clusterCIDRs {
@@ -72,7 +79,11 @@ func newLab(t *testing.T, opts ...func(*policy.Config)) *lab {
 		h.must(err)
 		dpCIDRs = append(dpCIDRs, p)
 	}
-	dp, err := proxier.NewDataPlane(proxier.DataPlaneConfig{Interface: "kube-ipvs0", ClusterCIDRs: dpCIDRs, GracefulPeriod: time.Second})
+	dpCfg := proxier.DataPlaneConfig{Interface: "kube-ipvs0", ClusterCIDRs: dpCIDRs, GracefulPeriod: time.Second}
+	if dpMod != nil {
+		dpMod(&dpCfg)
+	}
+	dp, err := proxier.NewDataPlane(dpCfg)
 	if err != nil {
 		t.Fatalf("NewDataPlane: %v", err)
 	}

@@ -10,7 +10,6 @@ import (
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
 	"github.com/moby/ipvs"
-	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/integration/labnet"
@@ -276,7 +275,8 @@ func TestHarnessMeasurements(t *testing.T) {
 	// Conntrack runs in a namespace only once something needs it: IPVS
 	// alone does not (with 0 flows listed), a NAT chain does.
 	h.selfTestMasquerade(a1.v4)
-	before := udpFlowsTo(t, vip, 53)
+	dns := netip.AddrPortFrom(vip, 53).String()
+	before := labnet.CountUDPFlows(t, labnet.UDPFlow.SentTo)[dns]
 
 	t.Run("wrr over whole cycles gives exact shares", func(t *testing.T) {
 		for _, tc := range []struct {
@@ -316,24 +316,8 @@ func TestHarnessMeasurements(t *testing.T) {
 	})
 	t.Run("conntrack lists IPVS flows", func(t *testing.T) {
 		// Earlier runs in this boot (-test.count) left flows to the VIP.
-		if n := udpFlowsTo(t, vip, 53) - before; n != 35 {
-			t.Errorf("%d new conntrack flows to %s:53/UDP, want 35", n, vip)
+		if n := labnet.CountUDPFlows(t, labnet.UDPFlow.SentTo)[dns] - before; n != 35 {
+			t.Errorf("%d new conntrack flows to %s/UDP, want 35", n, dns)
 		}
 	})
-}
-
-// udpFlowsTo counts node-a's conntrack flows to vip:port/UDP.
-func udpFlowsTo(t *testing.T, vip netip.Addr, port uint16) int {
-	t.Helper()
-	flows, err := netlink.ConntrackTableList(netlink.ConntrackTable, unix.AF_INET)
-	if err != nil {
-		t.Fatalf("list conntrack: %v", err)
-	}
-	n := 0
-	for _, f := range flows {
-		if f.Forward.Protocol == unix.IPPROTO_UDP && f.Forward.DstIP.Equal(net.IP(vip.AsSlice())) && f.Forward.DstPort == port {
-			n++
-		}
-	}
-	return n
 }

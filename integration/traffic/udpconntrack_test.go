@@ -5,13 +5,10 @@ package traffic
 import (
 	"context"
 	"fmt"
-	"net/netip"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -56,26 +53,6 @@ func (h *harness) k8sUDPSlice(svc string, eps ...udpEndpoint) *discoveryv1.Endpo
 			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(e.ready), Serving: ptr.To(e.serving), Terminating: ptr.To(e.terminating)}})
 	}
 	return s
-}
-
-// udpFlows counts the IPv4 UDP conntrack flows by original destination
-// and reply source, as "10.96.21.53:53>10.244.1.11:5353".
-func udpFlows(t *testing.T) map[string]int {
-	t.Helper()
-	flows, err := netlink.ConntrackTableList(netlink.ConntrackTable, unix.AF_INET)
-	if err != nil {
-		t.Fatalf("ConntrackTableList: %v", err)
-	}
-	m := map[string]int{}
-	for _, f := range flows {
-		if f.Forward.Protocol != unix.IPPROTO_UDP {
-			continue
-		}
-		dst := netip.AddrPortFrom(addrOf(f.Forward.DstIP), f.Forward.DstPort)
-		src := netip.AddrPortFrom(addrOf(f.Reverse.SrcIP), f.Reverse.SrcPort)
-		m[dst.String()+">"+src.String()]++
-	}
-	return m
 }
 
 // TestStaleUDPFlowsDeletedAfterTheSync: the whole proxy, after a sync
@@ -123,7 +100,7 @@ func TestStaleUDPFlowsDeletedAfterTheSync(t *testing.T) {
 		t.Fatalf("straight to %s: %q, %v", b1, name, err)
 	}
 	a2 := hostPort(h.pod("pod-a2").v4, podUDPPort)
-	before := udpFlows(t)
+	before := labnet.CountUDPFlows(t, labnet.UDPFlow.String)
 	stale := before[clusterIP+">"+b1] + before[nodePortAddr+">"+b1]
 	t.Logf("flows before: %v", before)
 	for _, k := range []string{clusterIP + ">" + b1, nodePortAddr + ">" + b1, clusterIP + ">" + a2, nodePortAddr + ">" + a2, other + ">" + b1, b1 + ">" + b1} {
@@ -142,7 +119,7 @@ func TestStaleUDPFlowsDeletedAfterTheSync(t *testing.T) {
 	for l.metric(deletedMetric, "ip_family=IPv4")-counted < float64(stale) && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 	}
-	after := udpFlows(t)
+	after := labnet.CountUDPFlows(t, labnet.UDPFlow.String)
 	t.Logf("flows after: %v", after)
 	if got := l.metric(deletedMetric, "ip_family=IPv4") - counted; got != float64(stale) {
 		t.Errorf("%s grew by %v, want %d (pod-b1's flows to ctdns)", deletedMetric, got, stale)

@@ -105,6 +105,8 @@ var rules = []rule{
 		why: "internal/testsupport/plantest/doc.go: package policy only"},
 	{pkg: "internal/testsupport/httpservetest", deps: thisModule,
 		why: "internal/testsupport/httpservetest/doc.go: net/http and testing only"},
+	{pkg: "internal/testsupport/errnos", deps: thisModule,
+		why: "internal/testsupport/errnos/doc.go: errors, syscall and golang.org/x/sys/unix only"},
 	{pkg: "nft/internal/packettrace", deps: clientGo,
 		why: "nft/internal/packettrace/doc.go: no client-go"},
 }

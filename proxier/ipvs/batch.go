@@ -29,18 +29,30 @@ const (
 // order.
 type step struct {
 	action
-	svcs []policy.ServiceKey // blamed (retried with backoff) on failure
+	// The services blamed (retried with backoff) on failure: a virtual
+	// server's one service (none: zero), or an address's services (by).
+	svc policy.ServiceKey
+	by  []policy.ServiceKey
+}
+
+// services returns the services a step blames; a virtual server's one
+// is put in a list only here, when its step failed.
+func (s *step) services() []policy.ServiceKey {
+	if s.by != nil || s.svc == (policy.ServiceKey{}) {
+		return s.by
+	}
+	return []policy.ServiceKey{s.svc}
 }
 
 // batch collects the steps of one Apply or Resync and runs them
 // (execute.go).
 type batch struct {
-	w       *Writer
-	now     time.Time
-	steps   [phases][]step // by phase, each in the order planned
-	scratch []action       // the reconciler's answer for one object, reused
-	errs    []error
-	failed  failures // what has failed in this batch's run (execute.go)
+	w        *Writer
+	now      time.Time
+	steps    [phases][]step // by phase, each in the order planned and not yet run
+	scratch  []action       // the reconciler's answer for one object, reused
+	errs     []error
+	progress // the executor's place in the run (execute.go)
 	outcome
 	pending
 	done
@@ -49,14 +61,15 @@ type batch struct {
 // outcome is what becomes of the batch's services once it has run: a
 // retry cleared or scheduled (finish).
 type outcome struct {
-	services map[policy.ServiceKey]bool                // reconciled
-	blamed   map[policy.ServiceKey]bool                // a step of theirs failed
-	svcLists map[policy.ServiceKey][]policy.ServiceKey // see svcs
+	services map[policy.ServiceKey]bool // reconciled
+	blamed   map[policy.ServiceKey]bool // a step of theirs failed
 }
 
 // pending is what the batch's services touched, reconciled by plan once
-// every service's desired state is recorded.
+// every service's desired state is recorded. A batch that reconciles
+// every virtual server (allVS: a Resync's) notes none of them.
 type pending struct {
+	allVS       bool
 	pendingVS   []Key
 	vsBy        map[Key]policy.ServiceKey
 	pendingAddr []netip.Addr
@@ -75,19 +88,24 @@ type done struct {
 func (w *Writer) newBatch(now time.Time) *batch {
 	return &batch{
 		w: w, now: now,
-		outcome: outcome{services: map[policy.ServiceKey]bool{}, blamed: map[policy.ServiceKey]bool{},
-			svcLists: map[policy.ServiceKey][]policy.ServiceKey{}},
-		pending: pending{vsBy: map[Key]policy.ServiceKey{}, addrBy: map[netip.Addr][]policy.ServiceKey{}},
-		done:    done{vsDone: map[Key]bool{}, addrDone: map[netip.Addr]bool{}, fresh: map[Key]bool{}},
+		outcome:  outcome{services: map[policy.ServiceKey]bool{}, blamed: map[policy.ServiceKey]bool{}},
+		pending:  pending{vsBy: map[Key]policy.ServiceKey{}, addrBy: map[netip.Addr][]policy.ServiceKey{}},
+		done:     done{vsDone: map[Key]bool{}, addrDone: map[netip.Addr]bool{}, fresh: map[Key]bool{}},
+		progress: progress{failed: failures{vs: map[Key]bool{}}},
 	}
 }
 
-func (b *batch) add(s step) { ph := s.phase(); b.steps[ph] = append(b.steps[ph], s) }
-
-// expect makes room for n more steps of phase ph (a Resync knows how
-// many adds its plan may need, and growing a large slice one append at a
-// time is a large part of a cold Resync).
-func (b *batch) expect(ph phase, n int) { b.steps[ph] = slices.Grow(b.steps[ph], n) }
+// add keeps a step for its phase. Once the adds stream (streamAdds), a
+// Write's worth of them runs at once (flush), so that a cold start holds
+// one Write of its changes at a time, not a step per destination of the
+// whole table.
+func (b *batch) add(s step) {
+	ph := s.phase()
+	b.steps[ph] = append(b.steps[ph], s)
+	if b.stream && ph == phaseAdd && len(b.steps[ph]) == writeChunk {
+		b.flush()
+	}
+}
 
 func (b *batch) blame(svc policy.ServiceKey) {
 	if svc == (policy.ServiceKey{}) {
@@ -139,6 +157,9 @@ func (b *batch) reconcile(svc policy.ServiceKey, touched []Key, addrs []netip.Ad
 		b.errs = append(b.errs, errs...) // *ServiceError: the service's alone
 		b.blame(svc)
 	}
+	if b.allVS {
+		touched = nil // planned with every other virtual server
+	}
 	for _, k := range touched {
 		if _, ok := b.vsBy[k]; !ok {
 			b.pendingVS = append(b.pendingVS, k)
@@ -155,14 +176,32 @@ func (b *batch) reconcile(svc policy.ServiceKey, touched []Key, addrs []netip.Ad
 	}
 }
 
-// plan diffs what the batch's services touched. Their old virtual
-// servers were ours, so those no longer planned are deleted.
+// plan diffs what the batch's services touched: their addresses, then,
+// the adds streaming, their virtual servers.
 func (b *batch) plan() {
-	for _, k := range b.pendingVS {
-		b.virtualServer(k, b.vsBy[k], true)
-	}
+	b.planAddresses()
+	b.streamAdds()
+	b.planVirtualServers()
+}
+
+// planAddresses diffs the addresses the batch's services touched.
+func (b *batch) planAddresses() {
 	for _, a := range b.pendingAddr {
 		b.address(a, b.addrBy[a]...)
+	}
+}
+
+// streamAdds lets the add phase run while the batch is still planning,
+// a Write's worth at a time (add): the binds run first, so every address
+// the batch binds must have been planned.
+func (b *batch) streamAdds() { b.stream = true }
+
+// planVirtualServers diffs the virtual servers the batch's services
+// touched. Their old virtual servers were ours, so those no longer
+// planned are deleted.
+func (b *batch) planVirtualServers() {
+	for _, k := range b.pendingVS {
+		b.virtualServer(k, b.vsBy[k], true)
 	}
 }
 
@@ -195,12 +234,8 @@ func (b *batch) virtualServer(k Key, svc policy.ServiceKey, mayDelete bool) {
 		delete(w.draining, k)
 	}
 	b.scratch = reconcileVS(b.scratch[:0], k, want, have, mayDelete, excluded)
-	if len(b.scratch) == 0 {
-		return // the usual case of a Resync: the list of its service is not made
-	}
-	svcs := b.svcs(svc)
 	for _, a := range b.scratch {
-		b.add(step{action: a, svcs: svcs})
+		b.add(step{action: a, svc: svc})
 	}
 }
 
@@ -214,7 +249,7 @@ func (b *batch) address(a netip.Addr, by ...policy.ServiceKey) {
 	p, has := b.w.bound[a]
 	b.scratch = reconcileAddr(b.scratch[:0], a, b.w.addrRefs[a], p, has)
 	for _, x := range b.scratch {
-		b.add(step{action: x, svcs: by})
+		b.add(step{action: x, by: by})
 	}
 }
 
@@ -228,20 +263,6 @@ func (b *batch) finish() {
 			b.w.retries.succeeded(svc)
 		}
 	}
-}
-
-// svcs is the list of one service a step blames, shared by its steps: a
-// cold start has a step per destination.
-func (b *batch) svcs(svc policy.ServiceKey) []policy.ServiceKey {
-	if svc == (policy.ServiceKey{}) {
-		return nil
-	}
-	l, ok := b.svcLists[svc]
-	if !ok {
-		l = []policy.ServiceKey{svc}
-		b.svcLists[svc] = l
-	}
-	return l
 }
 
 // Graceful termination. A TCP destination that leaves the plan is set to

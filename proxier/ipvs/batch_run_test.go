@@ -3,10 +3,13 @@ package ipvs
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testsupport/golden"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
@@ -180,5 +183,71 @@ func TestLargePhaseWrittenInChunks(t *testing.T) {
 	}
 	if badDests != inFirst {
 		t.Errorf("%d destinations of the refused virtual server sent, want the %d in its chunk", badDests, inFirst)
+	}
+}
+
+// TestAddsRunAsEachWriteFills: once its adds stream, a batch runs a
+// Write's worth of them as soon as they are planned, after every bind,
+// so that planning a cold start's table holds at most one Write of its
+// changes, and the mirror of each virtual server the Writes completed
+// shares its desired destinations; the kernel ends as the same batch
+// leaves it unstreamed, its changes in the same order.
+func TestAddsRunAsEachWriteFills(t *testing.T) {
+	plan := scalePlan(1000) // 11,000 adds: two full Writes planned, a partial one left
+	batchOf := func(e *env) *batch {
+		if err := e.w.start(true); err != nil {
+			t.Fatal(err)
+		}
+		b := e.w.newBatch(e.now)
+		for _, sp := range plan.ByService() {
+			b.service(sp.Service, sp.VirtualServers)
+		}
+		return b
+	}
+	want := newEnv(t, Config{})
+	wb := batchOf(want)
+	wb.planAddresses()
+	wb.planVirtualServers()
+	wb.run()
+
+	e := newEnv(t, Config{})
+	b := batchOf(e)
+	b.plan()
+	if got := len(b.steps[phaseAdd]); got >= writeChunk {
+		t.Errorf("%d adds held once planned, want fewer than a Write's %d", got, writeChunk)
+	}
+	if got := e.k.Writes(); got != 2 {
+		t.Errorf("%d Writes while planning, want 2", got)
+	}
+	for k, a := range e.w.mirror {
+		if len(a.dests) == len(e.w.desired[k].dests) && !a.shared {
+			t.Errorf("%s, complete once its Write ran, keeps a copy of its destinations", k)
+			break
+		}
+	}
+	b.run()
+	if len(b.errs) > 0 || len(wb.errs) > 0 {
+		t.Fatal(b.errs, wb.errs)
+	}
+	if got, want := e.dump(), want.dump(); got != want {
+		t.Errorf("kernel after the streamed batch:\n%s\nwant:\n%s", got, want)
+	}
+	if diff := cmp.Diff(want.trace, e.trace); diff != "" {
+		t.Errorf("changes (-unstreamed +streamed):\n%s", diff)
+	}
+}
+
+// TestResyncJudgesOwnershipOnTheKernelItRead: a Resync decides which
+// virtual servers are ours on the addresses bound when it read the
+// kernel, not on those it binds while it runs: a virtual server on an
+// address that a cold start binds for the first time is left alone,
+// however far its adds have run by the time it is reached.
+func TestResyncJudgesOwnershipOnTheKernelItRead(t *testing.T) {
+	e := newEnv(t, Config{})
+	other := key("10.100.3.200:8080/TCP") // on a planned virtual server's address (port 80), reached after the planned ones
+	must(t, e.k.AddVirtualServer(VirtualServer{Key: other, Scheduler: "wlc"}))
+	e.mustResync(scalePlan(1000))
+	if !slices.ContainsFunc(kernelVSs(t, e), func(v VirtualServer) bool { return v.Key == other }) {
+		t.Errorf("the cold start deleted %s, on an address it had not bound when it read the kernel", other)
 	}
 }

@@ -80,12 +80,12 @@ func (m *missingOnce) VirtualServers() ([]VirtualServer, error) {
 // our virtual servers does not leave them behind: Clean reads the kernel
 // again and deletes those, until a read finds none of ours.
 func TestCleanupReadsAgainUntilNoneOfOursIsLeft(t *testing.T) {
-	k, l, ct, sys := NewFakeKernel(), NewFakeLinks(), NewFakeConntrack(), NewFakeSysctls()
-	if err := New(Config{Now: time.Now}, k, l, ct, sys).Resync(scalePlan(10)); err != nil {
+	k, l, sys := NewFakeKernel(), NewFakeLinks(), NewFakeSysctls()
+	if err := New(Config{Now: time.Now}, k, l, sys).Resync(scalePlan(10)); err != nil {
 		t.Fatal(err)
 	}
 	m := &missingOnce{FakeKernel: k}
-	r, err := New(Config{Now: time.Now}, m, l, ct, sys).Clean(false)
+	r, err := New(Config{Now: time.Now}, m, l, sys).Clean(false)
 	if err != nil {
 		t.Fatal(err)
 	}

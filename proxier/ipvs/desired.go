@@ -141,7 +141,9 @@ func (w *Writer) setDesired(svc policy.ServiceKey, vss []policy.VirtualServer) (
 		w.claimed[svc] = keys
 	}
 	if len(errs) > 0 {
-		w.retryPlans[svc] = vss // retried whole (batch.retry)
+		// Retried whole (batch.retry); a copy, as vss may be part of a
+		// whole plan's (policy.Plan.ByService).
+		w.retryPlans[svc] = slices.Clone(vss)
 	}
 	return touched, addrs, errs
 }

@@ -71,8 +71,14 @@ func (l destList) sameSettings(o destList) bool {
 }
 
 // put adds or replaces a mirrored destination, first copying a list
-// shared with the desired one.
+// shared with the desired one; but the next destination of a shared
+// list's start (a new virtual server's destinations added in order)
+// only lengthens it: the desired list is never written through it.
 func (a *actual) put(d Destination) {
+	if n := len(a.dests); a.shared && n < cap(a.dests) && a.dests[:n+1][n] == d {
+		a.dests = a.dests[:n+1]
+		return
+	}
 	a.own()
 	a.dests.put(d)
 }

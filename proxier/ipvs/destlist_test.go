@@ -55,3 +55,43 @@ func TestMirrorSharesTheWantedListAndCopiesBeforeAChange(t *testing.T) {
 		t.Errorf("desired list %v, want only %v at weight 1", want, a)
 	}
 }
+
+// A new virtual server's mirror takes the start of its desired list as
+// its destinations are added in the desired order, copying nothing; any
+// other change (a destination out of that order, another weight) copies
+// the list first, and the desired list is never written through it.
+func TestNewVirtualServersMirrorTakesTheStartOfItsDesiredList(t *testing.T) {
+	d := func(s string, w int32) Destination {
+		ap := dest(s)
+		return Destination{Addr: ap.Addr(), Port: ap.Port(), Weight: w, Forward: ForwardMasq}
+	}
+	want := newDestList([]Destination{d("10.244.1.1:80", 1), d("10.244.1.2:80", 1), d("10.244.1.3:80", 1)})
+	for _, tc := range []struct {
+		name       string
+		puts       []Destination
+		wantShared bool
+	}{
+		{"in order: the desired list's start, shared", []Destination{want[0], want[1]}, true},
+		{"all in order: the desired list, shared", []Destination{want[0], want[1], want[2]}, true},
+		{"one skipped: copied", []Destination{want[0], want[2]}, false},
+		{"another weight: copied", []Destination{want[0], d("10.244.1.2:80", 5)}, false},
+		{"out of order: copied", []Destination{want[1], want[0]}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			frozen := slices.Clone(want)
+			a := &actual{dests: want[:0], shared: true}
+			for _, x := range tc.puts {
+				a.put(x)
+			}
+			if got := []Destination(a.dests); !slices.Equal(got, newDestList(tc.puts)) {
+				t.Errorf("mirror %v, want %v", got, tc.puts)
+			}
+			if shares := a.shared && &a.dests[0] == &want[0]; shares != tc.wantShared {
+				t.Errorf("shares the desired list: %v, want %v", shares, tc.wantShared)
+			}
+			if !slices.Equal(want, frozen) {
+				t.Errorf("the desired list was written: %v, was %v", want, frozen)
+			}
+		})
+	}
+}

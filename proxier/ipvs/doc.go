@@ -30,14 +30,15 @@
 // virtual server is foreign and never touched, and so are virtual servers
 // on Config.ExcludeCIDRs, which are never deleted.
 //
-// The kernel is seen through four small interfaces (Kernel, Links,
-// Conntrack, and sysctl.Files, the seam package conntrack uses too),
+// The kernel is seen through three small interfaces (Kernel, Links and
+// sysctl.Files, the seam package conntrack uses too),
 // with real adapters in *_linux.go files and in package internal/sysctl,
 // and kernel-faithful fakes in fake.go for tests of this package and of
 // its callers. IPVS is reached through the codec in package ipvsnl: its
 // generic netlink family on blocking sockets of our own that keep their
-// read buffers, requests encoded with mdlayher/netlink's attribute
-// encoder and answers walked in place (internal/nlattr). It is not
+// read buffers, the changes' requests appended in place to one buffer
+// per Write (the reads' encoded with mdlayher/netlink's attribute
+// encoder) and answers walked in place (internal/nlattr). It is not
 // reached through github.com/moby/ipvs: its first handle execs `modprobe
 // -va ip_vs` and logs through logrus, outside the proxy's logging, and
 // its reads zero a large buffer per read and copy every attribute where
@@ -49,7 +50,10 @@
 //
 // Changes go to the kernel in batches. A sync's IPVS changes are made
 // phase by phase (add, update, prune), each phase's in chunks of up to
-// writeChunk changes, one Kernel.Write each: the Linux adapter sends as
+// writeChunk changes, one Kernel.Write each; the adds run as each
+// chunk of them is planned (after the binds), so that a cold start holds
+// one chunk of its table's changes at a time, not all of them. The
+// Linux adapter sends as
 // many requests per sendmsg as its socket buffers allow, and generic
 // netlink processes them in order, each on its own, answering only
 // those that fail (and the last), so a failure is matched to its change

@@ -23,6 +23,20 @@ type failures struct {
 	planeReported bool
 }
 
+// progress is the executor's place in a batch's run: the phase it is
+// in, what has failed, and the buffers of one Write, reused from Write
+// to Write.
+type progress struct {
+	// at is the phase running: the phases before it have run. A
+	// streaming batch (stream) runs its add phase a Write at a time
+	// while it is still planning.
+	at     phase
+	stream bool
+	failed failures
+	out    []sent
+	ops    []Op
+}
+
 // sent is a step whose IPVS change is in a Write.
 type sent struct {
 	s  *step
@@ -32,7 +46,8 @@ type sent struct {
 	drain bool
 }
 
-// run executes the steps phase by phase. Within a phase each step is
+// run executes the steps phase by phase (the add phase of a streaming
+// batch has run in part already: flush). Within a phase each step is
 // prepared in order (prepare), and the IPVS changes go to the kernel
 // together, in that order, in Kernel.Writes of up to writeChunk, which
 // the Linux adapter sends in as few system calls as its socket buffers
@@ -49,32 +64,56 @@ type sent struct {
 // leaves the whole data plane unknown (planeWide) or belongs to no
 // service: then it asks for a Resync.
 func (b *batch) run() {
-	b.failed = failures{vs: map[Key]bool{}}
-	for ph := range b.steps {
-		b.failed.planeReported = false
-		if ph := phase(ph); ph == phaseAddAddress || ph == phasePruneAddress {
-			b.runAddresses(ph, b.steps[ph])
-		} else {
-			b.runPhase(b.steps[ph])
-		}
-		b.steps[ph] = nil
-	}
+	b.runBefore(phases)
 	for k := range b.vsDone {
 		b.w.share(k)
 	}
 	b.finish()
 }
 
+// runBefore runs, each whole, the phases before ph that have not run.
+func (b *batch) runBefore(ph phase) {
+	for ; b.at < ph; b.at++ {
+		b.runSteps(b.at)
+		b.steps[b.at] = nil
+		b.failed.planeReported = false
+	}
+}
+
+// flush runs the add phase's steps planned so far, after the phases
+// before it (the binds), and keeps their storage for the next ones: a
+// streaming batch calls it each time they fill a Write.
+func (b *batch) flush() {
+	b.runBefore(phaseAdd)
+	b.runSteps(phaseAdd)
+	clear(b.steps[phaseAdd])
+	b.steps[phaseAdd] = b.steps[phaseAdd][:0]
+}
+
+// runSteps runs the steps of phase ph planned so far.
+func (b *batch) runSteps(ph phase) {
+	steps := b.steps[ph]
+	switch ph {
+	case phaseAddAddress, phasePruneAddress:
+		b.runAddresses(ph, steps)
+	default:
+		b.runPhase(steps)
+	}
+}
+
 // writeChunk bounds the changes of one Write: a phase of a cold start
-// holds a change per destination, and only a chunk of them at a time
-// is materialised as Ops, not the whole phase. The Linux adapter sends a
+// has a change per destination, and only a chunk of them at a time is
+// held as steps (flush) and materialised as Ops, not the whole phase. The Linux adapter sends a
 // chunk in a few system calls anyway.
 const writeChunk = 4096
 
 // runPhase prepares one phase's steps in order and sends their changes
 // in Writes of up to writeChunk changes.
 func (b *batch) runPhase(steps []step) {
-	out := make([]sent, 0, min(len(steps), writeChunk))
+	if n := min(len(steps), writeChunk); cap(b.out) < n {
+		b.out = make([]sent, 0, n)
+	}
+	out := b.out[:0]
 	for i := range steps {
 		s := &steps[i]
 		if !b.failed.vs[s.vs.Key] {
@@ -119,11 +158,15 @@ func (b *batch) prepare(s *step) (x sent, ok bool, err error) {
 // write sends one chunk of a phase's changes in one Write, and applies
 // each answer to the mirror as it maps it back to its step.
 func (b *batch) write(out []sent) {
-	ops := make([]Op, len(out))
+	if cap(b.ops) < len(out) {
+		b.ops = make([]Op, 0, cap(b.out))
+	}
+	ops := b.ops[:len(out)]
 	for i, x := range out {
 		ops[i] = x.op
 	}
 	errs := b.w.kernel.Write(ops)
+	clear(ops)
 	for i, x := range out {
 		var kerr error
 		if i < len(errs) {
@@ -153,9 +196,18 @@ func (b *batch) applyAnswer(x sent, kerr error) error {
 		if kerr != nil {
 			return fmt.Errorf("add virtual server %s: %w", k, kerr)
 		}
-		// Sized for the destinations that follow: one at a time, they
-		// would grow it past that (benchmarks/NOTES.md, memory).
-		w.mirror[k] = &actual{vs: x.op.VS, managed: true, dests: make(destList, 0, x.s.dests)}
+		a := &actual{vs: x.op.VS, managed: true}
+		if want := w.desired[k]; want != nil {
+			// Its destinations follow in the desired list's order: the
+			// mirror's list is that list's start, longer by one with each
+			// answer (actual.put), and nothing is copied.
+			a.dests, a.shared = want.dests[:0], true
+		} else {
+			// Sized for the destinations that follow: one at a time, they
+			// would grow it past that (benchmarks/NOTES.md, memory).
+			a.dests = make(destList, 0, x.s.dests)
+		}
+		w.mirror[k] = a
 	case OpUpdateService:
 		if kerr != nil {
 			return fmt.Errorf("update virtual server %s: %w", k, kerr)
@@ -163,8 +215,8 @@ func (b *batch) applyAnswer(x sent, kerr error) error {
 		w.mirror[k].vs = x.op.VS
 	case OpDeleteService:
 		if err := gone(kerr, syscall.ESRCH); err != nil {
-			if len(x.s.svcs) > 0 {
-				w.stale[k] = x.s.svcs[0] // retried with the service
+			if svcs := x.s.services(); len(svcs) > 0 {
+				w.stale[k] = svcs[0] // retried with the service
 			}
 			return fmt.Errorf("delete virtual server %s: %w", k, err)
 		}
@@ -263,12 +315,13 @@ func (b *batch) answerFailed(s *step, err error) {
 // the whole data plane's (which asks for a Resync).
 func (b *batch) fail(s *step, err error) {
 	b.blameStep(s)
-	if len(s.svcs) == 0 || planeWide(err) {
+	svcs := s.services()
+	if len(svcs) == 0 || planeWide(err) {
 		b.errs = append(b.errs, err)
 		b.w.needsResync = true
 		return
 	}
-	for _, svc := range s.svcs {
+	for _, svc := range svcs {
 		b.errs = append(b.errs, serviceError(svc, ReasonKernelError, err))
 	}
 }
@@ -279,7 +332,7 @@ func (b *batch) blameStep(s *step) {
 	if s.vs.Key.Address.IsValid() {
 		b.failed.vs[s.vs.Key] = true
 	}
-	for _, svc := range s.svcs {
+	for _, svc := range s.services() {
 		b.blame(svc)
 	}
 }

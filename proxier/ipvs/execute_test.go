@@ -96,7 +96,7 @@ func TestApplyAnswerRules(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			w := New(Config{Now: func() time.Time { return t0 }}, NewFakeKernel(), NewFakeLinks(), NewFakeConntrack(), NewFakeSysctls())
+			w := New(Config{Now: func() time.Time { return t0 }}, NewFakeKernel(), NewFakeLinks(), NewFakeSysctls())
 			if tc.mirror != nil {
 				w.mirror[k] = tc.mirror
 			}
@@ -104,7 +104,7 @@ func TestApplyAnswerRules(t *testing.T) {
 				w.setDrain(k, d1.AddrPort(), t0.Add(-time.Minute))
 			}
 			b := w.newBatch(t0)
-			tc.x.s = &step{svcs: []policy.ServiceKey{web}}
+			tc.x.s = &step{svc: web}
 			err := b.applyAnswer(tc.x, tc.answer)
 			if got := fmt.Sprint(err); (err == nil) != (tc.wantErr == "") || err != nil && got != tc.wantErr {
 				t.Errorf("applyAnswer = %v, want %q", err, tc.wantErr)

@@ -11,7 +11,6 @@ import (
 	"syscall"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/sysctl"
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 )
 
 // FakeLinks is an in-memory set of links and addresses that answers as
@@ -194,65 +193,6 @@ func comparePrefixes(a, b netip.Prefix) int {
 		return c
 	}
 	return cmp.Compare(a.Bits(), b.Bits())
-}
-
-// ConntrackEntry is one conntrack flow: the original direction (client
-// to virtual server) and the reply direction (endpoint to client).
-type ConntrackEntry struct {
-	Protocol           policy.Protocol
-	OrigSrc, OrigDst   netip.AddrPort
-	ReplySrc, ReplyDst netip.AddrPort
-}
-
-func (e ConntrackEntry) String() string {
-	return fmt.Sprintf("%s %s->%s reply %s->%s", e.Protocol, e.OrigSrc, e.OrigDst, e.ReplySrc, e.ReplyDst)
-}
-
-// FakeConntrack is an in-memory conntrack table.
-type FakeConntrack struct {
-	mu      sync.Mutex
-	entries []ConntrackEntry
-	Fault   FaultFunc
-}
-
-// NewFakeConntrack returns an empty table.
-func NewFakeConntrack() *FakeConntrack { return &FakeConntrack{} }
-
-var _ Conntrack = (*FakeConntrack)(nil)
-
-// Add adds an entry, as a flow would.
-func (f *FakeConntrack) Add(e ConntrackEntry) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.entries = append(f.entries, e)
-}
-
-// DeleteUDP implements Conntrack.
-func (f *FakeConntrack) DeleteUDP(ep netip.AddrPort) (int, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.Fault != nil {
-		if err := f.Fault("flush-conntrack", ep.String()); err != nil {
-			return 0, err
-		}
-	}
-	n := len(f.entries)
-	f.entries = slices.DeleteFunc(f.entries, func(e ConntrackEntry) bool {
-		return e.Protocol == policy.ProtocolUDP && e.ReplySrc == ep
-	})
-	return n - len(f.entries), nil
-}
-
-// Dump renders the entries, sorted.
-func (f *FakeConntrack) Dump() string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	lines := make([]string, 0, len(f.entries))
-	for _, e := range f.entries {
-		lines = append(lines, "conntrack "+e.String()+"\n")
-	}
-	slices.Sort(lines)
-	return strings.Join(lines, "")
 }
 
 // FakeSysctls is an in-memory /proc/sys holding the keys the Writer uses

@@ -25,7 +25,6 @@ type env struct {
 	t     *testing.T
 	k     *FakeKernel
 	l     *FakeLinks
-	ct    *FakeConntrack
 	sys   *FakeSysctls
 	now   time.Time
 	cfg   Config
@@ -36,7 +35,7 @@ type env struct {
 
 func newEnv(t *testing.T, cfg Config) *env {
 	t.Helper()
-	e := &env{t: t, k: NewFakeKernel(), l: NewFakeLinks(), ct: NewFakeConntrack(), sys: NewFakeSysctls(),
+	e := &env{t: t, k: NewFakeKernel(), l: NewFakeLinks(), sys: NewFakeSysctls(),
 		now: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}
 	if err := e.l.AddLink("eth0", "veth"); err != nil {
 		t.Fatal(err)
@@ -51,15 +50,15 @@ func newEnv(t *testing.T, cfg Config) *env {
 		return nil
 	}
 	e.rec = record
-	e.k.Fault, e.l.Fault, e.ct.Fault, e.sys.Fault = record, record, record, record
+	e.k.Fault, e.l.Fault, e.sys.Fault = record, record, record
 	cfg.Now = func() time.Time { return e.now }
 	e.cfg = cfg
-	e.w = New(cfg, e.k, e.l, e.ct, e.sys)
+	e.w = New(cfg, e.k, e.l, e.sys)
 	return e
 }
 
 // restart replaces the Writer with a new one over the same kernel.
-func (e *env) restart() { e.w = New(e.cfg, e.k, e.l, e.ct, e.sys) }
+func (e *env) restart() { e.w = New(e.cfg, e.k, e.l, e.sys) }
 
 func (e *env) advance(d time.Duration) { e.now = e.now.Add(d) }
 
@@ -71,7 +70,7 @@ func (e *env) fault(op, target string, err error) {
 		}
 		return e.rec(o, tg)
 	}
-	e.k.Fault, e.l.Fault, e.ct.Fault, e.sys.Fault = f, f, f, f
+	e.k.Fault, e.l.Fault, e.sys.Fault = f, f, f
 }
 
 func (e *env) apply(changes ...policy.ServicePlan) error {
@@ -115,7 +114,7 @@ func (e *env) opsDelta(fn func()) map[string]int {
 }
 
 func (e *env) dump() string {
-	return e.k.Dump() + e.l.Dump() + e.ct.Dump()
+	return e.k.Dump() + e.l.Dump()
 }
 
 func opsString(m map[string]int) string {

@@ -38,8 +38,8 @@ func newNetlinkKernel() (*netlinkKernel, error) {
 // NewLinux returns a Writer over the running kernel: IPVS through its
 // generic netlink family on sockets of our own (a second set is the
 // Repair's RepairReader; nothing is loaded or exec'd: a node without
-// ip_vs is an error naming the module), the dummy interface and conntrack
-// through github.com/vishvananda/netlink, sysctls through /proc/sys.
+// ip_vs is an error naming the module), the dummy interface through
+// github.com/vishvananda/netlink, sysctls through /proc/sys.
 func NewLinux(cfg Config) (*Writer, error) {
 	if cfg.KernelRelease == "" {
 		rel, err := (sysctl.Host{}).Read(sysctl.Path("kernel/osrelease"))
@@ -48,7 +48,7 @@ func NewLinux(cfg Config) (*Writer, error) {
 		}
 		cfg.KernelRelease = rel
 	}
-	k, l, ct, sys, closeAll, err := NewLinuxAdapters()
+	k, l, sys, closeAll, err := NewLinuxAdapters()
 	if err != nil {
 		return nil, err
 	}
@@ -60,22 +60,22 @@ func NewLinux(cfg Config) (*Writer, error) {
 		}
 		cfg.RepairReader = reader
 	}
-	return New(cfg, k, l, ct, sys), nil
+	return New(cfg, k, l, sys), nil
 }
 
 // NewLinuxAdapters opens the running kernel's adapters, the ones NewLinux
-// wires into its Writer: the IPVS handle, the links' rtnetlink handle,
-// conntrack and /proc/sys. Tests of the kernel hold them to the fakes'
+// wires into its Writer: the IPVS handle, the links' rtnetlink handle
+// and /proc/sys. Tests of the kernel hold them to the fakes'
 // contract. close releases the handles.
-func NewLinuxAdapters() (k Kernel, l Links, ct Conntrack, sys sysctl.Files, close func(), err error) {
+func NewLinuxAdapters() (k Kernel, l Links, sys sysctl.Files, close func(), err error) {
 	links, err := newNetlinkLinks()
 	if err != nil {
-		return nil, nil, nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	h, err := newNetlinkKernel()
 	if err != nil {
 		links.Close()
-		return nil, nil, nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
-	return h, links, netlinkConntrack{}, sysctl.Host{}, func() { h.Close(); links.Close() }, nil
+	return h, links, sysctl.Host{}, func() { h.Close(); links.Close() }, nil
 }

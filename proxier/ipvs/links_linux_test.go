@@ -6,8 +6,6 @@ import (
 	"net/netip"
 	"runtime"
 	"slices"
-	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -16,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/nlfamily"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testsupport/errnos"
 )
 
 // TestLinksOpenOnlyRouteNetlink: the dummy interface's handle opens
@@ -149,11 +148,11 @@ func TestAddrsInBatchesAsOneByOne(t *testing.T) {
 
 		// Each answer is its own address's, in several batches.
 		mixed := []netip.Prefix{ps[0], netip.MustParsePrefix("10.97.0.1/32"), ps[2999], netip.MustParsePrefix("fd00:97::1/128")}
-		if got, want := errnos(l.AddAddrs("batched", mixed)), "EEXIST ok EEXIST ok"; got != want {
+		if got, want := errnos.Names(l.AddAddrs("batched", mixed)), "EEXIST ok EEXIST ok"; got != want {
 			t.Errorf("AddAddrs answers %q, want %q", got, want)
 		}
 		gone := []netip.Prefix{netip.MustParsePrefix("10.98.0.1/32"), ps[1], netip.MustParsePrefix("fd00:98::1/128"), ps[3000]}
-		if got, want := errnos(l.DelAddrs("batched", gone)), "EADDRNOTAVAIL ok EADDRNOTAVAIL ok"; got != want {
+		if got, want := errnos.Names(l.DelAddrs("batched", gone)), "EADDRNOTAVAIL ok EADDRNOTAVAIL ok"; got != want {
 			t.Errorf("DelAddrs answers %q, want %q", got, want)
 		}
 
@@ -171,30 +170,14 @@ func TestAddrsInBatchesAsOneByOne(t *testing.T) {
 		if err := mkLink("batched"); err != nil {
 			t.Error(err)
 		}
-		if got, want := errnos(l.AddAddrs("batched", ps[:2])), "ok ok"; got != want {
+		if got, want := errnos.Names(l.AddAddrs("batched", ps[:2])), "ok ok"; got != want {
 			t.Errorf("AddAddrs on the link made again answers %q, want %q", got, want)
 		}
 		deleteBehind()
-		if got, want := errnos(l.AddAddrs("batched", ps[:2])), "ENODEV ENODEV"; got != want {
+		if got, want := errnos.Names(l.AddAddrs("batched", ps[:2])), "ENODEV ENODEV"; got != want {
 			t.Errorf("AddAddrs on a deleted link answers %q, want %q", got, want)
 		}
 	})
-}
-
-func errnos(errs []error) string {
-	var out []string
-	for _, err := range errs {
-		var errno syscall.Errno
-		switch {
-		case err == nil:
-			out = append(out, "ok")
-		case errors.As(err, &errno):
-			out = append(out, unix.ErrnoName(errno))
-		default:
-			out = append(out, err.Error())
-		}
-	}
-	return strings.Join(out, " ")
 }
 
 // TestAddrsListsWhatAddrListLists holds Addrs's own dump to the host's

@@ -119,13 +119,6 @@ type LinkInfo struct {
 // kube-proxy being replaced leaves behind without it).
 const LinkAlias = "kube-ipvs-proxy"
 
-// Conntrack deletes conntrack entries.
-type Conntrack interface {
-	// DeleteUDP deletes the UDP entries whose reply source is ep (the
-	// endpoint a flow was sent to) and returns how many it deleted.
-	DeleteUDP(ep netip.AddrPort) (int, error)
-}
-
 // WriteEach makes the changes ops one request each, a Write of one op
 // per change: the baseline that batches are measured against, and the
 // contract tests' single changes.

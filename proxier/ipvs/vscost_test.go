@@ -56,8 +56,8 @@ func virtualServerCost(b *testing.B, dests int) {
 	e.UpsertEndpointSlice(sl)
 	plan, _ := e.Compute()
 	n := float64(len(plan.VirtualServers))
-	k, l, ct, sys := NewFakeKernel(), NewFakeLinks(), NewFakeConntrack(), NewFakeSysctls()
-	if err := New(Config{Now: time.Now}, k, l, ct, sys).Resync(plan); err != nil {
+	k, l, sys := NewFakeKernel(), NewFakeLinks(), NewFakeSysctls()
+	if err := New(Config{Now: time.Now}, k, l, sys).Resync(plan); err != nil {
 		b.Fatal(err)
 	}
 	var engineB, planB, writerB uint64
@@ -72,7 +72,7 @@ func virtualServerCost(b *testing.B, dests int) {
 		afterEngine := liveHeap()
 		plan, _ := e.Compute()
 		afterPlan := liveHeap()
-		w := New(Config{Now: time.Now}, k, l, ct, sys)
+		w := New(Config{Now: time.Now}, k, l, sys)
 		if err := w.Resync(plan); err != nil {
 			b.Fatal(err)
 		}

@@ -73,7 +73,6 @@ type Writer struct {
 type handles struct {
 	kernel  Kernel
 	links   Links
-	ct      Conntrack
 	sysctls sysctl.Files // /proc/sys, for the keys of sysctlList
 }
 
@@ -139,8 +138,9 @@ type actual struct {
 	vs    VirtualServer
 	dests destList
 	// shared: dests is the desired virtual server's list (equal to it at
-	// the end of a batch; Writer.share), which put and remove copy before
-	// they change it.
+	// the end of a batch; Writer.share), or its start while a new virtual
+	// server's destinations are being added, which put and remove copy
+	// before they change it.
 	shared bool
 	// managed: created or adopted by this Writer, so deleting it when it
 	// leaves the plan is ours to do even where ownership rules no longer
@@ -149,7 +149,7 @@ type actual struct {
 }
 
 // New returns a Writer over the given kernel handles (fakes in tests).
-func New(cfg Config, k Kernel, l Links, ct Conntrack, sys sysctl.Files) *Writer {
+func New(cfg Config, k Kernel, l Links, sys sysctl.Files) *Writer {
 	if cfg.Interface == "" {
 		cfg.Interface = DefaultInterface
 	}
@@ -159,7 +159,7 @@ func New(cfg Config, k Kernel, l Links, ct Conntrack, sys sysctl.Files) *Writer 
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	w := &Writer{cfg: cfg, handles: handles{kernel: k, links: l, ct: ct, sysctls: sys}, ops: map[string]int{}}
+	w := &Writer{cfg: cfg, handles: handles{kernel: k, links: l, sysctls: sys}, ops: map[string]int{}}
 	w.drift.now = cfg.Now
 	w.desiredState.reset()
 	w.mirrorState.reset()
@@ -252,20 +252,10 @@ func (w *Writer) Resync(plan policy.Plan) error {
 	w.retries = newRetrySchedule()
 	w.stale = map[Key]policy.ServiceKey{}
 	b := w.newBatch(w.cfg.Now())
-	if len(w.mirror) == 0 {
-		// A cold start adds every planned virtual server and
-		// destination; a Resync over a kernel that holds them adds few,
-		// and is not made to hold room for them all.
-		adds := len(plan.VirtualServers)
-		for i := range plan.VirtualServers {
-			adds += len(plan.VirtualServers[i].Destinations)
-		}
-		b.expect(phaseAdd, adds)
-	}
+	b.allVS = true // every virtual server is reconciled below, in the order of their keys
 	for _, sp := range plan.ByService() {
 		b.service(sp.Service, sp.VirtualServers)
 	}
-	b.plan()
 	keys := slices.Collect(maps.Keys(w.mirror))
 	for k := range w.desired {
 		if w.mirror[k] == nil {
@@ -273,10 +263,18 @@ func (w *Writer) Resync(plan policy.Plan) error {
 		}
 	}
 	slices.SortFunc(keys, Key.Compare)
-	for _, k := range keys {
-		b.virtualServer(k, policy.ServiceKey{}, w.owns(k))
+	// Which virtual servers are ours is decided on the addresses bound
+	// before this Resync: the binds run as soon as the adds stream.
+	ours := make([]bool, len(keys))
+	for i, k := range keys {
+		ours[i] = w.owns(k)
 	}
+	b.planAddresses()
 	w.planAddresses(b)
+	b.streamAdds()
+	for i, k := range keys {
+		b.virtualServer(k, policy.ServiceKey{}, ours[i])
+	}
 	b.drains()
 	b.run()
 	return errors.Join(append(errs, b.errs...)...)
@@ -313,7 +311,7 @@ func (w *Writer) forget() {
 // Ops returns the number of kernel changes made so far by kind
 // (add-service, update-service, delete-service, add-destination,
 // update-destination, delete-destination, add-address, delete-address,
-// add-link, delete-link, flush-conntrack, set-sysctl, set-timeouts), and
+// add-link, delete-link, set-sysctl, set-timeouts), and
 // under "error" how many of them failed. Reads are not counted.
 func (w *Writer) Ops() map[string]int {
 	w.mu.Lock()
@@ -399,7 +397,7 @@ func (w *Writer) owns(k Key) bool {
 func (w *Writer) Close() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for _, h := range []any{w.kernel, w.links, w.ct, w.sysctls} {
+	for _, h := range []any{w.kernel, w.links, w.sysctls} {
 		if c, ok := h.(interface{ Close() }); ok {
 			c.Close()
 		}

@@ -17,16 +17,25 @@
 // google/nftables, in one batch per family that deletes every rule
 // jumping to one of the chains, then flushes and deletes the chains.
 // Rules written by iptables-legacy live in the kernel's x_tables, which
-// this package cannot edit without running iptables (a change there
-// replaces a whole table with the blob iptables-legacy builds for every
-// extension its rules use: not something to re-implement); an ipset they
-// still reference cannot be destroyed, and Remove reports it as Stuck,
-// with the legacy tables that exist, so the caller can say so. Those
-// chains keep running, frozen with their ipsets, beside our table until
-// the operator removes them with iptables-legacy or reboots the node:
-// the top-level README ("Nodes whose iptables is iptables-legacy") says
-// what they still do and how to remove them. ipsets are
-// destroyed through vishvananda/netlink, and only where the ip_set module
+// takes a table only whole (IPT_SO_SET_REPLACE, IP6T_SO_SET_REPLACE):
+// RemoveLegacyChains reads each of the filter, nat and mangle tables
+// /proc lists as iptables-legacy-save reads it (IPT_SO_GET_ENTRIES),
+// cuts kube-proxy's chains and the rules that jump or go to them out of
+// that blob (spliceXtTable, in xtsplice.go: pure, no syscall), moves
+// the jump offsets, hook entries and underflows past the cuts, and
+// writes the rest back byte for byte, every other rule's matches and
+// targets as the kernel handed them out, so no extension is encoded
+// here; then it gives the rules that stayed their counters back
+// (IPT_SO_SET_ADD_COUNTERS), as iptables-legacy does. It holds the
+// xtables lock (/run/xtables.lock) from the read to the write, as
+// iptables-legacy -w does, and reads again when the kernel says the
+// table changed (EAGAIN). A table it does not understand (a jump into
+// the middle of a kube-proxy chain, a blob that does not add up) is left
+// as it is, with an error naming the table and the offset. The ipsets
+// go after the chains; one still referenced (by a rule outside
+// kube-proxy's chains, or in a table left as it was) is reported as
+// Stuck, with the legacy tables that exist, so the caller can say so.
+// ipsets are destroyed through netlink, and only where the ip_set module
 // is already loaded: a netlink request would load it otherwise.
 //
 // After a rollback, KubeProxyServesOnHost tells --cleanup-table-only

@@ -26,7 +26,7 @@ func RemoveFromHost() (Result, error) {
 		return Result{}, fmt.Errorf("open nftables: %w", err)
 	}
 	defer conn.CloseLasting()
-	return Remove(conn, h, h.LegacyTables())
+	return Remove(conn, h, h)
 }
 
 // Loaded says whether the ip_set module is loaded (or built in): a

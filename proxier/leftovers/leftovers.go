@@ -63,6 +63,15 @@ type IPSets interface {
 	Destroy(name string) error
 }
 
+// Legacy is iptables-legacy's tables; Host implements it over x_tables.
+type Legacy interface {
+	// LegacyTables lists the tables the kernel holds, as "ip nat".
+	LegacyTables() []string
+	// RemoveLegacyChains removes kube-proxy's chains, with the rules
+	// that jump to them, and says what it removed from which table.
+	RemoveLegacyChains() ([]LegacyRemoval, error)
+}
+
 // Result is what Remove found and did.
 type Result struct {
 	// Rules are the rules deleted from chains that stay, as "ip filter
@@ -72,31 +81,34 @@ type Result struct {
 	Chains []string
 	// IPSets are the ipsets destroyed.
 	IPSets []string
-	// Stuck are kube-proxy's ipsets that could not be destroyed, with why:
-	// in use by rules this package cannot see (iptables-legacy).
+	// Legacy are the chains and rules removed from iptables-legacy's
+	// tables, one entry per table changed.
+	Legacy []LegacyRemoval
+	// Stuck are kube-proxy's ipsets that could not be destroyed: in use
+	// by a rule that is not kube-proxy's, or in an iptables-legacy table
+	// that could not be changed.
 	Stuck []string
 	// LegacyTables are the iptables-legacy tables the kernel holds
-	// ("ip nat", "ip6 filter"), where kube-proxy's chains may still be.
+	// ("ip nat", "ip6 filter"), reported with Stuck ipsets.
 	LegacyTables []string
 }
 
 // Empty says that there was nothing of kube-proxy's to remove.
 func (r Result) Empty() bool {
-	return len(r.Rules)+len(r.Chains)+len(r.IPSets)+len(r.Stuck) == 0
+	return len(r.Rules)+len(r.Chains)+len(r.Legacy)+len(r.IPSets)+len(r.Stuck) == 0
 }
 
-// Remove deletes kube-proxy's chains (with every rule that jumps to them)
-// and then its ipsets, which its rules may reference. legacy are the
-// iptables-legacy tables the kernel holds, reported with Stuck ipsets. An
-// error in one family or one ipset does not stop the others; the errors
-// are joined.
-func Remove(t Tables, s IPSets, legacy []string) (Result, error) {
-	return remove(t, s, legacy, time.Sleep)
+// Remove deletes kube-proxy's chains (with every rule that jumps to
+// them), those of iptables-nft and then those of iptables-legacy, and
+// then its ipsets, which its rules may reference. An error in one family,
+// one table or one ipset does not stop the others; the errors are joined.
+func Remove(t Tables, s IPSets, x Legacy) (Result, error) {
+	return remove(t, s, x, time.Sleep)
 }
 
 // remove is Remove, with sleep waiting between the tries of an ipset
 // still in use.
-func remove(t Tables, s IPSets, legacy []string, sleep func(time.Duration)) (Result, error) {
+func remove(t Tables, s IPSets, x Legacy, sleep func(time.Duration)) (Result, error) {
 	var res Result
 	var errs []error
 	for _, fam := range []struct {
@@ -107,11 +119,16 @@ func remove(t Tables, s IPSets, legacy []string, sleep func(time.Duration)) (Res
 			errs = append(errs, fmt.Errorf("%s tables: %w", fam.name, err))
 		}
 	}
+	legacy, err := x.RemoveLegacyChains()
+	res.Legacy = legacy
+	if err != nil {
+		errs = append(errs, err)
+	}
 	if err := removeIPSets(s, &res, sleep); err != nil {
 		errs = append(errs, err)
 	}
 	if len(res.Stuck) > 0 {
-		res.LegacyTables = slices.Clone(legacy)
+		res.LegacyTables = x.LegacyTables()
 	}
 	return res, errors.Join(errs...)
 }
@@ -202,7 +219,7 @@ func removeIPSets(s IPSets, res *Result, sleep func(time.Duration)) error {
 	// The rules just deleted may release their references after the
 	// transaction, from a kernel work queue: on 5.10 the sets were in use
 	// right after the rules went and free a moment later.
-	if len(res.Rules)+len(res.Chains) > 0 {
+	if len(res.Rules)+len(res.Chains)+len(res.Legacy) > 0 {
 		for waited := time.Duration(0); len(inUse) > 0 && err == nil && waited < refReleaseWait; waited += refReleaseEvery {
 			sleep(refReleaseEvery)
 			inUse, err = destroyIPSets(s, inUse, res)

@@ -125,6 +125,30 @@ func (s *fakeIPSets) Destroy(name string) error {
 
 const v4, v6 = nftables.TableFamilyIPv4, nftables.TableFamilyIPv6
 
+var errLegacyRefused = errors.New("iptables-legacy table ip filter: not changed: refused")
+
+// fakeLegacy is iptables-legacy's tables: RemoveLegacyChains removes
+// what removes says, once, and so frees the ipsets its rules held.
+type fakeLegacy struct {
+	tables  []string
+	removes []LegacyRemoval
+	frees   []string
+	err     error
+	sets    *fakeIPSets
+}
+
+func (x *fakeLegacy) LegacyTables() []string { return x.tables }
+func (x *fakeLegacy) RemoveLegacyChains() ([]LegacyRemoval, error) {
+	out := x.removes
+	x.removes = nil
+	for _, n := range x.frees {
+		if _, ok := x.sets.sets[n]; ok {
+			x.sets.sets[n] = false
+		}
+	}
+	return out, x.err
+}
+
 func TestRemoveTakesKubeProxysChainsAndIPSetsOnly(t *testing.T) {
 	for _, tc := range []struct {
 		name                  string
@@ -132,6 +156,9 @@ func TestRemoveTakesKubeProxysChainsAndIPSetsOnly(t *testing.T) {
 		sets                  map[string]bool
 		loaded                bool
 		legacy                []string
+		legacyRemoves         []LegacyRemoval
+		legacyFrees           []string
+		legacyErr             error
 		wantLeft              string
 		wantSets              map[string]bool
 		wantStuck, wantLegacy []string
@@ -172,11 +199,33 @@ func TestRemoveTakesKubeProxysChainsAndIPSetsOnly(t *testing.T) {
 			wantLeft: "ip raw KUBE-SERVICES(1)",
 		},
 		{
-			name:       "an ipset held by iptables-legacy rules is stuck and the legacy tables are named",
+			name:       "an ipset held by an iptables-legacy rule that stays is stuck and the legacy tables are named",
 			build:      func(f *fakeTables) {},
 			loaded:     true,
 			sets:       map[string]bool{"KUBE-IPVS-IPS": true, "KUBE-CLUSTER-IP": false},
 			legacy:     []string{"ip filter"},
+			wantSets:   map[string]bool{"KUBE-IPVS-IPS": true},
+			wantStuck:  []string{"KUBE-IPVS-IPS"},
+			wantLegacy: []string{"ip filter"},
+		},
+		{
+			name:          "kube-proxy's iptables-legacy chains go first, so the ipsets they held are destroyed",
+			build:         func(f *fakeTables) {},
+			loaded:        true,
+			sets:          map[string]bool{"KUBE-IPVS-IPS": true, "KUBE-CLUSTER-IP": true},
+			legacy:        []string{"ip filter", "ip nat"},
+			legacyRemoves: []LegacyRemoval{{Table: "ip filter", Chains: []string{"KUBE-IPVS-FILTER"}}, {Table: "ip nat", Chains: []string{"KUBE-SERVICES"}}},
+			legacyFrees:   []string{"KUBE-IPVS-IPS", "KUBE-CLUSTER-IP"},
+			wantSets:      map[string]bool{},
+		},
+		{
+			name:       "a legacy table that cannot be changed: the error, its ipsets stuck, the rest done",
+			build:      func(f *fakeTables) { f.chain(v4, "nat", "KUBE-SERVICES", "") },
+			loaded:     true,
+			sets:       map[string]bool{"KUBE-IPVS-IPS": true, "KUBE-CLUSTER-IP": false},
+			legacy:     []string{"ip filter"},
+			legacyErr:  errLegacyRefused,
+			wantErr:    "refused",
 			wantSets:   map[string]bool{"KUBE-IPVS-IPS": true},
 			wantStuck:  []string{"KUBE-IPVS-IPS"},
 			wantLegacy: []string{"ip filter"},
@@ -203,7 +252,8 @@ func TestRemoveTakesKubeProxysChainsAndIPSetsOnly(t *testing.T) {
 			f := newFake()
 			tc.build(f)
 			s := &fakeIPSets{loaded: tc.loaded, sets: tc.sets}
-			res, err := Remove(f, s, tc.legacy)
+			x := &fakeLegacy{tables: tc.legacy, removes: tc.legacyRemoves, frees: tc.legacyFrees, err: tc.legacyErr, sets: s}
+			res, err := Remove(f, s, x)
 			if (err == nil) != (tc.wantErr == "") || (err != nil && !strings.Contains(err.Error(), tc.wantErr)) {
 				t.Fatalf("Remove err = %v; want %q", err, tc.wantErr)
 			}
@@ -219,11 +269,14 @@ func TestRemoveTakesKubeProxysChainsAndIPSetsOnly(t *testing.T) {
 			if !slices.Equal(res.Stuck, tc.wantStuck) || !slices.Equal(res.LegacyTables, tc.wantLegacy) {
 				t.Errorf("stuck %v, legacy %v; want %v, %v", res.Stuck, res.LegacyTables, tc.wantStuck, tc.wantLegacy)
 			}
-			again, err := Remove(f, s, tc.legacy)
-			if !errors.Is(err, unix.EPERM) && err != nil {
+			if !slices.EqualFunc(res.Legacy, tc.legacyRemoves, func(a, b LegacyRemoval) bool { return a.Table == b.Table }) {
+				t.Errorf("legacy removals %v; want %v", res.Legacy, tc.legacyRemoves)
+			}
+			again, err := Remove(f, s, x)
+			if !errors.Is(err, unix.EPERM) && !errors.Is(err, tc.legacyErr) && err != nil {
 				t.Errorf("second Remove: %v", err)
 			}
-			if len(again.Chains)+len(again.Rules)+len(again.IPSets) > 0 {
+			if len(again.Chains)+len(again.Rules)+len(again.IPSets)+len(again.Legacy) > 0 {
 				t.Errorf("second Remove did %+v; want nothing", again)
 			}
 		})
@@ -306,7 +359,7 @@ func TestRemoveWaitsForDeletedRulesToReleaseTheirIPSets(t *testing.T) {
 			f := newFake()
 			tc.build(f)
 			s := &fakeIPSets{loaded: true, sets: tc.sets, heldFor: map[string]int{"KUBE-CLUSTER-IP": tc.heldFor}}
-			res, err := remove(f, s, nil, sleep)
+			res, err := remove(f, s, &fakeLegacy{sets: s}, sleep)
 			if err != nil {
 				t.Fatalf("remove: %v", err)
 			}

@@ -42,7 +42,7 @@ func (f *firstSync) Done() <-chan struct{} { return f.done }
 func leftoverIPSets(reg prometheus.Registerer) (prometheus.Gauge, error) {
 	g := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "kube_ipvs_proxy_kube_proxy_leftover_ipsets",
-		Help: "ipsets of kube-proxy's IPVS mode left on the node after the take-over because rules this proxy cannot edit (iptables-legacy) still reference them.",
+		Help: "ipsets of kube-proxy's IPVS mode left on the node after the take-over because rules outside kube-proxy's chains, or an iptables-legacy table this proxy could not change, still reference them.",
 	})
 	if err := reg.Register(g); err != nil {
 		return nil, fmt.Errorf("register kube_ipvs_proxy_kube_proxy_leftover_ipsets: %w", err)
@@ -68,6 +68,11 @@ func takeOver(ctx context.Context, wg *sync.WaitGroup, first <-chan struct{}, re
 			logger.Error(err, "Failed to remove kube-proxy's leftovers", "removedChains", res.Chains, "removedIPSets", res.IPSets)
 		}
 		stuck.Set(float64(len(res.Stuck)))
+		for _, l := range res.Legacy {
+			logger.Info("Removed kube-proxy's iptables-legacy chains after the first sync",
+				"table", l.Table, "chains", len(l.Chains), "jumpRules", len(l.Rules), "removedChains", l.Chains,
+				"keptKubeForward", l.KeptForward)
+		}
 		if !res.Empty() {
 			logger.Info("Removed kube-proxy's iptables chains and ipsets after the first sync",
 				"chains", res.Chains, "jumpRules", len(res.Rules), "ipsets", res.IPSets)
@@ -75,9 +80,9 @@ func takeOver(ctx context.Context, wg *sync.WaitGroup, first <-chan struct{}, re
 		if len(res.Stuck) == 0 {
 			return
 		}
-		msg := fmt.Sprintf("kube-proxy's ipsets %s are still in use by iptables rules this proxy cannot edit", strings.Join(res.Stuck, ", "))
+		msg := fmt.Sprintf("kube-proxy's ipsets %s are still in use by iptables rules outside kube-proxy's chains, or in a table this proxy could not change (see its log)", strings.Join(res.Stuck, ", "))
 		if len(res.LegacyTables) > 0 {
-			msg += fmt.Sprintf(" (iptables-legacy tables: %s); remove kube-proxy's KUBE-* chains there with iptables-legacy, or reboot the node", strings.Join(res.LegacyTables, ", "))
+			msg += fmt.Sprintf(" (iptables-legacy tables: %s); remove those rules with iptables-legacy, then the ipsets with ipset destroy, or reboot the node", strings.Join(res.LegacyTables, ", "))
 		}
 		logger.Info("kube-proxy's leftovers remain", "ipsets", res.Stuck, "legacyTables", res.LegacyTables)
 		ref := &corev1.ObjectReference{Kind: "Node", Name: node, UID: types.UID(node)}

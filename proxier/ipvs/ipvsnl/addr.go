@@ -31,14 +31,8 @@ func addrRequest(add bool, index int, p netip.Prefix) (request, error) {
 	body := make([]byte, unix.SizeofIfAddrmsg, unix.SizeofIfAddrmsg+2*(unix.NLA_HDRLEN+16))
 	body[0], body[1] = fam, uint8(p.Bits())
 	binary.NativeEndian.PutUint32(body[4:8], uint32(index))
-	ae := netlink.NewAttributeEncoder()
-	ae.Bytes(unix.IFA_LOCAL, a.AsSlice())
-	ae.Bytes(unix.IFA_ADDRESS, a.AsSlice())
-	attrs, err := ae.Encode()
-	if err != nil {
-		return request{}, fmt.Errorf("encode address %s: %w", p, err)
-	}
-	r := request{typ: unix.RTM_DELADDR, body: append(body, attrs...)}
+	body = attrAddr(attrAddr(body, unix.IFA_LOCAL, a), unix.IFA_ADDRESS, a)
+	r := request{typ: unix.RTM_DELADDR, body: body}
 	if add {
 		r.typ, r.flags = unix.RTM_NEWADDR, unix.NLM_F_CREATE|unix.NLM_F_EXCL
 	}

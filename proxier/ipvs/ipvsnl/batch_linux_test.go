@@ -8,6 +8,8 @@ import (
 
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testsupport/errnos"
 )
 
 // TestBatchAnswersOnTheHostKernel holds the batch mechanics to a real
@@ -56,7 +58,7 @@ func TestBatchAnswersOnTheHostKernel(t *testing.T) {
 			}
 			errs := make([]error, len(names))
 			w.sendAll(reqs, index, errs)
-			if g := errnos(errs); g != tc.want {
+			if g := errnos.Names(errs); g != tc.want {
 				t.Errorf("answers %q, want %q", g, tc.want)
 			}
 		})

@@ -338,18 +338,27 @@ func newOpWriter() (*opWriter, error) {
 	return &opWriter{b: b, family: id}, nil
 }
 
-// write implements Conn.Write.
+// write implements Conn.Write. Every request body is appended to one
+// buffer (appendOp), each request a slice of it, taken once all are in.
 func (w *opWriter) write(ops []Op) []error {
 	errs := make([]error, len(ops))
-	reqs := make([]request, 0, len(ops))
-	var index []int // reqs[j] is ops[index[j]]
+	buf := make([]byte, 0, len(ops)*opBodyBytes)
+	ends := make([]int, 0, len(ops))
+	index := make([]int, 0, len(ops)) // reqs[j] is ops[index[j]]
 	for i, o := range ops {
-		body, err := encodeOp(o)
-		if err != nil {
-			errs[i] = err
+		start := len(buf)
+		var err error
+		if buf, err = appendOp(buf, o); err != nil {
+			errs[i], buf = err, buf[:start]
 			continue
 		}
-		reqs, index = append(reqs, request{typ: w.family, body: body}), append(index, i)
+		ends, index = append(ends, len(buf)), append(index, i)
+	}
+	reqs := make([]request, len(index))
+	start := 0
+	for j, end := range ends {
+		reqs[j] = request{typ: w.family, body: buf[start:end:end]}
+		start = end
 	}
 	w.b.sendAll(reqs, index, errs)
 	return errs

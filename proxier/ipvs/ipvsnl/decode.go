@@ -33,33 +33,44 @@ import (
 // or SCTP) are skipped, as moby's adapter skipped them. Anything
 // malformed is an error, never a panic.
 func parseVirtualServers(msgs []netlink.Message, out []VirtualServer) ([]VirtualServer, error) {
+	err := eachNested(msgs, ipvsCmdAttrService, "virtual server", "service", func(aw nlattr.Walk) error {
+		vs, ours, err := decodeVirtualServer(aw)
+		if err == nil && ours {
+			out = append(out, vs)
+		}
+		return err
+	})
+	return out, err
+}
+
+// eachNested calls fn with the attributes nested in each message's
+// attribute of type typ, after the generic netlink header: the dumps'
+// answers hold one object each. what names the messages in errors and
+// attr the attribute a message without one misses.
+func eachNested(msgs []netlink.Message, typ uint16, what, attr string, fn func(nlattr.Walk) error) error {
 	for i, m := range msgs {
 		if len(m.Data) < 4 {
-			return out, fmt.Errorf("virtual server message %d: %d bytes, shorter than its generic netlink header", i, len(m.Data))
+			return fmt.Errorf("%s message %d: %d bytes, shorter than its generic netlink header", what, i, len(m.Data))
 		}
 		found := false
 		aw := nlattr.New(m.Data[4:])
 		for aw.Next() {
-			if aw.Type != ipvsCmdAttrService {
+			if aw.Type != typ {
 				continue
 			}
 			found = true
-			vs, ours, err := decodeVirtualServer(nlattr.New(aw.Data))
-			if err != nil {
-				return out, fmt.Errorf("virtual server message %d: %w", i, err)
-			}
-			if ours {
-				out = append(out, vs)
+			if err := fn(nlattr.New(aw.Data)); err != nil {
+				return fmt.Errorf("%s message %d: %w", what, i, err)
 			}
 		}
 		if aw.Err != nil {
-			return out, fmt.Errorf("virtual server message %d: %w", i, aw.Err)
+			return fmt.Errorf("%s message %d: %w", what, i, aw.Err)
 		}
 		if !found {
-			return out, fmt.Errorf("virtual server message %d: no service attribute", i)
+			return fmt.Errorf("%s message %d: no %s attribute", what, i, attr)
 		}
 	}
-	return out, nil
+	return nil
 }
 
 // decodeVirtualServer decodes one IPVS_CMD_ATTR_SERVICE's attributes;
@@ -158,29 +169,15 @@ func schedulerName(b []byte) string {
 // not send it). Anything malformed is an error, never a panic.
 func parseDestinations(msgs []netlink.Message, vsFamily uint16) ([]Destination, error) {
 	out := make([]Destination, 0, len(msgs))
-	for i, m := range msgs {
-		if len(m.Data) < 4 {
-			return nil, fmt.Errorf("destination message %d: %d bytes, shorter than its generic netlink header", i, len(m.Data))
-		}
-		found := false
-		aw := nlattr.New(m.Data[4:])
-		for aw.Next() {
-			if aw.Type != ipvsCmdAttrDest {
-				continue
-			}
-			d, err := decodeDestination(nlattr.New(aw.Data), vsFamily)
-			if err != nil {
-				return nil, fmt.Errorf("destination message %d: %w", i, err)
-			}
+	err := eachNested(msgs, ipvsCmdAttrDest, "destination", "destination", func(aw nlattr.Walk) error {
+		d, err := decodeDestination(aw, vsFamily)
+		if err == nil {
 			out = append(out, d)
-			found = true
 		}
-		if aw.Err != nil {
-			return nil, fmt.Errorf("destination message %d: %w", i, aw.Err)
-		}
-		if !found {
-			return nil, fmt.Errorf("destination message %d: no destination attribute", i)
-		}
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }

@@ -11,6 +11,13 @@
 // addresses on route netlink the same way, in batches on a socket of its
 // own (addr.go encodes them).
 //
+// Requests are appended in place to one buffer per Write, by hand,
+// rather than built with mdlayher/netlink's AttributeEncoder, which
+// allocates for every attribute: over a cold start's table that was the
+// largest allocation of a node (benchmarks/NOTES.md has the
+// measurement); encode_test.go holds every request to the bytes
+// AttributeEncoder makes of it.
+//
 // It owns the kernel's forms of IPVS objects (VirtualServer,
 // Destination, Op, Timeouts), which package ipvs names through type
 // aliases. It decides nothing: what to change, in which order, and what

@@ -3,6 +3,7 @@ package ipvsnl
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 	"net/netip"
 	"time"
 
@@ -46,56 +47,120 @@ var opCommands = [...]uint8{
 // destination (forwarding method, weight, thresholds) only to add or change
 // one; a key is enough for the rest, so those requests carry only their
 // key and more of them fit in one batch.
-func encodeOp(o Op) ([]byte, error) {
+func encodeOp(o Op) ([]byte, error) { return appendOp(nil, o) }
+
+// appendOp appends op's request body (encodeOp) to b. A Write appends
+// every change of its batch to one buffer: a cold start sends one
+// request per virtual server and destination of the table, and an
+// attribute encoder that allocates every attribute and nest would make
+// the encoding the largest allocation of the cold start. The bytes are
+// mdlayher/netlink's AttributeEncoder's (encode_test.go).
+func appendOp(b []byte, o Op) ([]byte, error) {
 	if int(o.Kind) >= len(opCommands) || opCommands[o.Kind] == 0 {
-		return nil, fmt.Errorf("%s: unknown op kind", o)
+		return b, fmt.Errorf("%s: unknown op kind", o)
 	}
 	k := o.VS.Key
 	proto, ok := k.Protocol.Number()
 	if !ok || !k.Address.IsValid() {
-		return nil, fmt.Errorf("%s: virtual server not one IPVS can hold", o)
+		return b, fmt.Errorf("%s: virtual server not one IPVS can hold", o)
 	}
-	fullVS := o.Kind == OpAddService || o.Kind == OpUpdateService
-	ae := netlink.NewAttributeEncoder()
-	ae.Nested(ipvsCmdAttrService, func(nae *netlink.AttributeEncoder) error {
-		nae.Uint16(ipvsSvcAttrAF, family(k.Address))
-		nae.Uint16(ipvsSvcAttrProtocol, uint16(proto))
-		nae.Bytes(ipvsSvcAttrAddr, k.Address.AsSlice())
-		nae.Bytes(ipvsSvcAttrPort, binary.BigEndian.AppendUint16(nil, k.Port))
-		if fullVS {
-			nae.String(ipvsSvcAttrSchedName, o.VS.Scheduler)
-			// The mask says which flags to set: all of them, so that an
-			// update clears the flags the virtual server no longer has.
-			flags := binary.NativeEndian.AppendUint32(nil, o.VS.Flags)
-			nae.Bytes(ipvsSvcAttrFlags, binary.NativeEndian.AppendUint32(flags, 0xffffffff))
-			nae.Uint32(ipvsSvcAttrTimeout, o.VS.Timeout)
-			nae.Uint32(ipvsSvcAttrNetmask, netmask(k))
-		}
-		return nil
-	})
+	d := o.Dest
+	if o.Kind >= OpAddDestination && !d.Addr.IsValid() {
+		return b, fmt.Errorf("%s: invalid destination address", o)
+	}
+	if len(o.VS.Scheduler) > math.MaxUint16-64 {
+		// Its attribute's length would not fit in the header: the
+		// kernel would read the batch's next requests as its rest.
+		return b, fmt.Errorf("encode %s: scheduler name of %d bytes", o, len(o.VS.Scheduler))
+	}
+	b = append(b, opCommands[o.Kind], ipvsGenlVersion, 0, 0)
+	svc := len(b)
+	b = attrStart(b, nlaNested|ipvsCmdAttrService)
+	b = attrUint16(b, ipvsSvcAttrAF, family(k.Address))
+	b = attrUint16(b, ipvsSvcAttrProtocol, uint16(proto))
+	b = attrAddr(b, ipvsSvcAttrAddr, k.Address)
+	b = attrPort(b, ipvsSvcAttrPort, k.Port)
+	if o.Kind == OpAddService || o.Kind == OpUpdateService {
+		at := len(b)
+		b = append(attrStart(b, ipvsSvcAttrSchedName), o.VS.Scheduler...)
+		b = attrEnd(append(b, 0), at) // NUL-terminated
+		// The mask says which flags to set: all of them, so that an
+		// update clears the flags the virtual server no longer has.
+		at = len(b)
+		b = binary.NativeEndian.AppendUint32(attrStart(b, ipvsSvcAttrFlags), o.VS.Flags)
+		b = attrEnd(binary.NativeEndian.AppendUint32(b, 0xffffffff), at)
+		b = attrUint32(b, ipvsSvcAttrTimeout, o.VS.Timeout)
+		b = attrUint32(b, ipvsSvcAttrNetmask, netmask(k))
+	}
+	b = attrEnd(b, svc)
 	if o.Kind >= OpAddDestination {
-		d := o.Dest
-		if !d.Addr.IsValid() {
-			return nil, fmt.Errorf("%s: invalid destination address", o)
+		dest := len(b)
+		b = attrStart(b, nlaNested|ipvsCmdAttrDest)
+		b = attrAddr(b, ipvsDestAttrAddr, d.Addr)
+		b = attrPort(b, ipvsDestAttrPort, d.Port)
+		if o.Kind != OpDeleteDestination {
+			b = attrUint32(b, ipvsDestAttrFwdMethod, uint32(d.Forward)&fwdMethodMask)
+			b = attrUint32(b, ipvsDestAttrWeight, uint32(d.Weight)) // the kernel refuses a negative one (ERANGE)
+			b = attrUint32(b, ipvsDestAttrUThresh, 0)
+			b = attrUint32(b, ipvsDestAttrLThresh, 0)
 		}
-		fullDest := o.Kind != OpDeleteDestination
-		ae.Nested(ipvsCmdAttrDest, func(nae *netlink.AttributeEncoder) error {
-			nae.Bytes(ipvsDestAttrAddr, d.Addr.AsSlice())
-			nae.Bytes(ipvsDestAttrPort, binary.BigEndian.AppendUint16(nil, d.Port))
-			if fullDest {
-				nae.Uint32(ipvsDestAttrFwdMethod, uint32(d.Forward)&fwdMethodMask)
-				nae.Uint32(ipvsDestAttrWeight, uint32(d.Weight)) // the kernel refuses a negative one (ERANGE)
-				nae.Uint32(ipvsDestAttrUThresh, 0)
-				nae.Uint32(ipvsDestAttrLThresh, 0)
-			}
-			return nil
-		})
+		b = attrEnd(b, dest)
 	}
-	attrs, err := ae.Encode()
-	if err != nil {
-		return nil, fmt.Errorf("encode %s: %w", o, err)
+	return b, nil
+}
+
+// opBodyBytes is about the size of a change's request body (a
+// destination's add is 88 bytes), to size a Write's buffer.
+const opBodyBytes = 96
+
+// Netlink attributes appended in place: a header (length, type), the
+// value, and zeros up to a multiple of 4 bytes. A nested attribute's
+// length, its header's and its attributes', is written once they are in
+// (attrEnd).
+const nlaNested = 0x8000 // NLA_F_NESTED
+
+// attrStart appends an attribute's header of type typ; attrEnd sets its
+// length.
+func attrStart(b []byte, typ uint16) []byte {
+	return binary.NativeEndian.AppendUint16(binary.NativeEndian.AppendUint16(b, 0), typ)
+}
+
+// attrEnd sets the length of the attribute whose header is at b[at:],
+// its value being the rest of b, and pads it.
+func attrEnd(b []byte, at int) []byte {
+	binary.NativeEndian.PutUint16(b[at:], uint16(len(b)-at))
+	for (len(b)-at)%4 != 0 {
+		b = append(b, 0)
 	}
-	return append(genlHeader(opCommands[o.Kind]), attrs...), nil
+	return b
+}
+
+func attrUint16(b []byte, typ, v uint16) []byte {
+	at := len(b)
+	return attrEnd(binary.NativeEndian.AppendUint16(attrStart(b, typ), v), at)
+}
+
+func attrUint32(b []byte, typ uint16, v uint32) []byte {
+	at := len(b)
+	return attrEnd(binary.NativeEndian.AppendUint32(attrStart(b, typ), v), at)
+}
+
+// attrPort appends a port, in network order.
+func attrPort(b []byte, typ, port uint16) []byte {
+	at := len(b)
+	return attrEnd(binary.BigEndian.AppendUint16(attrStart(b, typ), port), at)
+}
+
+// attrAddr appends an address: 4 bytes for IPv4, 16 for IPv6.
+func attrAddr(b []byte, typ uint16, a netip.Addr) []byte {
+	at := len(b)
+	b = attrStart(b, typ)
+	if a.Is4() {
+		v := a.As4()
+		return attrEnd(append(b, v[:]...), at)
+	}
+	v := a.As16()
+	return attrEnd(append(b, v[:]...), at)
 }
 
 // netmask is kube-proxy's persistence netmask: the whole address, /32 as
@@ -111,15 +176,7 @@ func netmask(k Key) uint32 {
 // getDestinationsRequest is the body (generic netlink header and
 // attributes) of the dump of virtual server k's destinations.
 func getDestinationsRequest(k Key) ([]byte, error) {
-	proto, ok := k.Protocol.Number()
-	if !ok || !k.Address.IsValid() {
-		return nil, fmt.Errorf("virtual server %s: not one IPVS can list", k)
-	}
-	attrs, err := keyAttrs(k, uint16(proto))
-	if err != nil {
-		return nil, fmt.Errorf("encode the destinations request of %s: %w", k, err)
-	}
-	return append(genlHeader(ipvsCmdGetDest), attrs...), nil
+	return keyRequest(ipvsCmdGetDest, k, "destinations request")
 }
 
 // getServicesRequest is the body of the dump: a generic netlink header
@@ -130,15 +187,22 @@ func getServicesRequest() []byte { return genlHeader(ipvsCmdGetService) }
 // (IPVS_CMD_GET_SERVICE without NLM_F_DUMP): the kernel answers with
 // the one virtual server, or ESRCH.
 func getServiceRequest(k Key) ([]byte, error) {
+	return keyRequest(ipvsCmdGetService, k, "read")
+}
+
+// keyRequest is the body of command cmd about virtual server k alone: the
+// generic netlink header and k's key attributes. what names the request
+// in errors.
+func keyRequest(cmd uint8, k Key, what string) ([]byte, error) {
 	proto, ok := k.Protocol.Number()
 	if !ok || !k.Address.IsValid() {
-		return nil, fmt.Errorf("virtual server %s: not one IPVS can hold", k)
+		return nil, fmt.Errorf("%s of virtual server %s: not one IPVS can hold", what, k)
 	}
 	attrs, err := keyAttrs(k, uint16(proto))
 	if err != nil {
-		return nil, fmt.Errorf("encode the read of virtual server %s: %w", k, err)
+		return nil, fmt.Errorf("encode the %s of virtual server %s: %w", what, k, err)
 	}
-	return append(genlHeader(ipvsCmdGetService), attrs...), nil
+	return append(genlHeader(cmd), attrs...), nil
 }
 
 // getConfigRequest is the body of the timeouts' read.
