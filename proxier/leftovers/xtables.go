@@ -61,25 +61,20 @@ func xtChainRules(blob []byte, l xtEntryLayout) (map[string]int, error) {
 		}
 	}
 	for off := 0; off < len(blob); {
-		if off+l.size > len(blob) {
-			return nil, fmt.Errorf("entry at %d: %d bytes left, an entry header is %d", off, len(blob)-off, l.size)
+		e, err := xtParseEntry(blob, off, l)
+		if err != nil {
+			return nil, err
 		}
-		tOff := int(binary.NativeEndian.Uint16(blob[off+l.targetOffset:]))
-		next := int(binary.NativeEndian.Uint16(blob[off+l.nextOffset:]))
-		if tOff < l.size || next < tOff+xtTargetDataOff || off+next > len(blob) {
-			return nil, fmt.Errorf("entry at %d: target at %d, next at %d: malformed", off, tOff, next)
-		}
-		t := blob[off+tOff : off+next]
-		if cString(t[xtTargetNameOff:xtTargetNameOff+xtTargetNameLen]) == xtErrorTarget {
+		if e.target == xtErrorTarget {
 			closeChain()
-			chain, entries = cString(t[xtTargetDataOff:]), 0
+			chain, entries = e.errName, 0
 			if chain == xtErrorTarget { // the table's end
 				chain = ""
 			}
 		} else if chain != "" {
 			entries++
 		}
-		off += next
+		off += e.size
 	}
 	closeChain()
 	return out, nil
@@ -128,19 +123,14 @@ func xtHookPolicy(blob, info []byte, hook int, l xtEntryLayout) (string, error) 
 		return "", nil
 	}
 	off := int(binary.NativeEndian.Uint32(info[xtInfoUnderflowOff+4*hook:]))
-	if off+l.size > len(blob) {
-		return "", fmt.Errorf("policy entry at %d: past the blob's %d bytes", off, len(blob))
+	e, err := xtParseEntry(blob, off, l)
+	if err != nil {
+		return "", fmt.Errorf("policy entry: %w", err)
 	}
-	tOff := int(binary.NativeEndian.Uint16(blob[off+l.targetOffset:]))
-	next := int(binary.NativeEndian.Uint16(blob[off+l.nextOffset:]))
-	if tOff < l.size || next < tOff+xtTargetDataOff+4 || off+next > len(blob) {
-		return "", fmt.Errorf("policy entry at %d: target at %d, next at %d: malformed", off, tOff, next)
+	if e.target != xtStandardTarget {
+		return "", fmt.Errorf("policy entry at %d: target %q, want the standard target", off, e.target)
 	}
-	t := blob[off+tOff : off+next]
-	if name := cString(t[xtTargetNameOff : xtTargetNameOff+xtTargetNameLen]); name != xtStandardTarget {
-		return "", fmt.Errorf("policy entry at %d: target %q, want the standard target", off, name)
-	}
-	switch v := int32(binary.NativeEndian.Uint32(t[xtTargetDataOff:])); v {
+	switch v := e.verdict; v {
 	case xtVerdictDrop:
 		return "DROP", nil
 	case xtVerdictAccept:
