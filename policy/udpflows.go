@@ -89,9 +89,19 @@ func (e *Engine) servingEndpoints(svc *Service, name string, v4 bool) []netip.Ad
 
 // StaleUDPFlows holds the rules for the node's UDP flows: which flows to
 // the plan's UDP virtual servers are stale. The zero value finds none.
+// The loop keeps one across syncs and changes only the services a sync
+// changed (SetService), so that a change costs its own virtual servers,
+// not an index of every UDP service made anew.
 type StaleUDPFlows struct {
-	serving map[netip.AddrPort][]netip.AddrPort
-	v4, v6  bool
+	serving map[netip.AddrPort]udpFrontend
+	v4, v6  int // frontends of each family
+}
+
+// udpFrontend is one UDP virtual server's serving endpoints and the
+// service that gave them.
+type udpFrontend struct {
+	svc ServiceKey
+	eps []netip.AddrPort
 }
 
 // NewStaleUDPFlows indexes the UDP virtual servers of every service
@@ -99,32 +109,60 @@ type StaleUDPFlows struct {
 // (ownership), so no frontend is given twice; if one were, its last
 // serving set would count.
 func NewStaleUDPFlows(services iter.Seq[[]UDPServing]) StaleUDPFlows {
-	s := StaleUDPFlows{serving: map[netip.AddrPort][]netip.AddrPort{}}
+	var s StaleUDPFlows
 	for servings := range services {
-		for _, u := range servings {
-			f := unmapAddrPort(u.Frontend)
-			s.serving[f] = u.Endpoints
-			s.v4, s.v6 = s.v4 || f.Addr().Is4(), s.v6 || f.Addr().Is6()
-		}
+		s.SetService(ServiceKey{}, nil, servings)
 	}
 	return s
+}
+
+// SetService replaces the rules service svc gave, old (nil for none),
+// with now (nil: it gives none any more). A frontend of old that another
+// service has given since (a virtual server that changed hands in one
+// sync) is left to that service.
+func (s *StaleUDPFlows) SetService(svc ServiceKey, old, now []UDPServing) {
+	for _, u := range old {
+		f := unmapAddrPort(u.Frontend)
+		if cur, ok := s.serving[f]; ok && cur.svc == svc {
+			delete(s.serving, f)
+			s.count(f, -1)
+		}
+	}
+	if len(now) > 0 && s.serving == nil {
+		s.serving = make(map[netip.AddrPort]udpFrontend, len(now))
+	}
+	for _, u := range now {
+		f := unmapAddrPort(u.Frontend)
+		if _, ok := s.serving[f]; !ok {
+			s.count(f, 1)
+		}
+		s.serving[f] = udpFrontend{svc: svc, eps: u.Endpoints}
+	}
+}
+
+func (s *StaleUDPFlows) count(f netip.AddrPort, n int) {
+	if f.Addr().Is4() {
+		s.v4 += n
+	} else {
+		s.v6 += n
+	}
 }
 
 // Families reports whether any UDP virtual server has IPv4 (IPv6)
 // serving endpoints: a family without one has no stale flow, and its
 // table need not be read.
-func (s StaleUDPFlows) Families() (v4, v6 bool) { return s.v4, s.v6 }
+func (s StaleUDPFlows) Families() (v4, v6 bool) { return s.v4 > 0, s.v6 > 0 }
 
 // Stale reports whether a UDP flow is to be deleted: its original
 // destination is one of the UDP virtual servers and its reply source is
 // none of that virtual server's serving endpoints. Any other flow, to an
 // address and port not ours, is never stale.
 func (s StaleUDPFlows) Stale(f UDPFlow) bool {
-	eps, ok := s.serving[unmapAddrPort(f.OrigDst)]
+	fe, ok := s.serving[unmapAddrPort(f.OrigDst)]
 	if !ok {
 		return false
 	}
-	_, found := slices.BinarySearchFunc(eps, unmapAddrPort(f.ReplySrc), netip.AddrPort.Compare)
+	_, found := slices.BinarySearchFunc(fe.eps, unmapAddrPort(f.ReplySrc), netip.AddrPort.Compare)
 	return !found
 }
 

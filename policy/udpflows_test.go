@@ -4,6 +4,7 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -138,5 +139,67 @@ func TestStaleUDPFlowsWithoutRulesFindsNothing(t *testing.T) {
 		if rules.Stale(UDPFlow{OrigDst: ap("10.96.0.53:53"), ReplySrc: ap("10.244.3.3:5353")}) {
 			t.Error("a flow is stale without rules")
 		}
+	}
+}
+
+// TestStaleUDPFlowsSetServiceChangesOneServicesRules: the rules kept
+// across syncs change one service at a time, as a new index of every
+// service would have them: a service's old frontends go, its new ones
+// come, another service's stay, and a family is read while any of its
+// frontends is left.
+func TestStaleUDPFlowsSetServiceChangesOneServicesRules(t *testing.T) {
+	a, b := ServiceKey{"default", "a"}, ServiceKey{"default", "b"}
+	eps1 := []netip.AddrPort{ap("10.244.1.1:5353")}
+	eps2 := []netip.AddrPort{ap("10.244.2.2:5353")}
+	aOld := []UDPServing{{Frontend: ap("10.96.0.53:53"), Endpoints: eps1}, {Frontend: ap("[fd00:96::53]:53"), Endpoints: eps1}}
+	aNew := []UDPServing{{Frontend: ap("10.96.0.54:53"), Endpoints: eps2}}
+	bRules := []UDPServing{{Frontend: ap("10.96.0.99:53"), Endpoints: eps1}}
+	type set struct {
+		svc      ServiceKey
+		old, now []UDPServing
+	}
+	for _, tc := range []struct {
+		name   string
+		sets   []set
+		stale  map[string]bool // "origDst>replySrc" → stale
+		v4, v6 bool
+	}{
+		{name: "a service's new rules replace its old ones",
+			sets: []set{{a, nil, aOld}, {b, nil, bRules}, {a, aOld, aNew}},
+			stale: map[string]bool{
+				"10.96.0.53:53>10.244.9.9:5353":   false, // its old frontend is no longer ours
+				"[fd00:96::53]:53>[fd00::9]:5353": false,
+				"10.96.0.54:53>10.244.1.1:5353":   true, // its new frontend has its new endpoints
+				"10.96.0.54:53>10.244.2.2:5353":   false,
+				"10.96.0.99:53>10.244.2.2:5353":   true, // the other service's are unchanged
+				"10.96.0.99:53>10.244.1.1:5353":   false,
+			},
+			v4: true},
+		{name: "a service without rules any more leaves none",
+			sets:  []set{{a, nil, aOld}, {a, aOld, nil}},
+			stale: map[string]bool{"10.96.0.53:53>10.244.9.9:5353": false}},
+		{name: "a frontend another service has given since stays that service's",
+			sets: []set{{a, nil, aOld}, {b, nil, []UDPServing{{Frontend: ap("10.96.0.53:53"), Endpoints: eps2}}}, {a, aOld, nil}},
+			stale: map[string]bool{
+				"10.96.0.53:53>10.244.1.1:5353": true,
+				"10.96.0.53:53>10.244.2.2:5353": false,
+			},
+			v4: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var rules StaleUDPFlows
+			for _, s := range tc.sets {
+				rules.SetService(s.svc, s.old, s.now)
+			}
+			for flow, want := range tc.stale {
+				dst, src, _ := strings.Cut(flow, ">")
+				if got := rules.Stale(UDPFlow{OrigDst: ap(dst), ReplySrc: ap(src)}); got != want {
+					t.Errorf("Stale(%s → %s) = %v, want %v", dst, src, got, want)
+				}
+			}
+			if v4, v6 := rules.Families(); v4 != tc.v4 || v6 != tc.v6 {
+				t.Errorf("Families() = %v, %v; want %v, %v", v4, v6, tc.v4, tc.v6)
+			}
+		})
 	}
 }

@@ -1,7 +1,6 @@
 package proxier
 
 import (
-	"maps"
 	"slices"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
@@ -16,11 +15,14 @@ import (
 // reconcile failed, after the next successful sync or repair.
 
 // setUDP records a service's UDP conntrack rules; a change marks the
-// table for a reconcile.
+// table for a reconcile. The index of every service's rules is changed
+// in place, so that a sync costs the services it changed, not every UDP
+// service.
 func (s *syncState) setUDP(k policy.ServiceKey, rules []policy.UDPServing) {
 	if slices.EqualFunc(s.udp[k], rules, equalUDPServing) {
 		return
 	}
+	s.udpRules.SetService(k, s.udp[k], rules)
 	if len(rules) == 0 {
 		delete(s.udp, k)
 	} else {
@@ -39,8 +41,9 @@ func (s *syncState) keepUDPOf(plans []policy.ServicePlan) {
 	for _, sp := range plans {
 		have[sp.Service] = true
 	}
-	for k := range s.udp {
+	for k, old := range s.udp {
 		if !have[k] {
+			s.udpRules.SetService(k, old, nil)
 			delete(s.udp, k)
 			s.udpDirty = true
 		}
@@ -58,7 +61,7 @@ func (p *Proxier) reconcileConntrack() {
 	if !p.st.udpDirty {
 		return
 	}
-	results, err := p.dp.ReconcileConntrack(policy.NewStaleUDPFlows(maps.Values(p.st.udp)))
+	results, err := p.dp.ReconcileConntrack(p.st.udpRules)
 	for _, r := range results {
 		p.obs.ConntrackReconciled(r.Family, r.Elapsed, r.Deleted)
 		p.log.V(4).Info("Reconciled UDP conntrack flows", "ipFamily", r.Family, "deleted", r.Deleted, "elapsed", r.Elapsed)

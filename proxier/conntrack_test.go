@@ -61,6 +61,8 @@ var (
 	flowCNode  = udpFlow("192.168.0.10:30053", "10.244.1.3:5353")
 	flowBNode  = udpFlow("192.168.0.10:30053", "10.244.1.2:5353")
 	flowToPodC = udpFlow("10.244.1.3:5353", "10.244.1.3:5353")
+	// flowToDNSByNone is answered by no endpoint dns ever had.
+	flowToDNSByNone = udpFlow("10.96.0.53:53", "10.244.1.9:5353")
 )
 
 // conntrackProxier is a test proxier whose data plane reconciles a fake
@@ -115,6 +117,33 @@ func TestConntrackReconcileRules(t *testing.T) {
 				tp.syncNow(true) // periodic, nothing changed
 			},
 			left: []udpflows.Flow{flowA, flowB, flowBNode, flowToPodC}, reconciles: 2, deleted: 2},
+		{name: "a service that no longer has a UDP port leaves no rules: another UDP change keeps its flows",
+			step: func(tp *testProxier, table *udpflows.FakeTable) {
+				table.Add(flowToDNSByNone)
+				tp.svc(service("dns", "10.96.0.53")) // its port is http 80/TCP now
+				tp.svc(service("dns2", "10.96.0.54", func(s *corev1.Service) {
+					s.Spec.Ports = []corev1.ServicePort{{Name: "dns", Protocol: corev1.ProtocolUDP, Port: 53}}
+				}))
+				s := dnsSlice(readyEp("10.244.1.1"))
+				s.Name, s.Labels[apiconv.LabelServiceName] = "dns2-1", "dns2"
+				tp.slice(s)
+				tp.syncNow(false)
+			},
+			left: []udpflows.Flow{flowA, flowB, flowC, flowCNode, flowBNode, flowToPodC, flowToDNSByNone}, reconciles: 1},
+		{name: "a service a full sync no longer has leaves no rules: another UDP change keeps its flows",
+			step: func(tp *testProxier, table *udpflows.FakeTable) {
+				table.Add(flowToDNSByNone)
+				tp.delSvc("dns")
+				tp.syncNow(true) // periodic: a full sync here
+				tp.svc(service("dns2", "10.96.0.54", func(s *corev1.Service) {
+					s.Spec.Ports = []corev1.ServicePort{{Name: "dns", Protocol: corev1.ProtocolUDP, Port: 53}}
+				}))
+				s := dnsSlice(readyEp("10.244.1.1"))
+				s.Name, s.Labels[apiconv.LabelServiceName] = "dns2-1", "dns2"
+				tp.slice(s)
+				tp.syncNow(false)
+			},
+			left: []udpflows.Flow{flowA, flowB, flowC, flowCNode, flowBNode, flowToPodC, flowToDNSByNone}, reconciles: 2},
 		{name: "a deleted service's flows are left to the kernel, as kube-proxy leaves them",
 			step: func(tp *testProxier, _ *udpflows.FakeTable) {
 				tp.delSvc("dns")

@@ -308,7 +308,7 @@ type testProxier struct {
 	rec    *record.FakeRecorder
 }
 
-func newTestProxier(t *testing.T, mutate func(*Config), objs ...runtime.Object) *testProxier {
+func newTestProxier(t testing.TB, mutate func(*Config), objs ...runtime.Object) *testProxier {
 	t.Helper()
 	scheme := metadatafake.NewTestScheme()
 	if err := metav1.AddMetaToScheme(scheme); err != nil {

@@ -35,9 +35,11 @@ type syncState struct {
 	// last success.
 	synced, failed bool
 	// udp holds each service's UDP conntrack rules
-	// (ServicePlan.UDPServing); udpDirty says they changed since the
-	// conntrack table was last reconciled with them (conntrack.go).
+	// (ServicePlan.UDPServing) and udpRules all of them, indexed;
+	// udpDirty says they changed since the conntrack table was last
+	// reconciled with them (conntrack.go).
 	udp      map[policy.ServiceKey][]policy.UDPServing
+	udpRules policy.StaleUDPFlows
 	udpDirty bool
 }
 
