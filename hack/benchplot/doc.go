@@ -25,5 +25,7 @@
 // markdown (the table, the splice between the markers), chart (the SVG).
 // This is a module of its own so that gonum.org/v1/plot stays out of the
 // proxy's module graph; it must not import the proxy's packages (its
-// go.mod does not require the main module, so it cannot).
+// go.mod does not require the main module, so it cannot). The one file it
+// shares with the proxy's module, the result files' schema, it shares by
+// a link (results/schema.go), not an import.
 package main

@@ -64,7 +64,7 @@ func TestVsKubeProxyInVM(t *testing.T) {
 					c = kpConfig
 				}
 				run := b.versus(t, proxyBin{label, bins[label]}, bins[labelOurs], c, round)
-				fmt.Println(run.Line())
+				fmt.Println(resultLine(run))
 			})
 		}
 	}

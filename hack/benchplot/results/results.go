@@ -44,35 +44,6 @@ var lowerBounds = map[string]string{OwnFirstSync: OwnFirstSyncNotYet}
 // make bench-vs-kube-proxy stamps it.
 const StampLayout = "20060102-150405"
 
-// Report is one result file: integration/benchscale's report type.
-type Report struct {
-	Header []string `json:"header"`
-	Scales []Scale  `json:"scales"`
-}
-
-// Scale is the runs of one number of services.
-type Scale struct {
-	Services  int    `json:"services"`
-	LoadAfter string `json:"loadAfter"`
-	Runs      []Run  `json:"runs"`
-}
-
-// Run is one proxy measured once.
-type Run struct {
-	Proxy        string        `json:"proxy"`
-	Round        int           `json:"round"`
-	Services     int           `json:"services"`
-	Endpoints    int           `json:"endpoints"`
-	Measurements []Measurement `json:"measurements"`
-}
-
-// Measurement is one number of a run.
-type Measurement struct {
-	Name  string  `json:"name"`
-	Value float64 `json:"value"`
-	Unit  string  `json:"unit"`
-}
-
 // File is one result file read.
 type File struct {
 	Name   string    // its base name, <YYYYMMDD-HHMMSS>.json
@@ -214,36 +185,6 @@ func (s Scale) Rounds() int {
 		}
 	}
 	return len(rounds)
-}
-
-// Median is the middle value of vs, or the mean of the two middle ones
-// for an even count; 0 for none. vs is not changed.
-func Median(vs []float64) float64 {
-	if len(vs) == 0 {
-		return 0
-	}
-	s := slices.Sorted(slices.Values(vs))
-	n := len(s)
-	if n%2 == 0 {
-		return (s[n/2-1] + s[n/2]) / 2
-	}
-	return s[n/2]
-}
-
-// Format prints a value as integration/benchscale's tables do, so that
-// the generated table reads like the per-run ones below it: whole
-// numbers whole, three significant digits under 10, fewer decimals above.
-func Format(v float64) string {
-	switch {
-	case v == float64(int64(v)):
-		return fmt.Sprintf("%d", int64(v))
-	case v >= 100:
-		return fmt.Sprintf("%.0f", v)
-	case v >= 10:
-		return fmt.Sprintf("%.1f", v)
-	default:
-		return fmt.Sprintf("%.3g", v)
-	}
 }
 
 // Thousands writes n with comma separators, as BENCHMARKS.md's prose does.
