@@ -12,7 +12,12 @@
 // file's rounds: a file is one VM boot with one harness and one commit,
 // and a newer run is made to supersede an older one. Within that file,
 // each figure is the median over the rounds; the plot's whiskers span the
-// minimum to the maximum. The table goes between the lines
+// minimum to the maximum. A cell without a value says why, from the
+// files: "n/a (ours only)" for a measurement of our cold start alone,
+// "not measured †" for one taken only after a first sync the run stopped
+// waiting for, the † note under the table saying how long it waited and
+// citing the newest older file that measured it, as another run; a dash
+// only where the files give no reason. The table goes between the lines
 // "<!-- begin: make bench-plot -->" and "<!-- end: make bench-plot -->"
 // of BENCHMARKS.md, and every other byte of the file stays as it is.
 //

@@ -121,7 +121,7 @@ func measureVersus(t *testing.T, repo, consoleLog string, w Workload, phases Pha
 	const kpDst, oursDst = "/bin/kube-proxy", "/bin/kip-proxy-ours"
 	files := []string{kubeProxy + ":" + kpDst, ours + ":" + oursDst}
 	env := append(phases.Env(), envVMServices+"="+strconv.Itoa(w.Services), envVMVsKubeProxy+"=1",
-		envVMProxies+"="+labelKubeProxy+"="+kpDst+","+labelOurs+"="+oursDst)
+		envVMProxies+"="+results.KubeProxy+"="+kpDst+","+results.Ours+"="+oursDst)
 	_, got := runInVM(t, repo, consoleLog, w, inVM, files, env, "TestVsKubeProxyInVM")
 	if len(got) != runs {
 		t.Fatalf("the VM reported %d runs, want %d", len(got), runs)
@@ -142,10 +142,10 @@ func versusMarkdown(r results.Report) string {
 	for _, s := range r.Scales {
 		fmt.Fprintf(&b, "\n### %d services, %d endpoints (host load average after: %s)\n\n%s",
 			s.Services, s.Services*PerService, s.LoadAfter, Table(s.Runs))
-		kpT, ok1 := median(s.Runs, labelKubeProxy, mTableComplete)
-		ourT, ok2 := median(s.Runs, labelOurs, mTableComplete)
-		kpC, ok3 := median(s.Runs, labelKubeProxy, mTableCPU)
-		ourC, ok4 := median(s.Runs, labelOurs, mTableCPU)
+		kpT, ok1 := median(s.Runs, results.KubeProxy, results.TableComplete)
+		ourT, ok2 := median(s.Runs, results.Ours, results.TableComplete)
+		kpC, ok3 := median(s.Runs, results.KubeProxy, results.CPUUntilTable)
+		ourC, ok4 := median(s.Runs, results.Ours, results.CPUUntilTable)
 		if ok1 && ok2 && ok3 && ok4 && ourT > 0 && kpC > 0 {
 			fmt.Fprintf(&b, "\nMedians: IPVS table complete %.2f× faster than kube-proxy (target ≥ 3×); CPU until then %.2f of kube-proxy's (target ≤ 0.5).\n",
 				kpT/ourT, ourC/kpC)

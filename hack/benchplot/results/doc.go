@@ -3,8 +3,11 @@
 // the report integration/benchscale writes) and the one decision of what
 // the table and the plot show: for each number of services, the newest
 // file that holds that scale, and per measurement and proxy the median,
-// minimum and maximum over that file's rounds. Format and Thousands print
-// numbers as the table and the plot both show them.
+// minimum and maximum over that file's rounds, and why rounds lack it
+// (Stat's NotYet and NotApplicable; gaps.go: how long a run waited for a
+// first sync that had not ended, and the newest older file that measured
+// what the selected one lacks, to cite, never to pool). Format and
+// Thousands print numbers as the table and the plot both show them.
 //
 // It reads through an fs.FS and does no other I/O. It must not import the
 // main module's packages (hack/benchplot is a module of its own). The

@@ -1,9 +1,12 @@
 // Package results is the schema of make bench-scale's and make
 // bench-vs-kube-proxy's result files (.cache/bench-scale/<time>.json,
 // benchmarks/vs-kube-proxy/<YYYYMMDD-HHMMSS>.json): Report, its Scales,
-// their Runs and Measurements, and the two rules every table of them
-// shares, Median and Format. integration/benchscale writes the files with
-// it; hack/benchplot reads the committed ones with it.
+// their Runs and Measurements, the proxies' labels and the names of the
+// measurements BENCHMARKS.md's table shows (with which of them a run
+// takes only after the proxy's own first sync, and which are ours
+// alone), and the two rules every table of them shares, Median and
+// Format. integration/benchscale writes the files with it;
+// hack/benchplot reads the committed ones with it.
 //
 // schema.go and its test are compiled by two modules: here, and as part
 // of hack/benchplot/results, where hack/benchplot/results/schema.go and

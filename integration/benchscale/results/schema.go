@@ -5,6 +5,44 @@ import (
 	"slices"
 )
 
+// The proxies' labels in make bench-vs-kube-proxy's files.
+const (
+	KubeProxy = "kube-proxy"
+	Ours      = "ours"
+)
+
+// The names of the measurements BENCHMARKS.md's table shows, as a run
+// reports them: integration/benchscale adds them under these names and
+// hack/benchplot looks them up by them.
+const (
+	TableComplete = "IPVS table complete, from process start"
+	CPUUntilTable = "CPU until the table is complete"
+	OwnFirstSync  = "own first sync done, from process start"
+	SettledRSS    = "memory after the first sync, settled: RSS"
+	PeakRSS       = "memory: peak RSS (VmHWM) by then"
+	ChangeP50     = "endpoint change → kernel: p50"
+	// ColdOverBatched is ours' TableComplete over the same table
+	// written again, batched, into a fresh namespace: a measure of our
+	// cold start alone, which a kube-proxy run never reports.
+	ColdOverBatched = "cold start / batched floor"
+
+	// OwnFirstSyncNotYet is reported in place of OwnFirstSync by a run
+	// that stopped waiting for the proxy's own first sync
+	// (KIP_BENCH_SCALE_FIRST_SYNC_WAIT after its table was complete):
+	// the time waited, from process start, a lower bound. Such a run
+	// reports none of AfterFirstSync.
+	OwnFirstSyncNotYet = "own first sync not done yet, from process start (a lower bound)"
+)
+
+// AfterFirstSync are the measurements a run takes only once the proxy's
+// own first sync has ended: the memory when quiet after it, and endpoint
+// changes, which would otherwise wait for it.
+var AfterFirstSync = []string{SettledRSS, ChangeP50}
+
+// OursOnly are the measurements of our cold start alone: a kube-proxy
+// run has none of them, by design, not for want of time.
+var OursOnly = []string{ColdOverBatched}
+
 // Report is one result file.
 type Report struct {
 	Header []string `json:"header"` // when, on what, which binaries, which phases
