@@ -231,8 +231,10 @@ func (p *Proxier) sync(periodic bool) error {
 
 	var changes []policy.ServicePlan
 	var err error
+	recomputed := len(w.plans)
 	if full {
 		p.st.replace(w.plans)
+		w.plans = p.planEvents.warned(w.plans)
 		p.log.V(9).Info("Plan", "plan", w.plan)
 		if err = p.dp.Resync(*w.plan); err != nil {
 			err = fmt.Errorf("resync %d virtual servers: %w", len(w.plan.VirtualServers), err)
@@ -254,7 +256,7 @@ func (p *Proxier) sync(periodic bool) error {
 		p.log.Error(err, "Sync failed; the next sync is a full resync", "full", full)
 		return err
 	}
-	p.log.V(2).Info("Synced", "full", full, "recomputed", len(w.plans), "applied", len(changes),
+	p.log.V(2).Info("Synced", "full", full, "recomputed", recomputed, "applied", len(changes),
 		"pendingServices", w.svcPending, "elapsed", elapsed)
 	p.reconcileConntrack()
 	p.logMilestone(w, elapsed)
