@@ -235,9 +235,16 @@ func (p *Proxier) sync(periodic bool) error {
 	if full {
 		p.st.replace(w.plans)
 		w.plans = p.planEvents.warned(w.plans)
-		p.log.V(9).Info("Plan", "plan", w.plan)
-		if err = p.dp.Resync(*w.plan); err != nil {
-			err = fmt.Errorf("resync %d virtual servers: %w", len(w.plan.VirtualServers), err)
+		plan := *w.plan
+		if p.cfg.OnPlan == nil {
+			// From here the writers alone hold the plan, each while it
+			// reads it: its lists are garbage while the IPVS writer adds
+			// the table, the cold start's busiest moment.
+			*w.plan = policy.Plan{}
+		}
+		p.log.V(9).Info("Plan", "plan", plan)
+		if err = p.dp.Resync(plan); err != nil {
+			err = fmt.Errorf("resync %d virtual servers: %w", w.size.virtualServers, err)
 		}
 	} else if changes = p.st.update(w.plans); len(changes) > 0 || p.retryDue() {
 		p.log.V(9).Info("Changes", "changes", changes)
@@ -281,11 +288,7 @@ func (p *Proxier) logMilestone(w work, elapsed time.Duration) {
 	}
 	kv := []any{"services", len(p.st.applied), "elapsed", elapsed}
 	if w.plan != nil {
-		dests := 0
-		for i := range w.plan.VirtualServers {
-			dests += len(w.plan.VirtualServers[i].Destinations)
-		}
-		kv = append(kv, "virtualServers", len(w.plan.VirtualServers), "destinations", dests)
+		kv = append(kv, "virtualServers", w.size.virtualServers, "destinations", w.size.destinations)
 	}
 	p.log.Info(msg, kv...)
 }
