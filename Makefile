@@ -38,7 +38,8 @@ unit:
 # benchmarks/vs-kube-proxy.svg is not what the committed results render
 # (a second or two warm; a fresh machine first fetches gonum.org/v1/plot);
 # and the lab's flannel CNI plugin (hack/flannel/cni, another module);
-# and the migration run's verdict rules (conformance/migration/verdict_test.sh).
+# and the migration run's verdict rules (conformance/migration/verdict_test.sh)
+# and what each node variant's load starts (conformance/migration/clients_test.sh).
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -48,6 +49,7 @@ lint:
 	cd hack/flannel && $(GO) vet ./cni/ && $(GO) test -count=1 ./cni/
 	hack/shellcheck.sh
 	conformance/migration/verdict_test.sh >/dev/null
+	conformance/migration/clients_test.sh >/dev/null
 
 # A real kube-apiserver and etcd (hack/k8s, the module that builds every
 # upstream binary), built once into .cache/k8s/bin; a cold build takes ~4 minutes.

@@ -48,8 +48,8 @@ func newMirror() *mirror {
 // stable.
 func mirrorOf(plan policy.Plan) *mirror {
 	m := newMirror()
-	for _, sp := range plan.ByService() {
-		m.set(sp.Service, contributions(sp.VirtualServers), nil)
+	for svc, vss := range plan.Services() { // contributions keeps no group
+		m.set(svc, contributions(vss), nil)
 	}
 	return m
 }

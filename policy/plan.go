@@ -2,6 +2,7 @@ package policy
 
 import (
 	"cmp"
+	"iter"
 	"net/netip"
 	"slices"
 )
@@ -222,23 +223,14 @@ func SortVirtualServers(vss []VirtualServer) { slices.SortFunc(vss, compareVirtu
 
 // ByService groups the plan's virtual servers by service, in service
 // order (ServiceKey.Compare), each service's in plan order: the shape
-// Apply takes, so that a writer's Resync and Apply share one path. It is
-// the only place a plan is regrouped. The groups share one copy of the
-// plan's virtual servers, each group's capacity ending at its last (an
-// append to one never writes into the next): a whole plan's Resync then
-// makes one copy, not one list per service and a map of them, and a
-// writer that keeps a group past its sync clones it.
+// Apply takes, so that a writer's Resync and Apply share one path. It and
+// Services are the only places a plan is regrouped. The groups share one
+// copy of the plan's virtual servers, each group's capacity ending at its
+// last (an append to one never writes into the next): a whole plan's
+// Resync then makes one copy, not one list per service and a map of
+// them, and a writer that keeps a group past its sync clones it.
 func (p Plan) ByService() []ServicePlan {
-	order := make([]int32, len(p.VirtualServers))
-	for i := range order {
-		order[i] = int32(i)
-	}
-	slices.SortFunc(order, func(a, b int32) int {
-		if c := p.VirtualServers[a].Service.Compare(p.VirtualServers[b].Service); c != 0 {
-			return c
-		}
-		return cmp.Compare(a, b)
-	})
+	order := p.serviceOrder()
 	vss := make([]VirtualServer, len(order))
 	groups := 0
 	for i, x := range order {
@@ -257,4 +249,43 @@ func (p Plan) ByService() []ServicePlan {
 		i = j
 	}
 	return out
+}
+
+// Services yields the groups of ByService, in its order, without a copy
+// of the plan: each group is copied into one buffer, reused from group to
+// group, so a group is valid only until the next one is yielded and a
+// caller that keeps one clones it. A writer's Resync of a whole plan,
+// which translates each group and keeps none, then holds one service's
+// virtual servers at a time besides the plan, not a second plan.
+func (p Plan) Services() iter.Seq2[ServiceKey, []VirtualServer] {
+	return func(yield func(ServiceKey, []VirtualServer) bool) {
+		order := p.serviceOrder()
+		var group []VirtualServer
+		for i := 0; i < len(order); {
+			svc := p.VirtualServers[order[i]].Service
+			group = group[:0]
+			for ; i < len(order) && p.VirtualServers[order[i]].Service == svc; i++ {
+				group = append(group, p.VirtualServers[order[i]])
+			}
+			if !yield(svc, group[:len(group):len(group)]) {
+				return
+			}
+		}
+	}
+}
+
+// serviceOrder returns the indexes of the plan's virtual servers in
+// ByService's order.
+func (p Plan) serviceOrder() []int32 {
+	order := make([]int32, len(p.VirtualServers))
+	for i := range order {
+		order[i] = int32(i)
+	}
+	slices.SortFunc(order, func(a, b int32) int {
+		if c := p.VirtualServers[a].Service.Compare(p.VirtualServers[b].Service); c != 0 {
+			return c
+		}
+		return cmp.Compare(a, b)
+	})
+	return order
 }

@@ -2,9 +2,11 @@ package policy
 
 import (
 	"encoding/json"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
+	"unsafe"
 )
 
 // TestProtocolNumbersAreIANAs: TCP, UDP and SCTP map to IP protocol
@@ -100,5 +102,56 @@ func TestServiceKeyTextRoundTrips(t *testing.T) {
 		if err := json.Unmarshal([]byte(`{"service":`+bad+`}`), &hc); err == nil {
 			t.Errorf("Unmarshal(%s) succeeded", bad)
 		}
+	}
+}
+
+// TestServicesYieldsByServicesGroupsWithoutACopy: Plan.Services yields
+// the groups of ByService, in its order, and allocates no copy of the
+// plan's virtual servers: only the order and one group's buffer.
+func TestServicesYieldsByServicesGroupsWithoutACopy(t *testing.T) {
+	vs := func(k ServiceKey, port uint16) VirtualServer { return VirtualServer{Service: k, Port: port} }
+	var big Plan
+	for i := range 1000 {
+		big.VirtualServers = append(big.VirtualServers, vs(ServiceKey{Namespace: "ns", Name: string(rune('a' + i%26))}, uint16(i)))
+	}
+	tests := []struct {
+		name string
+		plan Plan
+	}{
+		{"empty", Plan{}},
+		{"interleaved services", Plan{VirtualServers: []VirtualServer{
+			vs(ServiceKey{Namespace: "ns-a", Name: "x"}, 1), vs(ServiceKey{Namespace: "ns", Name: "x"}, 2),
+			vs(ServiceKey{Namespace: "ns-a", Name: "x"}, 3), vs(ServiceKey{Namespace: "ns", Name: "x"}, 4)}}},
+		{"26 services of a thousand virtual servers", big},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []ServicePlan
+			for svc, vss := range tc.plan.Services() {
+				got = append(got, ServicePlan{Service: svc, VirtualServers: slices.Clone(vss)})
+			}
+			want := tc.plan.ByService()
+			if len(got) != len(want) {
+				t.Fatalf("%d groups, want %d", len(got), len(want))
+			}
+			for i := range want {
+				if got[i].Service != want[i].Service || !slices.EqualFunc(got[i].VirtualServers, want[i].VirtualServers,
+					func(a, b VirtualServer) bool { return a.Service == b.Service && a.Port == b.Port }) {
+					t.Errorf("group %d: %v, want %v", i, got[i], want[i])
+				}
+			}
+		})
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	n := 0
+	for _, vss := range big.Services() {
+		n += len(vss)
+	}
+	runtime.ReadMemStats(&after)
+	planBytes := uint64(len(big.VirtualServers)) * uint64(unsafe.Sizeof(VirtualServer{}))
+	if got := after.TotalAlloc - before.TotalAlloc; n != len(big.VirtualServers) || got >= planBytes/2 {
+		t.Errorf("%d virtual servers yielded with %d bytes allocated, want all %d with less than half the plan's %d",
+			n, got, len(big.VirtualServers), planBytes)
 	}
 }

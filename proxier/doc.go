@@ -81,8 +81,8 @@
 //     (proxier/ipvs/ipvsnl/encode.go) and sent in as few sendmsg calls as
 //     the socket buffers allow.
 //
-// A full resync takes the same path with every service (Resync and
-// Plan.ByService for Apply). Both writers meet one contract, kernelWriter
+// A full resync takes the same path with every service (Resync, each
+// service's group of Plan.Services as Apply would take it). Both writers meet one contract, kernelWriter
 // (dataplane.go): Apply, Resync, NeedsResync, Check, the sliced repair
 // and Cleanup.
 //

@@ -43,6 +43,22 @@ func (e *planEvents) services(logger klog.Logger, plans []policy.ServicePlan) {
 	}
 }
 
+// warned returns, for services, only what it reads of plans: the service
+// and warnings of each plan with warnings, or whose service had some
+// (which it forgets), in a new list. A full sync keeps this instead of
+// every service's plan while the writers program the assembled plan, so
+// that the per-service virtual server lists are garbage by then.
+func (e *planEvents) warned(plans []policy.ServicePlan) []policy.ServicePlan {
+	var out []policy.ServicePlan
+	for i := range plans {
+		sp := &plans[i]
+		if _, had := e.own[sp.Service]; had || len(sp.Warnings) > 0 {
+			out = append(out, policy.ServicePlan{Service: sp.Service, Warnings: sp.Warnings})
+		}
+	}
+	return out
+}
+
 // plan reports a whole plan's cross-service warnings: those of services
 // no longer named are forgotten.
 func (e *planEvents) plan(logger klog.Logger, ws []policy.Warning) {

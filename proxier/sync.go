@@ -233,11 +233,20 @@ func (p *Proxier) sync(periodic bool) error {
 
 	var changes []policy.ServicePlan
 	var err error
+	recomputed := len(w.plans)
 	if full {
 		p.st.replace(w.plans)
-		p.log.V(9).Info("Plan", "plan", w.plan)
-		if err = p.dp.Resync(*w.plan); err != nil {
-			err = fmt.Errorf("resync %d virtual servers: %w", len(w.plan.VirtualServers), err)
+		w.plans = p.planEvents.warned(w.plans)
+		plan := *w.plan
+		if p.cfg.OnPlan == nil {
+			// From here the writers alone hold the plan, each while it
+			// reads it: its lists are garbage while the IPVS writer adds
+			// the table, the cold start's busiest moment.
+			*w.plan = policy.Plan{}
+		}
+		p.log.V(9).Info("Plan", "plan", plan)
+		if err = p.dp.Resync(plan); err != nil {
+			err = fmt.Errorf("resync %d virtual servers: %w", w.size.virtualServers, err)
 		}
 	} else if changes = p.st.update(w.plans); len(changes) > 0 || p.retryDue() {
 		p.log.V(9).Info("Changes", "changes", changes)
@@ -256,7 +265,7 @@ func (p *Proxier) sync(periodic bool) error {
 		p.log.Error(err, "Sync failed; the next sync is a full resync", "full", full)
 		return err
 	}
-	p.log.V(2).Info("Synced", "full", full, "recomputed", len(w.plans), "applied", len(changes),
+	p.log.V(2).Info("Synced", "full", full, "recomputed", recomputed, "applied", len(changes),
 		"pendingServices", w.svcPending, "elapsed", elapsed)
 	p.reconcileConntrack()
 	p.logMilestone(w, elapsed)
@@ -281,11 +290,7 @@ func (p *Proxier) logMilestone(w work, elapsed time.Duration) {
 	}
 	kv := []any{"services", len(p.st.applied), "elapsed", elapsed}
 	if w.plan != nil {
-		dests := 0
-		for i := range w.plan.VirtualServers {
-			dests += len(w.plan.VirtualServers[i].Destinations)
-		}
-		kv = append(kv, "virtualServers", len(w.plan.VirtualServers), "destinations", dests)
+		kv = append(kv, "virtualServers", w.size.virtualServers, "destinations", w.size.destinations)
 	}
 	p.log.Info(msg, kv...)
 }

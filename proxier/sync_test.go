@@ -3,10 +3,13 @@ package proxier
 import (
 	"fmt"
 	"net/netip"
+	"runtime"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+	"weak"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
@@ -362,5 +365,61 @@ func TestTotalsCountEveryVirtualServer(t *testing.T) {
 		if !cmp.Equal(st.totals.byKind, tc.want) {
 			t.Errorf("%s: %v, want %v", tc.name, st.totals.byKind, tc.want)
 		}
+	}
+}
+
+// heldPlanDataPlane is a fakeDataPlane whose Resync lets go of its plan
+// and records whether the plan's lists are still reachable, then: still
+// held by its caller.
+type heldPlanDataPlane struct {
+	*fakeDataPlane
+	held []bool
+}
+
+func (d *heldPlanDataPlane) Resync(plan policy.Plan) error {
+	if len(plan.VirtualServers) == 0 || len(plan.VirtualServers[0].Destinations) == 0 {
+		return fmt.Errorf("a plan without a destination to watch: %v", plan)
+	}
+	vss, dests := weak.Make(&plan.VirtualServers[0]), weak.Make(&plan.VirtualServers[0].Destinations[0])
+	plan = policy.Plan{}
+	runtime.GC()
+	d.held = append(d.held, vss.Value() != nil || dests.Value() != nil)
+	return nil
+}
+
+// TestFullSyncLetsGoOfThePlanWhileTheWritersRun: a full sync hands the
+// plan to the data plane and keeps neither its virtual servers nor their
+// destinations meanwhile, so that the writers, which read it once, can
+// drop it while they program the table; only OnPlan (--dry-run), which
+// is given the plan after the sync, keeps it.
+func TestFullSyncLetsGoOfThePlanWhileTheWritersRun(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		onPlan bool
+		held   bool
+	}{
+		{"without OnPlan, nothing holds the plan but the data plane", false, false},
+		{"OnPlan is given the plan after the sync: it is held", true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dp := &heldPlanDataPlane{fakeDataPlane: &fakeDataPlane{}}
+			var given []policy.Plan
+			tp := newTestProxier(t, func(c *Config) {
+				c.DataPlane = dp
+				if tc.onPlan {
+					c.OnPlan = func(p policy.Plan) { given = append(given, p) }
+				}
+			})
+			baseline(tp)
+			if err := tp.sync(false); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(dp.held, []bool{tc.held}) {
+				t.Errorf("plan held through the Resync: %v, want [%v]", dp.held, tc.held)
+			}
+			if tc.onPlan && (len(given) != 1 || len(given[0].VirtualServers) != 3) {
+				t.Errorf("OnPlan given %v, want the plan of 3 virtual servers", given)
+			}
+		})
 	}
 }

@@ -398,6 +398,20 @@ type work struct {
 	triggers map[policy.ServiceKey][]time.Time
 	// Changes still pending after this checkout (held back).
 	svcPending, epPending int
+	// size is plan's, counted at checkout: a full sync drops the plan
+	// once the writers have it (Proxier.sync).
+	size planSize
+}
+
+// planSize counts a plan's virtual servers and destinations.
+type planSize struct{ virtualServers, destinations int }
+
+func sizeOf(plan *policy.Plan) planSize {
+	n := planSize{virtualServers: len(plan.VirtualServers)}
+	for i := range plan.VirtualServers {
+		n.destinations += len(plan.VirtualServers[i].Destinations)
+	}
+	return n
 }
 
 // checkout takes the changes and computes the plans the sync needs.
@@ -423,7 +437,7 @@ func (t *tracker) checkout(full, wantPlan bool) work {
 		// Every service, computed once: the plans and the node's Plan.
 		w.plans = t.engine.ComputeAll()
 		plan, ws := t.engine.Assemble(w.plans)
-		w.plan, w.conflicts = &plan, ws
+		w.plan, w.conflicts, w.size = &plan, ws, sizeOf(&plan)
 	} else {
 		w.plans = make([]policy.ServicePlan, 0, len(keys))
 		for _, k := range keys {
@@ -432,7 +446,7 @@ func (t *tracker) checkout(full, wantPlan bool) work {
 		}
 		if wantPlan { // --dry-run prints the whole plan after each sync
 			plan, ws := t.engine.Compute()
-			w.plan, w.conflicts = &plan, ws
+			w.plan, w.conflicts, w.size = &plan, ws, sizeOf(&plan)
 		}
 	}
 	w.svcPending, w.epPending = len(t.svcPending), len(t.epPending)

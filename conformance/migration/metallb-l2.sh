@@ -51,16 +51,13 @@ YAML
 	"$CLUSTER_DIR/metallb.sh" arp "$LB_L2_CLUSTER_IP" "$LB_L2_LOCAL_IP" | sed 's/^/before-swap arp: /' >>"$OUT/report.txt"
 }
 
-# lb_l2_start_load <phase>: one client per Service in the lab's network
-# namespace, its pid with the phase's host clients.
+# lb_l2_start_load <phase>: one host client per Service (clients.sh).
 lb_l2_start_load() {
 	local phase=$1 tag ip
 	for tag in lb-l2 lb-l2-local; do
 		ip=$LB_L2_CLUSTER_IP
 		[[ $tag == lb-l2-local ]] && ip=$LB_L2_LOCAL_IP
-		ip netns exec "$NETNS" "$LOAD" client -rate 6 -http "http://$ip:80/" \
-			>"$OUT/$phase.x-$tag-node-lab.log" 2>"$OUT/$phase.x-$tag-node-lab.err" &
-		echo $! >>"$OUT/$phase.hosts"
+		host_client "$phase" "$tag" lab "http://$ip:80/"
 	done
 }
 

@@ -1,4 +1,5 @@
 # shellcheck shell=bash
+# shellcheck disable=SC2016 # the loops' lines are bash for the pod, $ and all
 # The node variant nodelocaldns's load (variants.sh; sourced, not run):
 # on each node, two client pods whose counts join the phase line.
 #
@@ -24,64 +25,33 @@
 
 # nodelocaldns_dns_spec: the nodelocal-dns client's pod spec lines.
 nodelocaldns_dns_spec() {
-	cat <<YAML
-  containers:
-  - name: dns
-    image: registry.k8s.io/kube-proxy:$K8S_VERSION
-    imagePullPolicy: IfNotPresent
-    command: [/bin/bash, -c]
-    args:
-    - |
-      servers=""
-      while read -r k v _; do [[ \$k == nameserver ]] && servers+="\$v "; done </etc/resolv.conf
-      if [[ \$servers != "$NODELOCAL_IP " ]]; then
-        echo "nodelocal-dns: /etc/resolv.conf names \${servers:-no nameserver}, want $NODELOCAL_IP alone" >&2
-        exit 1
-      fi
-      n=0 failed=0 slowest=0
-      trap 'echo "load: requests=\$n failed=\$failed slowest-ms=\$slowest"; exit 0' TERM
-      while :; do
-        i=\$((n % 200 + 1))
-        t0=\$EPOCHREALTIME # bash's clock: no process per reading
-        # In the background: the trap runs at once, not after a lookup.
-        getent ahostsv4 "10-244-250-\$i.default.pod.cluster.local." >/tmp/got & wait \$!
-        read -r got _ </tmp/got || got=""
-        if [[ \$got == "10.244.250.\$i" ]]; then
-          t=\$(( (\${EPOCHREALTIME/./} - \${t0/./}) / 1000 )); ((t > slowest)) && slowest=\$t
-        else
-          failed=\$((failed + 1)); echo "\$(date -u +%T) 10-244-250-\$i: got '\$got'" >&2
-        fi
-        n=\$((n + 1))
-        sleep 0.2 & wait \$!
-      done
-YAML
+	bash_client_spec dns pod "$(
+		cat <<SH
+servers=""
+while read -r k v _; do [[ \$k == nameserver ]] && servers+="\$v "; done </etc/resolv.conf
+if [[ \$servers != "$NODELOCAL_IP " ]]; then
+  echo "nodelocal-dns: /etc/resolv.conf names \${servers:-no nameserver}, want $NODELOCAL_IP alone" >&2
+  exit 1
+fi
+SH
+		client_loop -clock epoch -pre 'i=$((n % 200 + 1))' \
+			-do '# In the background: the trap runs at once, not after a lookup.' \
+			-do 'getent ahostsv4 "10-244-250-$i.default.pod.cluster.local." >/tmp/got & wait $!' \
+			-do 'read -r got _ </tmp/got || got=""' \
+			-ok '[[ $got == "10.244.250.$i" ]]' \
+			-fail "10-244-250-\$i: got '\$got'"
+	)"
 }
 
 # nodelocaldns_intact_spec: the nodelocal-intact check's pod spec lines.
 nodelocaldns_intact_spec() {
-	cat <<YAML
-  hostNetwork: true
-  hostPID: true
-  containers:
-  - name: check
-    image: registry.k8s.io/kube-proxy:$K8S_VERSION
-    imagePullPolicy: IfNotPresent
-    securityContext: {privileged: true}
-    command: [/bin/bash, -c]
-    args:
-    - |
-      want="1 $(nodelocaldns_rule_count)"
-      n=0 failed=0
-      trap 'echo "load: requests=\$n failed=\$failed"; exit 0' TERM
-      while :; do
-        got=\$(nsenter -t 1 -m -n -- sh -c "ip -o -4 addr show dev $NODELOCAL_IF | grep -c ' $NODELOCAL_IP/32 '; iptables-save | grep -c '$NODELOCAL_COMMENT'" 2>&1 | tr '\n' ' ')
-        if [[ \$got != "\$want " ]]; then
-          failed=\$((failed + 1)); echo "\$(date -u +%T) address and rules: \$got(want \$want)" >&2
-        fi
-        n=\$((n + 1))
-        sleep 2 & wait \$!
-      done
-YAML
+	bash_client_spec check node "$(
+		echo "want=\"1 $(nodelocaldns_rule_count)\""
+		client_loop -every 2 \
+			-do "got=\$(nsenter -t 1 -m -n -- sh -c \"ip -o -4 addr show dev $NODELOCAL_IF | grep -c ' $NODELOCAL_IP/32 '; iptables-save | grep -c '$NODELOCAL_COMMENT'\" 2>&1 | tr '\\n' ' ')" \
+			-bad '[[ $got != "$want " ]]' \
+			-fail 'address and rules: $got(want $want)'
+	)"
 }
 
 # nodelocaldns_start_load: both clients on every node.

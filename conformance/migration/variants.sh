@@ -2,7 +2,8 @@
 # The migration run's load for each node variant (hack/cluster/variant.sh),
 # sourced by conformance/migrate.sh beside its common load. Each extra
 # client's counts go to $OUT/<phase>.x-<tag>-<name>.log and join the phase
-# line as <tag>-requests=N <tag>-failed=N.
+# line as <tag>-requests=N <tag>-failed=N. The clients are built from
+# clients.sh's pieces (the pods, the bash loop, the lab host's clients).
 #
 #   no-cluster-cidr   a one-replica backend pinned to each node behind its
 #                     own ClusterIP; on each node a hostNetwork `load client`
@@ -30,10 +31,48 @@
 #                     hand-over (metallb-l2.sh)
 #   default, legacy   nothing beyond the common load
 
+# shellcheck source=conformance/migration/clients.sh
+. "$(dirname "${BASH_SOURCE[0]}")/clients.sh"
 # shellcheck source=conformance/migration/nodelocaldns.sh
 . "$(dirname "${BASH_SOURCE[0]}")/nodelocaldns.sh"
 # shellcheck source=conformance/migration/metallb-l2.sh
 . "$(dirname "${BASH_SOURCE[0]}")/metallb-l2.sh"
+
+# serve_workload <name> <node> [host]: a one-replica `load serve` pinned to
+# node, in a pod's network or (host) the node's, behind a ClusterIP
+# Service of the same name.
+serve_workload() {
+	local name=$1 node=$2 net=${3:-}
+	cat <<YAML
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: $name, namespace: migration}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: $name}}
+  template:
+    metadata: {labels: {app: $name}}
+    spec:
+      nodeSelector: {kubernetes.io/hostname: $node}
+YAML
+	[[ $net == host ]] && echo "      hostNetwork: true"
+	cat <<YAML
+      terminationGracePeriodSeconds: 1
+      containers:
+      - name: serve
+        image: localhost/kip-load:lab
+        imagePullPolicy: IfNotPresent
+        args: [serve]
+        readinessProbe: {tcpSocket: {port: 8080}, periodSeconds: 2}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: $name, namespace: migration}
+spec:
+  selector: {app: $name}
+  ports: [{name: http, port: 80, targetPort: 8080}]
+YAML
+}
 
 # variant_workload: the variant's backends and Services.
 variant_workload() {
@@ -42,62 +81,14 @@ variant_workload() {
 	no-cluster-cidr | flannel)
 		for ((i = 1; i <= NODES; i++)); do
 			node=$(node_name "$i")
-			kc apply -f - >&2 <<YAML
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: pinned-$node, namespace: migration}
-spec:
-  replicas: 1
-  selector: {matchLabels: {app: pinned-$node}}
-  template:
-    metadata: {labels: {app: pinned-$node}}
-    spec:
-      nodeSelector: {kubernetes.io/hostname: $node}
-      terminationGracePeriodSeconds: 1
-      containers:
-      - name: serve
-        image: localhost/kip-load:lab
-        imagePullPolicy: IfNotPresent
-        args: [serve]
-        readinessProbe: {tcpSocket: {port: 8080}, periodSeconds: 2}
----
-apiVersion: v1
-kind: Service
-metadata: {name: pinned-$node, namespace: migration}
-spec:
-  selector: {app: pinned-$node}
-  ports: [{name: http, port: 80, targetPort: 8080}]
-YAML
+			serve_workload "pinned-$node" "$node" | kc apply -f - >&2
 			kc -n migration rollout status "deploy/pinned-$node" --timeout=5m >&2
 		done
 		;;
 	forward-drop | forward-drop-nft)
-		kc apply -f - >&2 <<YAML
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: hostsrv, namespace: migration}
-spec:
-  replicas: 1
-  selector: {matchLabels: {app: hostsrv}}
-  template:
-    metadata: {labels: {app: hostsrv}}
-    spec:
-      nodeSelector: {kubernetes.io/hostname: $(node_name 1)}
-      hostNetwork: true
-      terminationGracePeriodSeconds: 1
-      containers:
-      - name: serve
-        image: localhost/kip-load:lab
-        imagePullPolicy: IfNotPresent
-        args: [serve]
-        readinessProbe: {tcpSocket: {port: 8080}, periodSeconds: 2}
----
-apiVersion: v1
-kind: Service
-metadata: {name: hostsrv, namespace: migration}
-spec:
-  selector: {app: hostsrv}
-  ports: [{name: http, port: 80, targetPort: 8080}]
+		{
+			serve_workload hostsrv "$(node_name 1)" host
+			cat <<YAML
 ---
 apiVersion: v1
 kind: Service
@@ -107,6 +98,7 @@ spec:
   selector: {app: hostsrv}
   ports: [{name: http, port: 80, targetPort: 8080, nodePort: 30082}]
 YAML
+		} | kc apply -f - >&2
 		kc -n migration rollout status deploy/hostsrv --timeout=5m >&2
 		;;
 	nodelocaldns) kc -n kube-system rollout status ds/node-local-dns --timeout=5m >&2 ;;
@@ -114,49 +106,13 @@ YAML
 	esac
 }
 
-# extra_pod <name> <node> <tag> <yaml of the spec's remaining lines>: a bare
-# client pod of the phase (label extra=1), its log followed.
-extra_pod() {
-	local name=$1 node=$2 spec=$3
-	kc apply -f - >&2 <<YAML
-apiVersion: v1
-kind: Pod
-metadata: {name: $name, namespace: migration, labels: {extra: "1"}}
-spec:
-  nodeName: $node
-  terminationGracePeriodSeconds: 10
-$spec
-YAML
-}
-
 # node_curl_spec <url>: a pod spec whose container runs the node's own curl
 # (nsenter into the node's mount and network namespaces) of url, 5 a
-# second, and prints load-style counts on SIGTERM.
+# second.
 node_curl_spec() {
-	cat <<YAML
-  hostNetwork: true
-  hostPID: true
-  containers:
-  - name: curl
-    image: registry.k8s.io/kube-proxy:$K8S_VERSION
-    imagePullPolicy: IfNotPresent
-    securityContext: {privileged: true}
-    command: [/bin/bash, -c]
-    args:
-    - |
-      n=0 failed=0 slowest=0
-      trap 'echo "load: requests=\$n failed=\$failed slowest-ms=\$slowest"; exit 0' TERM
-      while :; do
-        t0=\$(date +%s%3N)
-        if nsenter -t 1 -m -n -- curl -sk -o /dev/null --max-time 10 -w '%{http_code}' "$1" | grep -q '^200\$'; then
-          t=\$((\$(date +%s%3N) - t0)); ((t > slowest)) && slowest=\$t
-        else
-          failed=\$((failed + 1)); echo "\$(date -u +%T) failed" >&2
-        fi
-        n=\$((n + 1))
-        sleep 0.2 & wait \$!
-      done
-YAML
+	bash_client_spec curl node "$(client_loop -clock date \
+		-ok "nsenter -t 1 -m -n -- curl -sk -o /dev/null --max-time 10 -w '%{http_code}' \"$1\" | grep -q '^200\$'" \
+		-fail failed)"
 }
 
 # variant_start_load <phase>: the variant's extra clients.
@@ -169,9 +125,7 @@ variant_start_load() {
 			j=$((i % NODES + 1))
 			other=$(node_name "$j")
 			ip=$(kc -n migration get svc "pinned-$other" -o jsonpath='{.spec.clusterIP}')
-			extra_pod "hostnet-$node" "$node" "  hostNetwork: true
-  containers:
-  - {name: client, image: localhost/kip-load:lab, imagePullPolicy: IfNotPresent, args: [client, -rate, '6', -http, 'http://$ip:80/']}"
+			extra_pod "hostnet-$node" "$node" "$(load_client_spec host "http://$ip:80/")"
 			ip=$(kc get svc kubernetes -o jsonpath='{.spec.clusterIP}')
 			extra_pod "node-curl-$node" "$node" "$(node_curl_spec "https://$ip:443/readyz")"
 		done
@@ -181,22 +135,16 @@ variant_start_load() {
 			node=$(node_name "$i")
 			other=$(node_name $((i % NODES + 1)))
 			ip=$(kc -n migration get svc "pinned-$other" -o jsonpath='{.spec.clusterIP}')
-			extra_pod "vxlan-$node" "$node" "  containers:
-  - {name: client, image: localhost/kip-load:lab, imagePullPolicy: IfNotPresent, args: [client, -rate, '6', -http, 'http://$ip:80/']}"
-			extra_pod "hostnet-$node" "$node" "  hostNetwork: true
-  containers:
-  - {name: client, image: localhost/kip-load:lab, imagePullPolicy: IfNotPresent, args: [client, -rate, '6', -http, 'http://$ip:80/']}"
+			extra_pod "vxlan-$node" "$node" "$(load_client_spec pod "http://$ip:80/")"
+			extra_pod "hostnet-$node" "$node" "$(load_client_spec host "http://$ip:80/")"
 		done
 		;;
 	forward-drop | forward-drop-nft)
 		ip=$(kc -n migration get svc hostsrv -o jsonpath='{.spec.clusterIP}')
 		for ((i = 2; i <= NODES; i++)); do
 			node=$(node_name "$i")
-			extra_pod "ci-hostnet-$node" "$node" "  containers:
-  - {name: client, image: localhost/kip-load:lab, imagePullPolicy: IfNotPresent, args: [client, -rate, '6', -http, 'http://$ip:80/']}"
-			ip netns exec "$NETNS" "$LOAD" client -rate 6 -http "http://$(node_ip4 "$i"):30082/" \
-				>"$OUT/$phase.x-np-hostnet-$node.log" 2>"$OUT/$phase.x-np-hostnet-$node.err" &
-			echo $! >>"$OUT/$phase.hosts"
+			extra_pod "ci-hostnet-$node" "$node" "$(load_client_spec pod "http://$ip:80/")"
+			host_client "$phase" np-hostnet "$i" "http://$(node_ip4 "$i"):30082/"
 		done
 		;;
 	nodelocaldns) nodelocaldns_start_load ;;

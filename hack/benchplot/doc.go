@@ -12,7 +12,12 @@
 // file's rounds: a file is one VM boot with one harness and one commit,
 // and a newer run is made to supersede an older one. Within that file,
 // each figure is the median over the rounds; the plot's whiskers span the
-// minimum to the maximum. The table goes between the lines
+// minimum to the maximum. A cell without a value says why, from the
+// files: "n/a (ours only)" for a measurement of our cold start alone,
+// "not measured †" for one taken only after a first sync the run stopped
+// waiting for, the † note under the table saying how long it waited and
+// citing the newest older file that measured it, as another run; a dash
+// only where the files give no reason. The table goes between the lines
 // "<!-- begin: make bench-plot -->" and "<!-- end: make bench-plot -->"
 // of BENCHMARKS.md, and every other byte of the file stays as it is.
 //
@@ -25,5 +30,7 @@
 // markdown (the table, the splice between the markers), chart (the SVG).
 // This is a module of its own so that gonum.org/v1/plot stays out of the
 // proxy's module graph; it must not import the proxy's packages (its
-// go.mod does not require the main module, so it cannot).
+// go.mod does not require the main module, so it cannot). The one file it
+// shares with the proxy's module, the result files' schema, it shares by
+// a link (results/schema.go), not an import.
 package main

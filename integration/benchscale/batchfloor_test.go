@@ -13,6 +13,8 @@ import (
 	mobyipvs "github.com/moby/ipvs"
 	vnl "github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/integration/benchscale/results"
 )
 
 // batchedFloor is the kernel's floor for the cold start when requests
@@ -99,7 +101,7 @@ func (b *bench) batchedFloor(tb table, cold time.Duration) {
 	t.Logf("batched floor: the same table in %d sendmsg batches in %v (the addresses %v); the cold start took %.2f× that",
 		batches, took.Round(time.Millisecond), addrsTook.Round(time.Millisecond), cold.Seconds()/took.Seconds())
 	b.run.Add("floor: the same table batched, many requests per sendmsg", took.Seconds(), "s")
-	b.run.Add("cold start / batched floor", cold.Seconds()/took.Seconds(), "")
+	b.run.Add(results.ColdOverBatched, cold.Seconds()/took.Seconds(), "")
 }
 
 // floorBatchBytes bounds one sendmsg: under the send buffer the socket

@@ -14,7 +14,8 @@
 //     builds the binaries, and per scale starts an apiserver, loads the
 //     workload (workload.go) through the API and boots the VM; it collects
 //     the runs the VM prints (result.go) and writes one table per scale to
-//     stdout and .cache/bench-scale/<time>.{md,json}.
+//     stdout and .cache/bench-scale/<time>.{md,json} (the JSON's schema is
+//     package results, which hack/benchplot reads the committed files with).
 //   - vm_test.go and phases_test.go (integration tag, in the VM) run each
 //     binary as its own process with the DaemonSet's command line and
 //     deploy/base's config file (minSyncPeriod 0s, syncPeriod 30s as

@@ -109,16 +109,3 @@ func (p Phases) Env() []string {
 	}
 	return append(out, fmt.Sprintf("%s=%d", envIdle, int(p.Idle/time.Second)))
 }
-
-// make bench-vs-kube-proxy's two proxies, and the names of the two
-// measurements its targets are about.
-const (
-	labelKubeProxy = "kube-proxy"
-	labelOurs      = "ours"
-
-	mTableComplete = "IPVS table complete, from process start"
-	mTableCPU      = "CPU until the table is complete"
-
-	mPeakRSS             = "memory: peak RSS (VmHWM) by then"
-	mFirstSyncLowerBound = "own first sync not done yet, from process start (a lower bound)"
-)

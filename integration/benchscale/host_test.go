@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/integration/apiserver"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/integration/benchscale/results"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/integration/vme2e"
 )
 
@@ -46,15 +47,15 @@ func TestScale(t *testing.T) {
 	out := outputDir(t, repo)
 	stamp := time.Now().UTC().Format("20060102-150405")
 	bins, about := buildProxies(t, repo)
-	rep := report{Header: header(repo, phases, about)}
+	rep := results.Report{Header: header(repo, phases, about)}
 	for _, n := range scales {
 		t.Run(strconv.Itoa(n), func(t *testing.T) {
 			runs := measureScale(t, repo, filepath.Join(out, fmt.Sprintf("%s-%d.console.log", stamp, n)), Workload{Services: n}, phases, bins)
-			rep.Scales = append(rep.Scales, scaleRuns{Services: n, LoadAfter: loadAverage(), Runs: runs})
+			rep.Scales = append(rep.Scales, results.Scale{Services: n, LoadAfter: loadAverage(), Runs: runs})
 		})
 	}
 	base := filepath.Join(out, stamp)
-	writeReport(t, base, rep.markdown(), rep)
+	writeReport(t, base, markdown(rep), rep)
 	t.Logf("results: %s.md and %s.json", base, base)
 }
 
@@ -92,7 +93,7 @@ func outputDir(t *testing.T, repo string) string {
 
 // writeReport prints md and writes it to base.md, and rep as JSON to
 // base.json.
-func writeReport(t *testing.T, base, md string, rep report) []byte {
+func writeReport(t *testing.T, base, md string, rep results.Report) []byte {
 	t.Helper()
 	fmt.Println(md)
 	js, err := json.MarshalIndent(rep, "", "  ")

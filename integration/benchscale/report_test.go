@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/integration/benchscale/results"
 )
 
 // hostBin is a proxy binary built on the host for the VM.
@@ -88,18 +90,6 @@ func git(t *testing.T, repo string, args ...string) string {
 	return strings.TrimSpace(string(out))
 }
 
-// report is what a make bench-scale run writes.
-type report struct {
-	Header []string    `json:"header"`
-	Scales []scaleRuns `json:"scales"`
-}
-
-type scaleRuns struct {
-	Services  int    `json:"services"`
-	LoadAfter string `json:"loadAfter"`
-	Runs      []Run  `json:"runs"`
-}
-
 // machineLines say when the run started and on what.
 func machineLines() []string {
 	return []string{
@@ -117,7 +107,8 @@ func header(repo string, p Phases, about []string) []string {
 		p.Rounds, p.Idle, p.Changes, p.Burst, p.NewServices))
 }
 
-func (r report) markdown() string {
+// markdown is the report as make bench-scale's tables.
+func markdown(r results.Report) string {
 	var b strings.Builder
 	b.WriteString("## make bench-scale\n\n")
 	for _, l := range r.Header {

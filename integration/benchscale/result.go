@@ -7,35 +7,20 @@ import (
 	"math"
 	"slices"
 	"strings"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/integration/benchscale/results"
 )
 
 // ResultPrefix starts the console line on which the VM half reports one
 // measured run as JSON; the host half collects these lines.
 const ResultPrefix = "BENCH-SCALE-RESULT "
 
-// Run is one proxy binary measured once at one scale.
-type Run struct {
-	Proxy        string        `json:"proxy"` // its label: tree, base
-	Round        int           `json:"round"`
-	Services     int           `json:"services"`
-	Endpoints    int           `json:"endpoints"`
-	Measurements []Measurement `json:"measurements"`
-}
+// Run is one proxy binary measured once at one scale, as the result
+// files hold it (package results, the schema hack/benchplot reads too).
+type Run = results.Run
 
-// Measurement is one number of a run.
-type Measurement struct {
-	Name  string  `json:"name"`
-	Value float64 `json:"value"`
-	Unit  string  `json:"unit"`
-}
-
-// Add appends a measurement.
-func (r *Run) Add(name string, value float64, unit string) {
-	r.Measurements = append(r.Measurements, Measurement{Name: name, Value: value, Unit: unit})
-}
-
-// Line is the run as a ResultPrefix console line.
-func (r Run) Line() string {
+// resultLine is the run as a ResultPrefix console line.
+func resultLine(r Run) string {
 	b, err := json.Marshal(r)
 	if err != nil {
 		panic(err) // plain data
@@ -102,10 +87,10 @@ func Table(runs []Run) string {
 	b.WriteString(strings.Repeat("---|", len(runs)+boolInt(len(labels) == 2)))
 	b.WriteString("\n")
 	for _, m := range rows(runs) {
-		b.WriteString("| " + m.label() + " |")
+		b.WriteString("| " + label(m) + " |")
 		for _, r := range runs {
-			if v, ok := r.value(m.Name); ok {
-				fmt.Fprintf(&b, " %s |", format(v))
+			if v, ok := value(r, m.Name); ok {
+				fmt.Fprintf(&b, " %s |", results.Format(v))
 			} else {
 				b.WriteString(" — |")
 			}
@@ -134,20 +119,22 @@ func ScalingTable(small, large []Run, proxy string) string {
 		if !xok || !yok {
 			continue
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", m.label(), format(x), format(y), ratio(x, xok, y, yok))
+		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", label(m), results.Format(x), results.Format(y), ratio(x, xok, y, yok))
 	}
 	return b.String()
 }
 
 // label is the measurement's name with its unit.
-func (m Measurement) label() string {
+func label(m results.Measurement) string {
 	if m.Unit == "" {
 		return m.Name
 	}
 	return m.Name + " (" + m.Unit + ")"
 }
 
-func (r Run) value(name string) (float64, bool) {
+// value is the run's measurement of that name; ok is false when it has
+// none.
+func value(r Run, name string) (float64, bool) {
 	for _, m := range r.Measurements {
 		if m.Name == name {
 			return m.Value, true
@@ -157,9 +144,9 @@ func (r Run) value(name string) (float64, bool) {
 }
 
 // rows is every measurement name, in first-reported order.
-func rows(runs []Run) []Measurement {
+func rows(runs []Run) []results.Measurement {
 	seen := map[string]bool{}
-	var out []Measurement
+	var out []results.Measurement
 	for _, r := range runs {
 		for _, m := range r.Measurements {
 			if !seen[m.Name] {
@@ -186,18 +173,11 @@ func proxies(runs []Run) []string {
 func median(runs []Run, proxy, name string) (float64, bool) {
 	var vs []float64
 	for _, r := range runs {
-		if v, ok := r.value(name); ok && r.Proxy == proxy {
+		if v, ok := value(r, name); ok && r.Proxy == proxy {
 			vs = append(vs, v)
 		}
 	}
-	if len(vs) == 0 {
-		return 0, false
-	}
-	slices.Sort(vs)
-	if n := len(vs); n%2 == 0 {
-		return (vs[n/2-1] + vs[n/2]) / 2, true
-	}
-	return vs[len(vs)/2], true
+	return results.Median(vs), len(vs) > 0
 }
 
 // ratio is y/x, or a dash when either is missing or x is 0.
@@ -217,19 +197,6 @@ func Percentile(vs []float64, p float64) float64 {
 	s := slices.Sorted(slices.Values(vs))
 	k := int(math.Ceil(p/100*float64(len(s)))) - 1
 	return s[max(0, min(k, len(s)-1))]
-}
-
-func format(v float64) string {
-	switch {
-	case v == float64(int64(v)):
-		return fmt.Sprintf("%d", int64(v))
-	case v >= 100:
-		return fmt.Sprintf("%.0f", v)
-	case v >= 10:
-		return fmt.Sprintf("%.1f", v)
-	default:
-		return fmt.Sprintf("%.3g", v)
-	}
 }
 
 func boolInt(b bool) int {

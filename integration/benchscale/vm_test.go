@@ -91,7 +91,7 @@ func TestScaleInVM(t *testing.T) {
 		for _, bin := range bins {
 			t.Run(fmt.Sprintf("%s#%d", bin.label, round+1), func(t *testing.T) {
 				run := b.measure(t, bin, round)
-				fmt.Println(run.Line())
+				fmt.Println(resultLine(run))
 			})
 		}
 	}

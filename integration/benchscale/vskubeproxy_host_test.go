@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/integration/benchscale/results"
 )
 
 // defaultVsChanges is how many endpoint changes each proxy is timed on
@@ -62,7 +64,7 @@ func TestVsKubeProxy(t *testing.T) {
 	if d, err := exec.Command("git", "-C", repo, "describe", "--always", "--dirty").Output(); err == nil {
 		at = strings.TrimSpace(string(d))
 	}
-	rep := report{Header: append(machineLines(),
+	rep := results.Report{Header: append(machineLines(),
 		"kube-proxy: "+kp+" ("+kpVersion+"), IPv4 only (no ip6tables in the VM), iptables-nft.",
 		"ours: the working tree at "+at+".",
 		"Both: deploy/base's config.conf (mode: ipvs) with nodePortAddresses ["+GuestAddr+"/32], --hostname-override (kube-proxy with the admin's kubeconfig, for its ServiceCIDR watch); one after the other in one boot, a clean kernel and an empty IPVS trash before each.",
@@ -72,11 +74,11 @@ func TestVsKubeProxy(t *testing.T) {
 		t.Run(strconv.Itoa(n), func(t *testing.T) {
 			w := Workload{Services: n}
 			runs := measureVersus(t, repo, filepath.Join(out, fmt.Sprintf("%s-%d.console.log", stamp, n)), w, phases, kp, ours)
-			rep.Scales = append(rep.Scales, scaleRuns{Services: n, LoadAfter: loadAverage(), Runs: runs})
+			rep.Scales = append(rep.Scales, results.Scale{Services: n, LoadAfter: loadAverage(), Runs: runs})
 		})
 	}
 	base := filepath.Join(out, stamp)
-	js := writeReport(t, base, rep.versusMarkdown(), rep)
+	js := writeReport(t, base, versusMarkdown(rep), rep)
 	// .cache is not committed; this copy is, so that BENCHMARKS.md's
 	// table (make bench-plot) is rendered from files anyone can check.
 	kept := filepath.Join(repo, "benchmarks", "vs-kube-proxy", when+".json")
@@ -119,7 +121,7 @@ func measureVersus(t *testing.T, repo, consoleLog string, w Workload, phases Pha
 	const kpDst, oursDst = "/bin/kube-proxy", "/bin/kip-proxy-ours"
 	files := []string{kubeProxy + ":" + kpDst, ours + ":" + oursDst}
 	env := append(phases.Env(), envVMServices+"="+strconv.Itoa(w.Services), envVMVsKubeProxy+"=1",
-		envVMProxies+"="+labelKubeProxy+"="+kpDst+","+labelOurs+"="+oursDst)
+		envVMProxies+"="+results.KubeProxy+"="+kpDst+","+results.Ours+"="+oursDst)
 	_, got := runInVM(t, repo, consoleLog, w, inVM, files, env, "TestVsKubeProxyInVM")
 	if len(got) != runs {
 		t.Fatalf("the VM reported %d runs, want %d", len(got), runs)
@@ -131,7 +133,7 @@ func measureVersus(t *testing.T, repo, consoleLog string, w Workload, phases Pha
 // runs (trashEmpty), for the host's time bound.
 const trashWait = 250 * time.Second
 
-func (r report) versusMarkdown() string {
+func versusMarkdown(r results.Report) string {
 	var b strings.Builder
 	b.WriteString("## make bench-vs-kube-proxy\n\n")
 	for _, l := range r.Header {
@@ -140,10 +142,10 @@ func (r report) versusMarkdown() string {
 	for _, s := range r.Scales {
 		fmt.Fprintf(&b, "\n### %d services, %d endpoints (host load average after: %s)\n\n%s",
 			s.Services, s.Services*PerService, s.LoadAfter, Table(s.Runs))
-		kpT, ok1 := median(s.Runs, labelKubeProxy, mTableComplete)
-		ourT, ok2 := median(s.Runs, labelOurs, mTableComplete)
-		kpC, ok3 := median(s.Runs, labelKubeProxy, mTableCPU)
-		ourC, ok4 := median(s.Runs, labelOurs, mTableCPU)
+		kpT, ok1 := median(s.Runs, results.KubeProxy, results.TableComplete)
+		ourT, ok2 := median(s.Runs, results.Ours, results.TableComplete)
+		kpC, ok3 := median(s.Runs, results.KubeProxy, results.CPUUntilTable)
+		ourC, ok4 := median(s.Runs, results.Ours, results.CPUUntilTable)
 		if ok1 && ok2 && ok3 && ok4 && ourT > 0 && kpC > 0 {
 			fmt.Fprintf(&b, "\nMedians: IPVS table complete %.2f× faster than kube-proxy (target ≥ 3×); CPU until then %.2f of kube-proxy's (target ≤ 0.5).\n",
 				kpT/ourT, ourC/kpC)

@@ -13,6 +13,7 @@ import (
 	mobyipvs "github.com/moby/ipvs"
 	"github.com/vishvananda/netlink"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/integration/benchscale/results"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/integration/vme2e"
 )
 
@@ -36,8 +37,8 @@ func TestVsKubeProxyInVM(t *testing.T) {
 	for _, b := range list {
 		bins[b.label] = b.path
 	}
-	if bins[labelKubeProxy] == "" || bins[labelOurs] == "" {
-		t.Fatalf("%s: want %s= and %s=", envVMProxies, labelKubeProxy, labelOurs)
+	if bins[results.KubeProxy] == "" || bins[results.Ours] == "" {
+		t.Fatalf("%s: want %s= and %s=", envVMProxies, results.KubeProxy, results.Ours)
 	}
 	installIptables(t)
 	if err := vme2e.BringUpNetwork(); err != nil {
@@ -53,18 +54,18 @@ func TestVsKubeProxyInVM(t *testing.T) {
 	t.Logf("%d services, %d endpoints; IPVS must hold %d virtual servers and %d destinations",
 		w.Services, w.Services*PerService, b.want.VirtualServers, b.want.Destinations)
 	for round := range phases.Rounds {
-		order := []string{labelKubeProxy, labelOurs}
+		order := []string{results.KubeProxy, results.Ours}
 		if round%2 == 1 {
 			order[0], order[1] = order[1], order[0]
 		}
 		for _, label := range order {
 			t.Run(fmt.Sprintf("%s#%d", label, round+1), func(t *testing.T) {
 				c := config
-				if label == labelKubeProxy {
+				if label == results.KubeProxy {
 					c = kpConfig
 				}
-				run := b.versus(t, proxyBin{label, bins[label]}, bins[labelOurs], c, round)
-				fmt.Println(run.Line())
+				run := b.versus(t, proxyBin{label, bins[label]}, bins[results.Ours], c, round)
+				fmt.Println(resultLine(run))
 			})
 		}
 	}
@@ -142,8 +143,8 @@ func (b *bench) versus(t *testing.T, bin proxyBin, ours, config string, round in
 	cpu := b.p.cpu(t)
 	t.Logf("%s: IPVS table complete %v after start (%d reads of /proc/net/ip_vs), %v CPU", bin.label,
 		complete.Round(time.Millisecond), reads, cpu)
-	run.Add(mTableComplete, complete.Seconds(), "s")
-	run.Add(mTableCPU, cpu.Seconds(), "s")
+	run.Add(results.TableComplete, complete.Seconds(), "s")
+	run.Add(results.CPUUntilTable, cpu.Seconds(), "s")
 
 	syncLimit := 10*time.Minute + time.Duration(b.w.Services)*400*time.Millisecond
 	if w := time.Duration(b.phases.FirstSyncWait) * time.Second; w > 0 {
@@ -155,11 +156,11 @@ func (b *bench) versus(t *testing.T, bin proxyBin, ours, config string, round in
 		// for it. The wait is a lower bound of the first sync.
 		cpu = b.p.cpu(t)
 		t.Logf("%s: own first sync not done %v after start (KIP_BENCH_SCALE_FIRST_SYNC_WAIT), %v CPU; no endpoint change measured", bin.label, first.Round(time.Millisecond), cpu)
-		run.Add(mFirstSyncLowerBound, first.Seconds(), "s")
+		run.Add(results.OwnFirstSyncNotYet, first.Seconds(), "s")
 		run.Add("CPU by then", cpu.Seconds(), "s")
 		if rss, hwm := b.p.memory(t); rss > 0 {
 			run.Add("memory: RSS by then", rss, "MiB")
-			run.Add(mPeakRSS, hwm, "MiB")
+			run.Add(results.PeakRSS, hwm, "MiB")
 		}
 		b.p.kill()
 		<-b.p.done
@@ -171,7 +172,7 @@ func (b *bench) versus(t *testing.T, bin proxyBin, ours, config string, round in
 	}
 	cpu = b.p.cpu(t)
 	t.Logf("%s: own first sync done %v after start, %v CPU", bin.label, first.Round(time.Millisecond), cpu)
-	run.Add("own first sync done, from process start", first.Seconds(), "s")
+	run.Add(results.OwnFirstSync, first.Seconds(), "s")
 	run.Add("CPU by the first sync (read within 1 s after it)", cpu.Seconds(), "s")
 	if got, err := b.k.count(); err != nil || got.VirtualServers != b.want.VirtualServers || got.Destinations != b.want.Destinations {
 		b.p.fatal(t, "after its first sync the kernel holds %+v (err %v), want %+v", got, err, b.want)
@@ -190,7 +191,7 @@ func (b *bench) versus(t *testing.T, bin proxyBin, ours, config string, round in
 	t.Logf("%s: its log's last lines:\n%s", bin.label, tail(b.p.logPath, 8))
 	b.p.kill()
 	<-b.p.done
-	if bin.label == labelOurs {
+	if bin.label == results.Ours {
 		// The floors, beside this boot's cold start: the table it
 		// programmed, programmed again into a fresh namespace one request
 		// at a time and batched.
@@ -289,8 +290,8 @@ func (b *bench) settleRSS() {
 		series = append(series, fmt.Sprintf("%.0f", rss))
 	}
 	b.t.Logf("%s: RSS once a second after the first sync (MiB): %s", b.bin.label, strings.Join(series, " "))
-	b.run.Add("memory after the first sync, settled: RSS", rss, "MiB")
-	b.run.Add(mPeakRSS, hwm, "MiB")
+	b.run.Add(results.SettledRSS, rss, "MiB")
+	b.run.Add(results.PeakRSS, hwm, "MiB")
 }
 
 // vsChangeLimit bounds the wait for one endpoint change: kube-proxy took
@@ -313,7 +314,7 @@ func (b *bench) changesToKernel() {
 	}
 	cpu := b.p.cpu(b.t) - cpu0
 	b.t.Logf("%s: %d endpoint changes: p50 %.1f ms, max %.1f ms, %v CPU", b.bin.label, n, Percentile(lat, 50), Percentile(lat, 100), cpu)
-	b.run.Add("endpoint change → kernel: p50", Percentile(lat, 50), "ms")
+	b.run.Add(results.ChangeP50, Percentile(lat, 50), "ms")
 	b.run.Add("endpoint change → kernel: max", Percentile(lat, 100), "ms")
 	b.run.Add("endpoint change: CPU per change", ms(cpu)/float64(n), "ms")
 }
@@ -325,7 +326,7 @@ func (b *bench) changesToKernel() {
 // empty, and what is left of iptables and ipsets is logged.
 func (b *bench) clean(ours, config string) {
 	t := b.t
-	if b.bin.label == labelKubeProxy {
+	if b.bin.label == results.KubeProxy {
 		// kube-proxy v1.36's --cleanup removes IPVS and kube-ipvs0 first,
 		// then fails on its own chains that still jump to each other
 		// ("CHAIN_DEL failed (Device or resource busy)"); a second pass

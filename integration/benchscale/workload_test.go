@@ -61,7 +61,7 @@ func TestTable(t *testing.T) {
 	}
 	var console strings.Builder
 	for _, r := range []Run{run("base", 0, 2), run("tree", 0, 1), run("base", 1, 4), run("tree", 1, 1.5)} {
-		console.WriteString("\r\nnoise " + r.Line() + "\n")
+		console.WriteString("\r\nnoise " + resultLine(r) + "\n")
 	}
 	runs, err := ParseRuns(console.String())
 	if err != nil || len(runs) != 4 {

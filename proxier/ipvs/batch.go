@@ -98,12 +98,17 @@ func (w *Writer) newBatch(now time.Time) *batch {
 // add keeps a step for its phase. Once the adds stream (streamAdds), a
 // Write's worth of them runs at once (flush), so that a cold start holds
 // one Write of its changes at a time, not a step per destination of the
-// whole table.
+// whole table. A Resync's binds run a Write's worth at a time too
+// (flushBinds), as they are planned: binds come before every other
+// phase, and a cold start binds every address of the table.
 func (b *batch) add(s step) {
 	ph := s.phase()
 	b.steps[ph] = append(b.steps[ph], s)
-	if b.stream && ph == phaseAdd && len(b.steps[ph]) == writeChunk {
+	switch {
+	case b.stream && ph == phaseAdd && len(b.steps[ph]) == writeChunk:
 		b.flush()
+	case b.allVS && ph == phaseAddAddress && len(b.steps[ph]) == writeChunk:
+		b.flushBinds()
 	}
 }
 

@@ -237,6 +237,65 @@ func TestAddsRunAsEachWriteFills(t *testing.T) {
 	}
 }
 
+// TestResyncBindsAsEachWriteFills: a Resync's binds run a Write's worth
+// at a time as they are planned, so that planning a cold start's
+// addresses holds fewer than a Write of binds; every bind still runs
+// before the first IPVS change, and the kernel ends as a batch with its
+// binds run in one go leaves it.
+func TestResyncBindsAsEachWriteFills(t *testing.T) {
+	plan := scalePlan(writeChunk + 1000) // a full Write of binds, and a partial one
+	held := newEnv(t, Config{})
+	if err := held.w.start(true); err != nil {
+		t.Fatal(err)
+	}
+	b := held.w.newBatch(held.now)
+	b.allVS = true
+	for _, sp := range plan.ByService() {
+		b.service(sp.Service, sp.VirtualServers)
+	}
+	b.planAddresses()
+	if got := len(b.steps[phaseAddAddress]); got >= writeChunk {
+		t.Errorf("%d binds held once planned, want fewer than a Write's %d", got, writeChunk)
+	}
+	if got := len(held.w.bound); got != writeChunk {
+		t.Errorf("%d addresses bound while planning, want %d", got, writeChunk)
+	}
+
+	want := newEnv(t, Config{})
+	if err := want.w.start(true); err != nil {
+		t.Fatal(err)
+	}
+	wb := want.w.newBatch(want.now)
+	for _, sp := range plan.ByService() {
+		wb.service(sp.Service, sp.VirtualServers)
+	}
+	wb.plan()
+	wb.run()
+	e := newEnv(t, Config{})
+	e.mustResync(plan)
+	if len(wb.errs) > 0 {
+		t.Fatal(wb.errs)
+	}
+	binds, firstIPVS := 0, -1
+	for i, c := range e.trace {
+		switch {
+		case strings.HasPrefix(c, "add-address "):
+			binds++
+			if firstIPVS >= 0 {
+				t.Fatalf("bind %q after the first IPVS change %q", c, e.trace[firstIPVS])
+			}
+		case firstIPVS < 0 && strings.HasPrefix(c, "add-service "):
+			firstIPVS = i
+		}
+	}
+	if binds != len(plan.VirtualServers) {
+		t.Errorf("%d binds, want %d", binds, len(plan.VirtualServers))
+	}
+	if got, want := e.dump(), want.dump(); got != want {
+		t.Errorf("kernel after the Resync:\n%s\nwant:\n%s", got, want)
+	}
+}
+
 // TestResyncJudgesOwnershipOnTheKernelItRead: a Resync decides which
 // virtual servers are ours on the addresses bound when it read the
 // kernel, not on those it binds while it runs: a virtual server on an

@@ -141,8 +141,9 @@ func (w *Writer) setDesired(svc policy.ServiceKey, vss []policy.VirtualServer) (
 		w.claimed[svc] = keys
 	}
 	if len(errs) > 0 {
-		// Retried whole (batch.retry); a copy, as vss may be part of a
-		// whole plan's (policy.Plan.ByService).
+		// Retried whole (batch.retry); a copy, as vss may be a whole
+		// plan's group, whose buffer the next service reuses
+		// (policy.Plan.Services).
 		w.retryPlans[svc] = slices.Clone(vss)
 	}
 	return touched, addrs, errs

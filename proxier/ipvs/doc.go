@@ -51,8 +51,9 @@
 // Changes go to the kernel in batches. A sync's IPVS changes are made
 // phase by phase (add, update, prune), each phase's in chunks of up to
 // writeChunk changes, one Kernel.Write each; the adds run as each
-// chunk of them is planned (after the binds), so that a cold start holds
-// one chunk of its table's changes at a time, not all of them. The
+// chunk of them is planned (after the binds), and a Resync's binds as
+// each chunk of them is, so that a cold start holds one chunk of its
+// table's changes at a time, not all of them. The
 // Linux adapter sends as
 // many requests per sendmsg as its socket buffers allow, and generic
 // netlink processes them in order, each on its own, answering only

@@ -90,6 +90,15 @@ func (b *batch) flush() {
 	b.steps[phaseAdd] = b.steps[phaseAdd][:0]
 }
 
+// flushBinds runs the binds planned so far and keeps their storage for
+// the next ones. Only a Resync calls it (add), before any other phase
+// has run; the binds planned after it run with the rest (runBefore).
+func (b *batch) flushBinds() {
+	b.runSteps(phaseAddAddress)
+	clear(b.steps[phaseAddAddress])
+	b.steps[phaseAddAddress] = b.steps[phaseAddAddress][:0]
+}
+
 // runSteps runs the steps of phase ph planned so far.
 func (b *batch) runSteps(ph phase) {
 	steps := b.steps[ph]

@@ -252,9 +252,9 @@ func (w *Writer) Resync(plan policy.Plan) error {
 	w.retries = newRetrySchedule()
 	w.stale = map[Key]policy.ServiceKey{}
 	b := w.newBatch(w.cfg.Now())
-	b.allVS = true // every virtual server is reconciled below, in the order of their keys
-	for _, sp := range plan.ByService() {
-		b.service(sp.Service, sp.VirtualServers)
+	b.allVS = true                          // every virtual server is reconciled below, in the order of their keys
+	for svc, vss := range plan.Services() { // setDesired keeps no group
+		b.service(svc, vss)
 	}
 	keys := slices.Collect(maps.Keys(w.mirror))
 	for k := range w.desired {

@@ -42,7 +42,11 @@ func Section(sel []results.Selected, l Links) string {
 
 // Table renders one row per number of services × Rows: each proxy's
 // median, the ratio, the rounds and the file (linked under dir) it came
-// from. A measurement a proxy lacks is a dash, and so is its ratio.
+// from; then the note the cells marked Mark point to (FirstSyncNote). A
+// cell says why it lacks a value: "n/a (ours only)" for a measurement of
+// our cold start alone, "not measured" for one taken only after a first
+// sync that had not ended; a dash is left only where the files give no
+// reason. A dashed ratio means no ratio.
 func Table(sel []results.Selected, dir string) string {
 	var b strings.Builder
 	b.WriteString("| services | measurement | kube-proxy | ours | ours/kube-proxy | rounds | from |\n")
@@ -52,8 +56,11 @@ func Table(sel []results.Selected, dir string) string {
 		for _, name := range Rows {
 			kp, ours := s.Stat(results.KubeProxy, name), s.Stat(results.Ours, name)
 			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %d | %s |\n",
-				results.Thousands(s.Services), label(name, kp, ours), value(kp), value(ours), Ratio(kp, ours), s.Rounds(), from)
+				results.Thousands(s.Services), label(name, kp, ours), Cell(kp), Cell(ours), Ratio(kp, ours), s.Rounds(), from)
 		}
+	}
+	if note := FirstSyncNote(sel, dir); note != "" {
+		b.WriteString("\n" + note)
 	}
 	return b.String()
 }
@@ -68,12 +75,22 @@ func label(name string, stats ...results.Stat) string {
 	return name
 }
 
-func value(st results.Stat) string {
+// Cell is one proxy's median, or why there is none. Mark points a
+// value that the first sync's wait bounds or thins to FirstSyncNote:
+// a lower bound, a median of fewer rounds than the proxy ran ("(1 of
+// 3)"), or none.
+func Cell(st results.Stat) string {
 	switch {
+	case st.NotApplicable:
+		return "n/a (" + results.Ours + " only)"
+	case st.N == 0 && st.NotYet > 0:
+		return "not measured " + Mark
 	case st.N == 0:
 		return "—"
-	case st.LowerBound:
-		return "> " + results.Format(st.Median)
+	case st.LowerBound():
+		return "> " + results.Format(st.Median) + " " + Mark
+	case st.NotYet > 0:
+		return fmt.Sprintf("%s (%d of %d) %s", results.Format(st.Median), st.N, st.Runs, Mark)
 	}
 	return results.Format(st.Median)
 }
@@ -83,14 +100,14 @@ func value(st results.Stat) string {
 // makes it an upper bound ("< "), one of ours a lower bound ("> "), and
 // both a dash.
 func Ratio(kp, ours results.Stat) string {
-	if kp.N == 0 || ours.N == 0 || kp.Median == 0 || kp.LowerBound && ours.LowerBound {
+	if kp.N == 0 || ours.N == 0 || kp.Median == 0 || kp.LowerBound() && ours.LowerBound() {
 		return "—"
 	}
 	r := fmt.Sprintf("%.2f", ours.Median/kp.Median)
 	switch {
-	case kp.LowerBound:
+	case kp.LowerBound():
 		return "< " + r
-	case ours.LowerBound:
+	case ours.LowerBound():
 		return "> " + r
 	}
 	return r

@@ -13,29 +13,6 @@ import (
 	"time"
 )
 
-// The proxies' labels in a report.
-const (
-	KubeProxy = "kube-proxy"
-	Ours      = "ours"
-)
-
-// The measurements the table and the plot name, as the VM half reports
-// them (integration/benchscale/vskubeproxy_test.go).
-const (
-	TableComplete   = "IPVS table complete, from process start"
-	CPUUntilTable   = "CPU until the table is complete"
-	OwnFirstSync    = "own first sync done, from process start"
-	SettledRSS      = "memory after the first sync, settled: RSS"
-	PeakRSS         = "memory: peak RSS (VmHWM) by then"
-	ChangeP50       = "endpoint change → kernel: p50"
-	ColdOverBatched = "cold start / batched floor"
-
-	// OwnFirstSyncNotYet is reported in place of OwnFirstSync by a run
-	// that stopped waiting for the first sync
-	// (KIP_BENCH_SCALE_FIRST_SYNC_WAIT): the time waited, a lower bound.
-	OwnFirstSyncNotYet = "own first sync not done yet, from process start (a lower bound)"
-)
-
 // lowerBounds names, for a measurement, the one a run reports instead
 // when it has only a lower bound of it.
 var lowerBounds = map[string]string{OwnFirstSync: OwnFirstSyncNotYet}
@@ -43,35 +20,6 @@ var lowerBounds = map[string]string{OwnFirstSync: OwnFirstSyncNotYet}
 // StampLayout is the UTC time in a result file's name, as
 // make bench-vs-kube-proxy stamps it.
 const StampLayout = "20060102-150405"
-
-// Report is one result file: integration/benchscale's report type.
-type Report struct {
-	Header []string `json:"header"`
-	Scales []Scale  `json:"scales"`
-}
-
-// Scale is the runs of one number of services.
-type Scale struct {
-	Services  int    `json:"services"`
-	LoadAfter string `json:"loadAfter"`
-	Runs      []Run  `json:"runs"`
-}
-
-// Run is one proxy measured once.
-type Run struct {
-	Proxy        string        `json:"proxy"`
-	Round        int           `json:"round"`
-	Services     int           `json:"services"`
-	Endpoints    int           `json:"endpoints"`
-	Measurements []Measurement `json:"measurements"`
-}
-
-// Measurement is one number of a run.
-type Measurement struct {
-	Name  string  `json:"name"`
-	Value float64 `json:"value"`
-	Unit  string  `json:"unit"`
-}
 
 // File is one result file read.
 type File struct {
@@ -144,6 +92,10 @@ func load(fsys fs.FS, name string) (File, error) {
 type Selected struct {
 	Scale
 	From File
+	// Older are the older files that hold the same number of services,
+	// newest first: never pooled with From, only cited for what From
+	// lacks (Earlier).
+	Older []File
 }
 
 // Newest picks, for each number of services in files, that scale from
@@ -162,6 +114,12 @@ func Newest(files []File) []Selected {
 	}
 	out := make([]Selected, 0, len(byN))
 	for _, s := range byN {
+		for _, f := range files {
+			if f.Name != s.From.Name && slices.ContainsFunc(f.Report.Scales, func(o Scale) bool { return o.Services == s.Services }) {
+				s.Older = append(s.Older, f)
+			}
+		}
+		slices.SortFunc(s.Older, func(a, b File) int { return b.When.Compare(a.When) })
 		out = append(out, s)
 	}
 	slices.SortFunc(out, func(a, b Selected) int { return cmp.Compare(a.Services, b.Services) })
@@ -170,34 +128,56 @@ func Newest(files []File) []Selected {
 
 // Stat summarises one measurement of one proxy over a scale's rounds.
 type Stat struct {
-	N                int // rounds that have it; 0: none, and the rest is zero
+	N                int // rounds that have it; 0: none, and Median to Bounded are zero
 	Median, Min, Max float64
 	Unit             string
-	// LowerBound says some rounds had only a lower bound of it (see
-	// lowerBounds), counted at that bound: the true median is at least
-	// Median.
-	LowerBound bool
+	// Bounded is how many of the N rounds had only a lower bound of it
+	// (see lowerBounds), counted at that bound.
+	Bounded int
+
+	// Runs is how many runs the proxy has at the scale: N < Runs when
+	// some lack the measurement.
+	Runs int
+	// NotYet is how many of those lack it because it is taken only after
+	// the proxy's own first sync (AfterFirstSync), which had not ended
+	// when the run stopped waiting (OwnFirstSyncNotYet).
+	NotYet int
+	// NotApplicable says the measurement is of our cold start alone
+	// (OursOnly) and the proxy is not ours: nothing is missing.
+	NotApplicable bool
 }
+
+// LowerBound says the median is a lower bound: some rounds were counted
+// at one, so the true median is at least Median.
+func (st Stat) LowerBound() bool { return st.Bounded > 0 }
 
 // Stat is the summary of a measurement over proxy's runs of the scale.
 func (s Scale) Stat(proxy, name string) Stat {
-	var st Stat
+	st := Stat{NotApplicable: proxy != Ours && slices.Contains(OursOnly, name)}
 	var vs []float64
 	for _, r := range s.Runs {
 		if r.Proxy != proxy {
 			continue
 		}
+		st.Runs++
+		had := false
 		for _, m := range r.Measurements {
 			bound := m.Name == lowerBounds[name] && lowerBounds[name] != ""
 			if m.Name == name || bound {
 				vs = append(vs, m.Value)
 				st.Unit = m.Unit
-				st.LowerBound = st.LowerBound || bound
+				if bound {
+					st.Bounded++
+				}
+				had = true
 			}
+		}
+		if !had && slices.Contains(AfterFirstSync, name) && r.has(OwnFirstSyncNotYet) {
+			st.NotYet++
 		}
 	}
 	if len(vs) == 0 {
-		return Stat{}
+		return Stat{Runs: st.Runs, NotYet: st.NotYet, NotApplicable: st.NotApplicable}
 	}
 	st.N = len(vs)
 	st.Median = Median(vs)
@@ -214,36 +194,6 @@ func (s Scale) Rounds() int {
 		}
 	}
 	return len(rounds)
-}
-
-// Median is the middle value of vs, or the mean of the two middle ones
-// for an even count; 0 for none. vs is not changed.
-func Median(vs []float64) float64 {
-	if len(vs) == 0 {
-		return 0
-	}
-	s := slices.Sorted(slices.Values(vs))
-	n := len(s)
-	if n%2 == 0 {
-		return (s[n/2-1] + s[n/2]) / 2
-	}
-	return s[n/2]
-}
-
-// Format prints a value as integration/benchscale's tables do, so that
-// the generated table reads like the per-run ones below it: whole
-// numbers whole, three significant digits under 10, fewer decimals above.
-func Format(v float64) string {
-	switch {
-	case v == float64(int64(v)):
-		return fmt.Sprintf("%d", int64(v))
-	case v >= 100:
-		return fmt.Sprintf("%.0f", v)
-	case v >= 10:
-		return fmt.Sprintf("%.1f", v)
-	default:
-		return fmt.Sprintf("%.3g", v)
-	}
 }
 
 // Thousands writes n with comma separators, as BENCHMARKS.md's prose does.

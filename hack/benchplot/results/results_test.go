@@ -3,6 +3,8 @@ package results
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -19,32 +21,6 @@ func report(scales ...[3]float64) string {
 			int(s[0]), TableComplete, s[1], s[2]))
 	}
 	return `{"header": ["h"], "scales": [` + strings.Join(ss, ",") + `]}`
-}
-
-func TestMedianIsTheMiddleValueOrTheMeanOfTheTwoMiddleOnes(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		vs   []float64
-		want float64
-	}{
-		{"none is 0", nil, 0},
-		{"one is itself", []float64{7}, 7},
-		{"odd count, unsorted: the middle one", []float64{9, 1, 5}, 5},
-		{"even count: the mean of the two middle ones", []float64{4, 1, 10, 2}, 3},
-		{"even count of two", []float64{2, 3}, 2.5},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			in := append([]float64(nil), tc.vs...)
-			if got := Median(tc.vs); got != tc.want {
-				t.Errorf("Median(%v) = %v, want %v", tc.vs, got, tc.want)
-			}
-			for i := range in {
-				if in[i] != tc.vs[i] {
-					t.Fatalf("Median reordered its argument: %v, was %v", tc.vs, in)
-				}
-			}
-		})
-	}
 }
 
 func TestNewestFilePerScaleWins(t *testing.T) {
@@ -119,6 +95,7 @@ func TestStatSummarisesOneProxysRoundsOnly(t *testing.T) {
 	s.Runs[0].Measurements = append(s.Runs[0].Measurements, Measurement{Name: OwnFirstSync, Value: 700, Unit: "s"})
 	s.Runs[2].Measurements = append(s.Runs[2].Measurements, Measurement{Name: OwnFirstSyncNotYet, Value: 400, Unit: "s"})
 	s.Runs[4].Measurements = append(s.Runs[4].Measurements, Measurement{Name: OwnFirstSyncNotYet, Value: 380, Unit: "s"})
+	s.Runs[0].Measurements = append(s.Runs[0].Measurements, Measurement{Name: SettledRSS, Value: 89, Unit: "MiB"})
 	for _, i := range []int{1, 3, 5} {
 		s.Runs[i].Measurements = append(s.Runs[i].Measurements, Measurement{Name: OwnFirstSync, Value: 20, Unit: "s"})
 	}
@@ -126,15 +103,19 @@ func TestStatSummarisesOneProxysRoundsOnly(t *testing.T) {
 		name, proxy, measurement string
 		want                     Stat
 	}{
-		{"kube-proxy's three rounds", KubeProxy, TableComplete, Stat{N: 3, Median: 15, Min: 13, Max: 20, Unit: "s"}},
-		{"ours' three rounds", Ours, TableComplete, Stat{N: 3, Median: 4, Min: 3, Max: 8, Unit: "s"}},
-		{"a measurement one round has", Ours, ColdOverBatched, Stat{N: 1, Median: 5.9, Min: 5.9, Max: 5.9}},
-		{"a measurement the proxy lacks is N 0", KubeProxy, ColdOverBatched, Stat{}},
+		{"kube-proxy's three rounds", KubeProxy, TableComplete, Stat{N: 3, Median: 15, Min: 13, Max: 20, Unit: "s", Runs: 3}},
+		{"ours' three rounds", Ours, TableComplete, Stat{N: 3, Median: 4, Min: 3, Max: 8, Unit: "s", Runs: 3}},
+		{"a measurement one round has", Ours, ColdOverBatched, Stat{N: 1, Median: 5.9, Min: 5.9, Max: 5.9, Runs: 3}},
+		{"ours only: kube-proxy's not applicable, not missing", KubeProxy, ColdOverBatched, Stat{Runs: 3, NotApplicable: true}},
 		{"rounds with only a lower bound count at it, and make the median one", KubeProxy, OwnFirstSync,
-			Stat{N: 3, Median: 400, Min: 380, Max: 700, Unit: "s", LowerBound: true}},
-		{"no lower bound: an exact median", Ours, OwnFirstSync, Stat{N: 3, Median: 20, Min: 20, Max: 20, Unit: "s"}},
+			Stat{N: 3, Median: 400, Min: 380, Max: 700, Unit: "s", Bounded: 2, Runs: 3}},
+		{"no lower bound: an exact median", Ours, OwnFirstSync, Stat{N: 3, Median: 20, Min: 20, Max: 20, Unit: "s", Runs: 3}},
 		{"the lower bound is no measurement of its own in the table", KubeProxy, OwnFirstSyncNotYet,
-			Stat{N: 2, Median: 390, Min: 380, Max: 400, Unit: "s"}},
+			Stat{N: 2, Median: 390, Min: 380, Max: 400, Unit: "s", Runs: 3}},
+		{"taken after the first sync: the rounds that stopped waiting are not yet, not missing", KubeProxy, SettledRSS,
+			Stat{N: 1, Median: 89, Min: 89, Max: 89, Unit: "MiB", Runs: 3, NotYet: 2}},
+		{"taken before the first sync: missing, not not-yet", KubeProxy, PeakRSS, Stat{Runs: 3}},
+		{"a proxy with no runs", "other", TableComplete, Stat{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := s.Stat(tc.proxy, tc.measurement); got != tc.want {
@@ -178,18 +159,108 @@ func TestLoadRefusesWhatWouldShowAsDashes(t *testing.T) {
 	}
 }
 
-func TestFormatReadsLikeBenchscalesTables(t *testing.T) {
-	for _, tc := range []struct {
-		v    float64
-		want string
-	}{
-		{14, "14"}, {5836.83061, "5837"}, {130.301891198, "130"}, {15.33513738, "15.3"},
-		{3.98457059, "3.98"}, {0.67084814, "0.671"}, {56.96765, "57.0"},
-	} {
-		t.Run(tc.want, func(t *testing.T) {
-			if got := Format(tc.v); got != tc.want {
-				t.Errorf("Format(%v) = %s, want %s", tc.v, got, tc.want)
+// TestSchemaIsBenchscalesFile: the result files' schema is written once,
+// in integration/benchscale/results/schema.go, which integration/benchscale
+// writes the files with, and tested there; schema.go and schema_test.go
+// here are links to them (doc.go says why not an import), so a copy put
+// in either's place, which could drift, fails.
+func TestSchemaIsBenchscalesFile(t *testing.T) {
+	for _, name := range []string{"schema.go", "schema_test.go"} {
+		t.Run(name, func(t *testing.T) {
+			want := "../../../integration/benchscale/results/" + name
+			got, err := os.Readlink(name)
+			if err != nil {
+				t.Fatalf("%s is not a link to %s: %v", name, want, err)
+			}
+			if filepath.ToSlash(got) != want {
+				t.Fatalf("%s links to %s, want %s", name, got, want)
+			}
+			if _, err := os.Stat(got); err != nil {
+				t.Fatalf("%s's target: %v", name, err)
 			}
 		})
 	}
+}
+
+func TestWaitedIsTheFirstSyncsLowerBoundLessTheTableComplete(t *testing.T) {
+	run := func(proxy string, ms ...Measurement) Run { return Run{Proxy: proxy, Measurements: ms} }
+	m := func(name string, v float64) Measurement { return Measurement{Name: name, Value: v, Unit: "s"} }
+	for _, tc := range []struct {
+		name string
+		runs []Run
+		want Stat
+	}{
+		{"every round stopped", []Run{
+			run(KubeProxy, m(TableComplete, 77.6), m(OwnFirstSyncNotYet, 197.7)),
+			run(KubeProxy, m(TableComplete, 73.5), m(OwnFirstSyncNotYet, 194.4)),
+			run(Ours, m(TableComplete, 20), m(OwnFirstSync, 20.1)),
+		}, Stat{N: 2, Median: 120.5, Min: 120.1, Max: 120.9, Unit: "s", Runs: 2}},
+		{"only the rounds that stopped count", []Run{
+			run(KubeProxy, m(TableComplete, 16.3), m(OwnFirstSync, 134)),
+			run(KubeProxy, m(TableComplete, 15.4), m(OwnFirstSyncNotYet, 135.4)),
+		}, Stat{N: 1, Median: 120, Min: 120, Max: 120, Unit: "s", Runs: 2}},
+		{"none stopped", []Run{run(KubeProxy, m(TableComplete, 16.3), m(OwnFirstSync, 134))}, Stat{Runs: 1}},
+		{"a bound without the table complete says nothing of the wait", []Run{run(KubeProxy, m(OwnFirstSyncNotYet, 300))}, Stat{Runs: 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Scale{Runs: tc.runs}.Waited(KubeProxy)
+			round := func(v float64) float64 { return float64(int64(v*10+0.5)) / 10 }
+			got.Median, got.Min, got.Max = round(got.Median), round(got.Min), round(got.Max)
+			if got != tc.want {
+				t.Errorf("Waited = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestEarlierIsTheNewestOlderFileThatMeasuredItExactly(t *testing.T) {
+	files := map[string]string{
+		"20261127-204418.json": scaleWith(5000, OwnFirstSync, 1031),
+		"20261127-212405.json": scaleWith(5000, OwnFirstSync, 676),
+		"20261128-002355.json": scaleWith(5000, OwnFirstSyncNotYet, 268),
+		"20261128-010000.json": scaleWith(10000, OwnFirstSync, 900),
+		"20261128-020135.json": scaleWith(5000, OwnFirstSyncNotYet, 182),
+	}
+	fsys := fstest.MapFS{}
+	for name, data := range files {
+		fsys[name] = &fstest.MapFile{Data: []byte(data)}
+	}
+	loaded, err := Load(fsys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s Selected
+	for _, sel := range Newest(loaded) {
+		if sel.Services == 5000 {
+			s = sel
+		}
+	}
+	if s.From.Name != "20261128-020135.json" || len(s.Older) != 3 || s.Older[0].Name != "20261128-002355.json" {
+		t.Fatalf("Newest: 5,000 from %s, older %v; want the newest, and the three older files holding 5,000 newest first", s.From.Name, s.Older)
+	}
+	for _, tc := range []struct {
+		name, proxy, measurement string
+		wantFrom                 string // "" for none
+		wantMedian               float64
+	}{
+		{"a lower bound alone is passed over for the newest exact one; another scale's file is no candidate",
+			KubeProxy, OwnFirstSync, "20261127-212405.json", 676},
+		{"nothing older measured it", KubeProxy, SettledRSS, "", 0},
+		{"another proxy's is not it", Ours, OwnFirstSync, "", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, st, ok := s.Earlier(tc.proxy, tc.measurement)
+			if ok != (tc.wantFrom != "") || e.From.Name != tc.wantFrom || st.Median != tc.wantMedian {
+				t.Errorf("Earlier = %s, %v, %v; want %q, %v", e.From.Name, st.Median, ok, tc.wantFrom, tc.wantMedian)
+			}
+		})
+	}
+}
+
+// scaleWith renders a result file with one kube-proxy run at services
+// that has one measurement.
+func scaleWith(services int, name string, v float64) string {
+	return fmt.Sprintf(`{"header": ["h"], "scales": [{"services": %d, "loadAfter": "1 1 1", "runs": [
+		{"proxy": "kube-proxy", "round": 0, "services": %[1]d, "endpoints": 0, "measurements": [{"name": %q, "value": %v, "unit": "s"}]}]}]}`,
+		services, name, v)
 }

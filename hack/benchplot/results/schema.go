@@ -1,0 +1,1 @@
+../../../integration/benchscale/results/schema.go

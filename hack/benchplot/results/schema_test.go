@@ -1,0 +1,1 @@
+../../../integration/benchscale/results/schema_test.go
