@@ -12,11 +12,11 @@
 #                          (kubectl logs --timestamps), ours before they
 #                          go and kube-proxy's from their start: its sync
 #                          lines, the cleanup's "removed nftables table"
-#   <phase>.node-<node>.log once a second on the node itself: whether our
+#   <phase>.node-<node>.log every 2 s on the node itself: whether our
 #                          table is there, the rule counts of kube-proxy's
 #                          nat KUBE-SERVICES and KUBE-POSTROUTING, the
-#                          IPVS table's digest, and the whole `ipvsadm -Ln`
-#                          each time it changes
+#                          IPVS table's digest, and the whole `ipvsadm -Sn`
+#                          (no counters) each time it changes
 #
 # timeline_start <phase> starts the recorders in the background (their pids
 # in $OUT/<phase>.timeline-pids); timeline_stop <phase> ends them.
@@ -53,11 +53,11 @@ spec:
             table=\$(nft list tables 2>/dev/null | grep -c 'inet kube-ipvs-proxy')
             svc=\$(iptables-nft -t nat -S KUBE-SERVICES 2>/dev/null | grep -c '^-A')
             post=\$(iptables-nft -t nat -S KUBE-POSTROUTING 2>/dev/null | grep -c '^-A')
-            ipvs=\$(ipvsadm -Ln 2>&1)
+            ipvs=\$(ipvsadm -Sn 2>&1)
             sum=\$(md5sum <<<"\$ipvs" | cut -c1-8)
             echo "\$t our-table=\$table kp-KUBE-SERVICES=\$svc kp-KUBE-POSTROUTING=\$post ipvs=\$sum"
             if [[ \$sum != "\$last" ]]; then echo "\$ipvs" | sed "s/^/\$t ipvsadm: /"; last=\$sum; fi
-            sleep 1
+            sleep 2
           done
 YAML
 }
@@ -67,14 +67,14 @@ timeline_start() {
 	: >"$pids"
 	kc -n migration get pods -o wide >"$OUT/$phase.pods" 2>&1 || true
 	{
-		kc -n kube-system get pods -l 'k8s-app in (kube-proxy,kube-ipvs-proxy-cleanup)' -o wide -w 2>&1 | sed -u 's/^/pods: /' &
+		(kc -n kube-system get pods -l 'k8s-app in (kube-proxy,kube-ipvs-proxy-cleanup)' -o wide -w 2>&1 | sed -u 's/^/pods: /') &
 		echo $! >>"$pids"
-		kc -n migration get endpointslices -w \
+		(kc -n migration get endpointslices -w \
 			-o custom-columns='NAME:.metadata.name,ADDRS:.endpoints[*].addresses[0],READY:.endpoints[*].conditions.ready,TERMINATING:.endpoints[*].conditions.terminating' 2>&1 |
-			sed -u 's/^/slices: /' &
+			sed -u 's/^/slices: /') &
 		echo $! >>"$pids"
-		kc get events -A -w -o custom-columns='NS:.metadata.namespace,OBJ:.involvedObject.name,REASON:.reason,MSG:.message' 2>&1 |
-			sed -u 's/^/events: /' &
+		(kc get events -A -w -o custom-columns='NS:.metadata.namespace,OBJ:.involvedObject.name,REASON:.reason,MSG:.message' 2>&1 |
+			sed -u 's/^/events: /') &
 		echo $! >>"$pids"
 	} | stamp >"$OUT/$phase.timeline" &
 	echo $! >>"$pids"
