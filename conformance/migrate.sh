@@ -46,6 +46,8 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$HERE/../hack/cluster/lib.sh"
 # shellcheck source=conformance/migration/variants.sh
 . "$HERE/migration/variants.sh"
+# shellcheck source=conformance/migration/timeline.sh
+. "$HERE/migration/timeline.sh"
 
 OURS=${KIP_PROXY_IMAGE:-localhost/kube-ipvs-proxy:lab}
 KP_IMAGE=registry.k8s.io/kube-proxy:$K8S_VERSION
@@ -359,6 +361,7 @@ KP_IMAGE=$(kubectl -n kube-system get ds kube-proxy -o jsonpath='{.spec.template
 # has no kubeadm-config ConfigMap (it runs kubeadm's addon phase only)
 # and never runs kubeadm upgrade, so nothing would put the image back.
 start_load swap
+timeline_start swap
 {
 # Step 3, as documented: the probes (a rolling restart of kube-proxy
 # under them, with traffic), then the image.
@@ -372,6 +375,7 @@ kubectl -n kube-system rollout status ds/kube-proxy --timeout=30m
 wait "$watcher" || die "phase swap: the hand-over did not finish"
 handover=$(cat "$OUT/swap.handover")
 stop_load swap
+timeline_stop swap
 counts=$(cat "$OUT/swap.counts")
 echo "migration: phase=swap node=$NODE_VARIANT $counts handover=${handover% }" | tee -a "$report"
 # Step 4, as documented (DNS through the DNS Service is the load's).
@@ -421,6 +425,7 @@ fi
 if phase rollback; then
 log "phase rollback: set image to $KP_IMAGE, the probes off, then deploy/handback removes our table (deploy/README's Roll back)"
 start_load rollback
+timeline_start rollback
 {
 # Step 1, as documented.
 watch_handover "$KP_IMAGE" rollback &
@@ -445,6 +450,7 @@ kubectl -n kube-system delete ds kube-ipvs-proxy-cleanup
 # Step 3 (undo the swap's step 2) is not run: the swap did not run it.
 } >>steps.log
 stop_load rollback
+timeline_stop rollback
 counts=$(cat "$OUT/rollback.counts")
 echo "migration: phase=rollback node=$NODE_VARIANT $counts handover=${handover% }" | tee -a "$report"
 inspect_nodes "after-rollback" >>"$report"

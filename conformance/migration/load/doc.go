@@ -16,5 +16,7 @@
 //
 //	load: requests=N failed=N long-lived=N reset=N dns=N dns-failed=N sticky=N sticky-moves=N slowest-ms=N
 //
-// and the first failures with their times on stderr as they happen.
+// and the first failures with their times (an HTTP request's also with
+// the time it was sent) on stderr as they happen, and every 10 s a
+// progress line with its time and the counts so far.
 package main

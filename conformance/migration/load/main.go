@@ -123,7 +123,7 @@ func client(ctx context.Context, args []string) {
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				fmt.Fprintln(os.Stderr, "load: progress:", line(&c))
+				fmt.Fprintln(os.Stderr, "load: progress:", time.Now().UTC().Format("15:04:05.000"), line(&c))
 			}
 		}
 	}()
@@ -184,7 +184,9 @@ func requests(ctx context.Context, c *counts, targets []string, rate int) {
 			start := time.Now()
 			if _, err := get(url); err != nil {
 				c.failed.Add(1)
-				c.fail("GET "+url, err)
+				// The start, beside the failure's own time: a timeout is
+				// seen 10 s after the request that met the fault.
+				c.fail("GET "+url+" (sent "+start.UTC().Format("15:04:05.000")+")", err)
 				return
 			}
 			c.took(time.Since(start))
