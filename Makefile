@@ -246,8 +246,9 @@ migration:
 
 # The node matrix: the migration run once per node variant (a cluster
 # brought up for each: hack/cluster/variant.sh), each variant's last
-# result kept in conformance/migration/RESULTS.md. KIP_MIGRATION_PHASES
-# narrows the phases.
+# result kept in conformance/migration/RESULTS.md. Phases: swap, config,
+# rollback, control (upstream's e2e is make migration's);
+# KIP_MIGRATION_PHASES chooses others.
 VARIANTS ?= no-cluster-cidr forward-drop forward-drop-nft legacy nodelocaldns flannel metallb-l2
 migration-matrix:
 	conformance/matrix.sh $(VARIANTS)

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The node matrix (`make migration-matrix VARIANTS="..."`): the migration
-# run (migrate.sh: the same load and phases; KIP_MIGRATION_PHASES still
-# narrows them) once per node variant, each on a two-node lab cluster
-# brought up for that variant (hack/cluster/variant.sh) and taken down
-# after it. Each variant's report replaces that variant's block of
+# run (migrate.sh: the same load; its phases but upstream's e2e, which
+# KIP_MIGRATION_PHASES can add back or narrow further) once per node
+# variant, each on a two-node lab cluster brought up for that variant
+# (hack/cluster/variant.sh) and taken down after it. Each variant's report replaces that variant's block of
 # conformance/migration/RESULTS.md; its `migration:` lines carry
 # node=<variant>. A variant that fails or is not implemented yet is named
 # at the end and the matrix exits non-zero; the others still run.
@@ -29,14 +29,17 @@ for v in "$@"; do
 		failed+=("$v")
 		continue
 	fi
-	want=${KIP_MIGRATION_PHASES:-}
+	# Upstream's e2e after the swap is make migration's (the default
+	# node); a variant runs the phases that load its node: the swap, the
+	# config edit, the rollback and the control.
+	want=${KIP_MIGRATION_PHASES:-swap config rollback control}
 	# metallb-l2's nodes start with strictARP true, so the config phase's
 	# edit (strictARP false to true) would change nothing and wait for a
-	# restart that never comes: unless told otherwise, it runs swap and
-	# rollback only.
-	if [[ $v == metallb-l2 && -z $want ]]; then want="swap rollback"; fi
-	log "node variant $v: the migration run (phases: ${want:-all})"
-	phases=${want:+ KIP_MIGRATION_PHASES=\"$want\"}
+	# restart that never comes: unless told otherwise, it has no config
+	# phase.
+	if [[ $v == metallb-l2 && -z ${KIP_MIGRATION_PHASES:-} ]]; then want="swap rollback control"; fi
+	log "node variant $v: the migration run (phases: $want)"
+	phases=${KIP_MIGRATION_PHASES:+ KIP_MIGRATION_PHASES=\"$want\"}
 	if ! KIP_MIGRATION_PHASES=$want KIP_NODE_VARIANT=$v KIP_MIGRATION_COMMAND="make migration-matrix VARIANTS=$v$phases (conformance/matrix.sh)" \
 		"$HERE/migrate.sh"; then
 		log "node variant $v: the run failed; the cluster goes down"

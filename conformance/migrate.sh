@@ -10,7 +10,7 @@
 #   swap      README.md's Install as deploy/README.md writes it out: the
 #             preflight for every node, the backup, the probes patch,
 #             kubectl set image to our image, rollout status, the verify
-#   rollback  its "Roll back": set image back, the probes off, deploy/handback
+#   rollback  its "Roll back": kube-proxy's image and the probes off in one patch, deploy/handback
 #   control   the old documented path: delete kube-proxy's DaemonSet, kube-proxy
 #             --cleanup on every node (deploy/migrate), apply ours (deploy/base)
 #
@@ -423,23 +423,17 @@ grep -E '^(SUCCESS|FAIL)!' "$OUT/e2e.log" | tail -n 1 >>"$report" || true
 fi
 
 if phase rollback; then
-log "phase rollback: set image to $KP_IMAGE, the probes off, then deploy/handback removes our table (deploy/README's Roll back)"
+log "phase rollback: image $KP_IMAGE and the probes off in one patch, then deploy/handback removes our table (deploy/README's Roll back)"
 start_load rollback
 timeline_start rollback
 {
 # Step 1, as documented.
 watch_handover "$KP_IMAGE" rollback &
 watcher=$!
-kubectl -n kube-system set image ds/kube-proxy kube-proxy="$KP_IMAGE"
+kubectl -n kube-system patch ds kube-proxy --type=strategic -p '{"spec":{"template":{"spec":{"containers":[{"name":"kube-proxy","image":"'"$KP_IMAGE"'","readinessProbe":null,"livenessProbe":null}]}}}}'
 kubectl -n kube-system rollout status ds/kube-proxy --timeout=30m
 wait "$watcher" || die "phase rollback: the hand-over did not finish"
 handover=$(cat "$OUT/rollback.handover")
-# The probes off, to give kubeadm's DaemonSet back as it was (when the
-# swap put them on: a rollback-only run may find none).
-if [[ -n $(kubectl -n kube-system get ds kube-proxy -o jsonpath='{.spec.template.spec.containers[0].readinessProbe}') ]]; then
-kubectl -n kube-system patch ds kube-proxy --type=json -p '[{"op":"remove","path":"/spec/template/spec/containers/0/readinessProbe"},{"op":"remove","path":"/spec/template/spec/containers/0/livenessProbe"}]'
-kubectl -n kube-system rollout status ds/kube-proxy --timeout=30m
-fi
 # Step 2, as documented; the one-shot's log goes to the report.
 kubectl kustomize deploy/handback \
   | kubectl set image --local -f - kube-ipvs-proxy-cleanup="$OURS" -o yaml \

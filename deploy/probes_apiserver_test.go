@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/integration/apiserver"
@@ -12,7 +13,8 @@ import (
 
 // TestProbesPatchOnAPIServer runs deploy/README's probe commands against
 // a real kube-apiserver holding kubeadm's DaemonSet: the patch puts the
-// probes on, the rollback's JSON patch takes them off again.
+// probes on, the image swap follows, and the rollback's one patch gives
+// kubeadm's pod template back.
 func TestProbesPatchOnAPIServer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a kube-apiserver")
@@ -39,11 +41,12 @@ func TestProbesPatchOnAPIServer(t *testing.T) {
 		return &ds
 	}
 	run("apply", "--validate=strict", "-f", kubeadmDSGolden)
+	kubeadm := get().Spec.Template
 	run("-n", namespace, "patch", "ds", "kube-proxy", "--type=strategic", "--patch-file", probesPatch)
 	checkProbes(t, get())
-	run("-n", namespace, "patch", "ds", "kube-proxy", "--type=json", "-p", probesOff)
-	ds := get()
-	if c := ds.Spec.Template.Spec.Containers[0]; c.ReadinessProbe != nil || c.LivenessProbe != nil {
-		t.Errorf("after the rollback's patch: readiness %+v, liveness %+v, want none", c.ReadinessProbe, c.LivenessProbe)
+	run("-n", namespace, "set", "image", "ds/kube-proxy", "kube-proxy=registry.example/kube-ipvs-proxy:v1")
+	run("-n", namespace, "patch", "ds", "kube-proxy", "--type=strategic", "-p", rollbackPatch(kubeadmImage))
+	if d := cmp.Diff(kubeadm, get().Spec.Template); d != "" {
+		t.Errorf("after the rollback's patch, the pod template is not kubeadm's (-kubeadm +rolled back):\n%s", d)
 	}
 }

@@ -19,10 +19,19 @@ import (
 const (
 	probesPatch     = "probes/probes.yaml"
 	kubeadmDSGolden = "probes/testdata/kubeadm-daemonset.yaml"
-	// probesOff is deploy/README's command that takes the probes off again.
-	probesOff = `[{"op":"remove","path":"/spec/template/spec/containers/0/readinessProbe"},` +
-		`{"op":"remove","path":"/spec/template/spec/containers/0/livenessProbe"}]`
 )
+
+// rollbackPatch is the strategic patch of deploy/README's rollback: image
+// becomes the kube-proxy container's image and both probes go, in one
+// change of the pod template.
+func rollbackPatch(image string) string {
+	return `{"spec":{"template":{"spec":{"containers":[{"name":"kube-proxy","image":"` + image +
+		`","readinessProbe":null,"livenessProbe":null}]}}}}`
+}
+
+// kubeadmImage is the image of the kube-proxy container in kubeadm's
+// DaemonSet (kubeadmDSGolden).
+const kubeadmImage = "registry.k8s.io/kube-proxy:v1.36.3"
 
 // readJSON reads a YAML file as JSON.
 func readJSON(t *testing.T, path string) []byte {
@@ -61,6 +70,46 @@ func TestProbesPatchKubeadmDaemonSet(t *testing.T) {
 	c.ReadinessProbe, c.LivenessProbe = nil, nil
 	if d := cmp.Diff(before, after); d != "" {
 		t.Errorf("the patch changes more than the probes (-kubeadm +patched):\n%s", d)
+	}
+}
+
+// TestRollbackPatchRestoresKubeadmDaemonSet: after the swap (the probes
+// patch, then our image), the rollback's one patch gives back kubeadm's
+// DaemonSet exactly; on a DaemonSet that never had the probes it only
+// sets the image.
+func TestRollbackPatchRestoresKubeadmDaemonSet(t *testing.T) {
+	original := readJSON(t, kubeadmDSGolden)
+	apply := func(doc []byte, patch string) []byte {
+		t.Helper()
+		out, err := strategicpatch.StrategicMergePatch(doc, []byte(patch), appsv1.DaemonSet{})
+		if err != nil {
+			t.Fatalf("apply %s: %v", patch, err)
+		}
+		return out
+	}
+	setImage := func(image string) string {
+		return `{"spec":{"template":{"spec":{"containers":[{"name":"kube-proxy","image":"` + image + `"}]}}}}`
+	}
+	swapped := apply(apply(original, string(readJSON(t, probesPatch))), setImage("registry.example/kube-ipvs-proxy:v1"))
+	for _, tc := range []struct {
+		name string
+		from []byte
+	}{
+		{"after the swap with the probes", swapped},
+		{"a DaemonSet without probes", apply(original, setImage("registry.example/kube-ipvs-proxy:v1"))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var want, got appsv1.DaemonSet
+			if err := json.Unmarshal(original, &want); err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(apply(tc.from, rollbackPatch(kubeadmImage)), &got); err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(want, got); d != "" {
+				t.Errorf("the rollback patch does not give kubeadm's DaemonSet back (-kubeadm +rolled back):\n%s", d)
+			}
+		})
 	}
 }
 
@@ -115,8 +164,8 @@ func TestKubeadmDaemonSetIsKubeadms(t *testing.T) {
 
 // TestREADMEProbeCommands: deploy/README's swap runs the preflight before
 // the backup, patches this directory's probes before the image swap, and
-// its rollback takes them off with the JSON patch the apiserver test
-// applies.
+// its rollback puts kube-proxy's image back and takes them off with the
+// one patch the tests above apply.
 func TestREADMEProbeCommands(t *testing.T) {
 	data, err := os.ReadFile("README.md")
 	if err != nil {
@@ -124,13 +173,12 @@ func TestREADMEProbeCommands(t *testing.T) {
 	}
 	readme := string(data)
 	patch := "kubectl -n kube-system patch ds kube-proxy --type=strategic --patch-file deploy/" + probesPatch
-	off := "kubectl -n kube-system patch ds kube-proxy --type=json -p '" + probesOff + "'"
 	preflight := "kube-ipvs-proxy --preflight --kubeconfig"
 	setImage := "kubectl -n kube-system set image ds/kube-proxy kube-proxy=REGISTRY/kube-ipvs-proxy:TAG"
 	backup := "kubectl -n kube-system get ds kube-proxy -o yaml > kube-proxy-backup/daemonset.yaml"
-	rollback := `kubectl -n kube-system set image ds/kube-proxy kube-proxy="$KP_IMAGE"`
+	rollback := "kubectl -n kube-system patch ds kube-proxy --type=strategic -p '" + rollbackPatch(`'"$KP_IMAGE"'`) + "'"
 	at := map[string]int{}
-	for _, cmd := range []string{preflight, backup, patch, setImage, rollback, off} {
+	for _, cmd := range []string{preflight, backup, patch, setImage, rollback} {
 		if at[cmd] = strings.Index(readme, "    "+cmd); at[cmd] < 0 {
 			t.Errorf("README has no command line %q", cmd)
 		}
@@ -138,7 +186,7 @@ func TestREADMEProbeCommands(t *testing.T) {
 	if t.Failed() {
 		return
 	}
-	for _, order := range [][2]string{{preflight, backup}, {patch, setImage}, {rollback, off}} {
+	for _, order := range [][2]string{{preflight, backup}, {patch, setImage}, {setImage, rollback}} {
 		if at[order[0]] > at[order[1]] {
 			t.Errorf("README runs %q after %q", order[0], order[1])
 		}
