@@ -74,17 +74,16 @@
 //     IPVS adds, updates and prunes, each phase's changes in chunks of up
 //     to writeChunk (4,096), one Kernel.Write each, whose answers it
 //     applies to the mirror (the adds run as each chunk is planned), and
-//     last the addresses no longer used
-//     unbound; on Linux a Write is
+//     last the addresses no longer used unbound; on Linux a Write is
 //  8. proxier/ipvs/ipvsnl/conn_linux.go (Conn.Write, opWriter.write): the
 //     changes encoded as IPVS generic netlink requests
 //     (proxier/ipvs/ipvsnl/encode.go) and sent in as few sendmsg calls as
 //     the socket buffers allow.
 //
 // A full resync takes the same path with every service (Resync, each
-// service's group of Plan.Services as Apply would take it). Both writers meet one contract, kernelWriter
-// (dataplane.go): Apply, Resync, NeedsResync, Check, the sliced repair
-// and Cleanup.
+// service's group of Plan.Services as Apply would take it). Both writers
+// meet one contract, kernelWriter (dataplane.go): Apply, Resync,
+// NeedsResync, Check, the sliced repair and Cleanup.
 //
 // proxier must not import kernel libraries itself (only its writer
 // subpackages do) nor make policy decisions, and it never flushes the
