@@ -157,26 +157,33 @@ func BenchmarkColdStartPeak10000(b *testing.B) {
 }
 
 // BenchmarkColdStartHeap10000 is the same cold start with the collector
-// as the proxy runs it (GOGC 100), under memory limits and at GOGC 50: the most
-// heap it held, free room included, before the first sync and in it
-// ("list-peak-heap-B", "sync-peak-heap-B": what of the peak RSS is the
-// heap), the largest goal the collector set ("peak-goal-B") and
-// the collector's CPU time over the start ("gc-cpu-s").
+// as the proxy runs it (GOGC 100, and Config.ReleaseMemory's memory rule:
+// "gogc-100-release-memory"), without the rule, under memory limits and
+// at GOGC 50 and 25 throughout: the most heap it held, free room
+// included, before the first sync and in it ("list-peak-heap-B",
+// "sync-peak-heap-B": what of the peak RSS is the heap), the largest goal
+// the collector set ("peak-goal-B") and the collector's CPU time over the
+// start ("gc-cpu-s").
 func BenchmarkColdStartHeap10000(b *testing.B) {
 	for _, tc := range []struct {
 		gcPercent int
 		limit     int64
-	}{{100, 0}, {100, 120 << 20}, {100, 100 << 20}, {100, 80 << 20}, {50, 0}} {
+		release   bool
+	}{{100, 0, true}, {100, 0, false}, {100, 120 << 20, false}, {100, 100 << 20, false}, {100, 80 << 20, false},
+		{50, 0, false}, {25, 0, false}} {
 		name := fmt.Sprintf("gogc-%d", tc.gcPercent)
 		if tc.limit > 0 {
 			name += fmt.Sprintf("-limit-%dMiB", tc.limit>>20)
+		}
+		if tc.release {
+			name += "-release-memory"
 		}
 		b.Run(name, func(b *testing.B) {
 			var heap [2]uint64
 			var goal uint64
 			var gcCPU float64
 			for b.Loop() {
-				r := coldStart(b, coldStartOpts{gcPercent: tc.gcPercent, limit: tc.limit})
+				r := coldStart(b, coldStartOpts{gcPercent: tc.gcPercent, limit: tc.limit, release: tc.release})
 				heap[0], heap[1], goal = max(heap[0], r.heap[0]), max(heap[1], r.heap[1]), max(goal, r.goal)
 				gcCPU += r.gcCPU
 			}
@@ -188,9 +195,19 @@ func BenchmarkColdStartHeap10000(b *testing.B) {
 	}
 }
 
+// writeHeapProfile writes the heap profile to path.
+func writeHeapProfile(path string) error {
+	var buf bytes.Buffer
+	if err := pprof.Lookup("heap").WriteTo(&buf, 0); err != nil {
+		return fmt.Errorf("heap profile: %w", err)
+	}
+	return os.WriteFile(path, buf.Bytes(), 0o644)
+}
+
 type coldStartOpts struct {
 	gcPercent int
 	limit     int64 // debug.SetMemoryLimit's, 0 for none
+	release   bool  // Config.ReleaseMemory
 	profile   bool
 }
 
@@ -227,7 +244,8 @@ func coldStart(b *testing.B, o coldStartOpts) coldStartResult {
 		b.Fatal(err)
 	}
 	p, err := New(Config{NodeName: testNode, Client: newGeneratedClient(10000), MetadataClient: metadatafake.NewSimpleMetadataClient(scheme),
-		DataPlane: dp, Observer: seams, Health: seams, ServiceHealth: seams, SyncPeriod: time.Hour})
+		DataPlane: dp, Observer: seams, Health: seams, ServiceHealth: seams, SyncPeriod: time.Hour,
+		ReleaseMemory: o.release})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -274,6 +292,11 @@ func coldStart(b *testing.B, o coldStartOpts) coldStartResult {
 	goruntime.GC()
 	metrics.Read(s)
 	r.settled = max(s[5].Value.Uint64(), before) - before
+	if path := os.Getenv("KIP_SETTLED_HEAP_PROFILE"); o.profile && path != "" {
+		if err := writeHeapProfile(path); err != nil {
+			b.Fatal(err)
+		}
+	}
 	cancel()
 	if err := <-done; err != nil {
 		b.Fatal(err)

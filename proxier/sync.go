@@ -224,6 +224,9 @@ func (p *Proxier) sync(periodic bool) error {
 		}
 	}
 	full = full || periodic
+	if full {
+		defer p.tightenGC()()
+	}
 	start := p.clock.Now()
 	p.obs.SyncStarted()
 	p.changed.Store(false) // what is queued from now on asks again
