@@ -319,6 +319,7 @@ func coldStart(b *testing.B, o coldStartOpts) coldStartResult {
 	metrics.Read(s)
 	r.settled = max(s[5].Value.Uint64(), before) - before
 	if path := os.Getenv("KIP_SETTLED_HEAP_PROFILE"); o.profile && path != "" {
+		goruntime.GC() // a heap profile is as of the collection before the last
 		if err := writeHeapProfile(path); err != nil {
 			b.Fatal(err)
 		}
