@@ -41,7 +41,7 @@ import (
 // above it the runtime collects without pause. A lower GOGC is a ratio.
 // The container's own limit, where a pod sets one, reaches the runtime
 // with no code as GOMEMLIMIT from the downward API. The measurements are
-// in benchmarks/NOTES.md, "Memory".
+// in benchmarks/NOTES.md, "Memory" and "The memory rule".
 const (
 	fullSyncGCPercent  = 25
 	quietBeforeRelease = 5 * time.Second
