@@ -221,42 +221,15 @@ func compareDestinations(a, b Destination) int {
 // SortVirtualServers puts virtual servers in plan order.
 func SortVirtualServers(vss []VirtualServer) { slices.SortFunc(vss, compareVirtualServers) }
 
-// ByService groups the plan's virtual servers by service, in service
-// order (ServiceKey.Compare), each service's in plan order: the shape
-// Apply takes, so that a writer's Resync and Apply share one path. It and
-// Services are the only places a plan is regrouped. The groups share one
-// copy of the plan's virtual servers, each group's capacity ending at its
-// last (an append to one never writes into the next): a whole plan's
-// Resync then makes one copy, not one list per service and a map of
-// them, and a writer that keeps a group past its sync clones it.
-func (p Plan) ByService() []ServicePlan {
-	order := p.serviceOrder()
-	vss := make([]VirtualServer, len(order))
-	groups := 0
-	for i, x := range order {
-		vss[i] = p.VirtualServers[x]
-		if i == 0 || vss[i].Service != vss[i-1].Service {
-			groups++
-		}
-	}
-	out := make([]ServicePlan, 0, groups)
-	for i := 0; i < len(vss); {
-		j := i + 1
-		for j < len(vss) && vss[j].Service == vss[i].Service {
-			j++
-		}
-		out = append(out, ServicePlan{Service: vss[i].Service, VirtualServers: vss[i:j:j]})
-		i = j
-	}
-	return out
-}
-
-// Services yields the groups of ByService, in its order, without a copy
-// of the plan: each group is copied into one buffer, reused from group to
-// group, so a group is valid only until the next one is yielded and a
-// caller that keeps one clones it. A writer's Resync of a whole plan,
-// which translates each group and keeps none, then holds one service's
-// virtual servers at a time besides the plan, not a second plan.
+// Services yields the plan's virtual servers grouped by service, in
+// service order (ServiceKey.Compare), each service's in plan order: the
+// shape Apply takes, so that a writer's Resync and Apply share one path.
+// It is the only place a plan is regrouped. It makes no copy of the plan:
+// each group is copied into one buffer, reused from group to group, so a
+// group is valid only until the next one is yielded (its capacity ends at
+// its last) and a caller that keeps one clones it. A writer's Resync of a
+// whole plan, which translates each group and keeps none, then holds one
+// service's virtual servers at a time besides the plan, not a second plan.
 func (p Plan) Services() iter.Seq2[ServiceKey, []VirtualServer] {
 	return func(yield func(ServiceKey, []VirtualServer) bool) {
 		order := p.serviceOrder()
@@ -275,7 +248,7 @@ func (p Plan) Services() iter.Seq2[ServiceKey, []VirtualServer] {
 }
 
 // serviceOrder returns the indexes of the plan's virtual servers in
-// ByService's order.
+// Services' order.
 func (p Plan) serviceOrder() []int32 {
 	order := make([]int32, len(p.VirtualServers))
 	for i := range order {

@@ -43,16 +43,25 @@ func TestProtocolNumbersAreIANAs(t *testing.T) {
 	}
 }
 
-// TestByServiceGroupsInServiceOrder: Plan.ByService groups virtual
+// groups collects what Plan.Services yields, each group cloned.
+func groups(p Plan) []ServicePlan {
+	var out []ServicePlan
+	for svc, vss := range p.Services() {
+		out = append(out, ServicePlan{Service: svc, VirtualServers: slices.Clone(vss)})
+	}
+	return out
+}
+
+// TestServicesGroupsInServiceOrder: Plan.Services groups virtual
 // servers by service, services in ServiceKey order (namespace, then name:
 // "ns" before "ns-a", which a namespace/name string sort reverses), each
 // service's virtual servers in plan order.
-func TestByServiceGroupsInServiceOrder(t *testing.T) {
+func TestServicesGroupsInServiceOrder(t *testing.T) {
 	a := ServiceKey{Namespace: "ns-a", Name: "x"}
 	b := ServiceKey{Namespace: "ns", Name: "x"}
 	vs := func(k ServiceKey, port uint16) VirtualServer { return VirtualServer{Service: k, Port: port} }
 	p := Plan{VirtualServers: []VirtualServer{vs(a, 1), vs(b, 2), vs(a, 3), vs(b, 4)}}
-	got := p.ByService()
+	got := groups(p)
 	if len(got) != 2 || got[0].Service != b || got[1].Service != a {
 		t.Fatalf("services = %v, want [%v %v]", got, b, a)
 	}
@@ -67,22 +76,22 @@ func TestByServiceGroupsInServiceOrder(t *testing.T) {
 	}
 }
 
-// TestByServiceGroupsEndAtTheirLast: the groups share one copy of the
-// plan's virtual servers, so each one's capacity ends at its last: an
-// append to one group leaves the next one, and the plan, as they were.
-func TestByServiceGroupsEndAtTheirLast(t *testing.T) {
+// TestServicesGroupsEndAtTheirLast: a yielded group's capacity ends at
+// its last virtual server and the group is a copy: an append to it or a
+// write into it leaves the plan as it was.
+func TestServicesGroupsEndAtTheirLast(t *testing.T) {
 	a := ServiceKey{Namespace: "ns", Name: "a"}
 	b := ServiceKey{Namespace: "ns", Name: "b"}
 	vs := func(k ServiceKey, port uint16) VirtualServer { return VirtualServer{Service: k, Port: port} }
 	p := Plan{VirtualServers: []VirtualServer{vs(a, 1), vs(b, 2), vs(a, 3)}}
-	got := p.ByService()
-	grown := append(got[0].VirtualServers, vs(a, 99))
-	if len(grown) != 3 || got[1].VirtualServers[0].Port != 2 || p.VirtualServers[1].Port != 2 {
-		t.Errorf("an append to %v's group wrote into %v's: %v", a, b, got[1].VirtualServers)
+	for svc, vss := range p.Services() {
+		if cap(vss) != len(vss) {
+			t.Errorf("%v's group: capacity %d past its %d virtual servers", svc, cap(vss), len(vss))
+		}
+		vss[0].Port = 7
 	}
-	got[0].VirtualServers[0].Port = 7
-	if p.VirtualServers[0].Port != 1 {
-		t.Errorf("a group is the plan's own list, not a copy: plan's port %d", p.VirtualServers[0].Port)
+	if p.VirtualServers[0].Port != 1 || p.VirtualServers[1].Port != 2 {
+		t.Errorf("a write into a group wrote into the plan: %v", p.VirtualServers)
 	}
 }
 
@@ -105,10 +114,11 @@ func TestServiceKeyTextRoundTrips(t *testing.T) {
 	}
 }
 
-// TestServicesYieldsByServicesGroupsWithoutACopy: Plan.Services yields
-// the groups of ByService, in its order, and allocates no copy of the
-// plan's virtual servers: only the order and one group's buffer.
-func TestServicesYieldsByServicesGroupsWithoutACopy(t *testing.T) {
+// TestServicesYieldsEveryGroupWithoutACopy: Plan.Services yields every
+// virtual server once, in its service's group, each group in plan order,
+// and allocates no copy of the plan's virtual servers: only the order and
+// one group's buffer.
+func TestServicesYieldsEveryGroupWithoutACopy(t *testing.T) {
 	vs := func(k ServiceKey, port uint16) VirtualServer { return VirtualServer{Service: k, Port: port} }
 	var big Plan
 	for i := range 1000 {
@@ -126,18 +136,21 @@ func TestServicesYieldsByServicesGroupsWithoutACopy(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			var got []ServicePlan
+			// want: the plan's virtual servers, stably sorted by service.
+			want := slices.Clone(tc.plan.VirtualServers)
+			slices.SortStableFunc(want, func(a, b VirtualServer) int { return a.Service.Compare(b.Service) })
+			var got []VirtualServer
 			for svc, vss := range tc.plan.Services() {
-				got = append(got, ServicePlan{Service: svc, VirtualServers: slices.Clone(vss)})
+				for _, v := range vss {
+					if v.Service != svc {
+						t.Errorf("%v's group holds %v's virtual server", svc, v.Service)
+					}
+				}
+				got = append(got, vss...)
 			}
-			want := tc.plan.ByService()
-			if len(got) != len(want) {
-				t.Fatalf("%d groups, want %d", len(got), len(want))
-			}
-			for i := range want {
-				if got[i].Service != want[i].Service || !slices.EqualFunc(got[i].VirtualServers, want[i].VirtualServers,
-					func(a, b VirtualServer) bool { return a.Service == b.Service && a.Port == b.Port }) {
-					t.Errorf("group %d: %v, want %v", i, got[i], want[i])
+			for i := range max(len(got), len(want)) {
+				if i >= len(got) || i >= len(want) || got[i].Service != want[i].Service || got[i].Port != want[i].Port {
+					t.Fatalf("%d virtual servers yielded, want %d; the first to differ is the %dth", len(got), len(want), i)
 				}
 			}
 		})

@@ -9,6 +9,7 @@ import (
 	"runtime/debug"
 	"runtime/metrics"
 	"runtime/pprof"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
@@ -28,6 +30,7 @@ import (
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/apiconv"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/kubeclient"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testsupport/fakeapi"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testsupport/retained"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/nft"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxier/ipvs"
 )
@@ -104,6 +107,29 @@ func (g generatedClient) listWatch(list func() runtime.Object,
 	}, g.cs)
 }
 
+// BenchmarkConvertedSlicesRetained10000 reports what the EndpointSlices
+// informer's cache keeps for bench-scale's 10,000 slices of 10 endpoints
+// ("retained-B"), each with a UID and a trigger time as the apiserver's
+// EndpointSlice controller writes them, its strings made afresh as a
+// decode makes them.
+func BenchmarkConvertedSlicesRetained10000(b *testing.B) {
+	in := make([]discoveryv1.EndpointSlice, 10000)
+	for i := range in {
+		in[i] = scaleSlice(i)
+		in[i].UID = types.UID(fmt.Sprintf("7c9e6679-7425-40de-944b-%012d", i))
+		in[i].Annotations = map[string]string{corev1.EndpointsLastChangeTriggerTime: "2026-11-24T10:00:00Z"}
+	}
+	retained.Report(b, func() (any, error) {
+		out := make([]*convertedSlice, len(in))
+		for i := range in {
+			s := in[i]
+			s.Namespace, s.Name, s.UID = strings.Clone(s.Namespace), strings.Clone(s.Name), types.UID(strings.Clone(string(s.UID)))
+			out[i] = newConvertedSlice(&s)
+		}
+		return out, nil
+	})
+}
+
 // discardKernel and discardConn are empty kernels that accept every
 // IPVS change and set element and keep none: on a node the table is the
 // kernel's memory, not the proxy's.
@@ -157,26 +183,33 @@ func BenchmarkColdStartPeak10000(b *testing.B) {
 }
 
 // BenchmarkColdStartHeap10000 is the same cold start with the collector
-// as the proxy runs it (GOGC 100), under memory limits and at GOGC 50: the most
-// heap it held, free room included, before the first sync and in it
-// ("list-peak-heap-B", "sync-peak-heap-B": what of the peak RSS is the
-// heap), the largest goal the collector set ("peak-goal-B") and
-// the collector's CPU time over the start ("gc-cpu-s").
+// as the proxy runs it (GOGC 100, and Config.ReleaseMemory's memory rule:
+// "gogc-100-release-memory"), without the rule, under memory limits and
+// at GOGC 50 and 25 throughout: the most heap it held, free room
+// included, before the first sync and in it ("list-peak-heap-B",
+// "sync-peak-heap-B": what of the peak RSS is the heap), the largest goal
+// the collector set ("peak-goal-B") and the collector's CPU time over the
+// start ("gc-cpu-s").
 func BenchmarkColdStartHeap10000(b *testing.B) {
 	for _, tc := range []struct {
 		gcPercent int
 		limit     int64
-	}{{100, 0}, {100, 120 << 20}, {100, 100 << 20}, {100, 80 << 20}, {50, 0}} {
+		release   bool
+	}{{100, 0, true}, {100, 0, false}, {100, 120 << 20, false}, {100, 100 << 20, false}, {100, 80 << 20, false},
+		{50, 0, false}, {25, 0, false}} {
 		name := fmt.Sprintf("gogc-%d", tc.gcPercent)
 		if tc.limit > 0 {
 			name += fmt.Sprintf("-limit-%dMiB", tc.limit>>20)
+		}
+		if tc.release {
+			name += "-release-memory"
 		}
 		b.Run(name, func(b *testing.B) {
 			var heap [2]uint64
 			var goal uint64
 			var gcCPU float64
 			for b.Loop() {
-				r := coldStart(b, coldStartOpts{gcPercent: tc.gcPercent, limit: tc.limit})
+				r := coldStart(b, coldStartOpts{gcPercent: tc.gcPercent, limit: tc.limit, release: tc.release})
 				heap[0], heap[1], goal = max(heap[0], r.heap[0]), max(heap[1], r.heap[1]), max(goal, r.goal)
 				gcCPU += r.gcCPU
 			}
@@ -188,9 +221,19 @@ func BenchmarkColdStartHeap10000(b *testing.B) {
 	}
 }
 
+// writeHeapProfile writes the heap profile to path.
+func writeHeapProfile(path string) error {
+	var buf bytes.Buffer
+	if err := pprof.Lookup("heap").WriteTo(&buf, 0); err != nil {
+		return fmt.Errorf("heap profile: %w", err)
+	}
+	return os.WriteFile(path, buf.Bytes(), 0o644)
+}
+
 type coldStartOpts struct {
 	gcPercent int
 	limit     int64 // debug.SetMemoryLimit's, 0 for none
+	release   bool  // Config.ReleaseMemory
 	profile   bool
 }
 
@@ -227,7 +270,8 @@ func coldStart(b *testing.B, o coldStartOpts) coldStartResult {
 		b.Fatal(err)
 	}
 	p, err := New(Config{NodeName: testNode, Client: newGeneratedClient(10000), MetadataClient: metadatafake.NewSimpleMetadataClient(scheme),
-		DataPlane: dp, Observer: seams, Health: seams, ServiceHealth: seams, SyncPeriod: time.Hour})
+		DataPlane: dp, Observer: seams, Health: seams, ServiceHealth: seams, SyncPeriod: time.Hour,
+		ReleaseMemory: o.release})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -274,6 +318,12 @@ func coldStart(b *testing.B, o coldStartOpts) coldStartResult {
 	goruntime.GC()
 	metrics.Read(s)
 	r.settled = max(s[5].Value.Uint64(), before) - before
+	if path := os.Getenv("KIP_SETTLED_HEAP_PROFILE"); o.profile && path != "" {
+		goruntime.GC() // a heap profile is as of the collection before the last
+		if err := writeHeapProfile(path); err != nil {
+			b.Fatal(err)
+		}
+	}
 	cancel()
 	if err := <-done; err != nil {
 		b.Fatal(err)

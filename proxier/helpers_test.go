@@ -45,6 +45,8 @@ type fakeDataPlane struct {
 	// reconciles; ctCalls counts the calls.
 	ct      *udpflows.FakeTable
 	ctCalls int
+	// onResync, if set, runs in each Resync.
+	onResync func()
 }
 
 type dpCall struct {
@@ -127,6 +129,9 @@ func (f *fakeDataPlane) Resync(plan policy.Plan) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls = append(f.calls, dpCall{resync: true, plan: plan})
+	if f.onResync != nil {
+		f.onResync()
+	}
 	return f.err
 }
 

@@ -6,20 +6,20 @@ import (
 )
 
 // identity is the metadata a converted object keeps in an informer's
-// cache: what the cache's key, the resync check and the loop's logs and
-// events read (namespace, name, UID, resource version). It implements
-// metav1.Object so that the cache and klog.KObj take it as they take
-// an API object; the other fields read as empty and their setters do
-// nothing, as for an object that has none. It is a fraction of
-// metav1.ObjectMeta's size, for each Service and EndpointSlice
-// (benchmarks/NOTES.md, memory).
+// cache: what the cache's key, the resync check and the loop's logs read
+// (namespace, name, resource version). It implements metav1.Object so
+// that the cache and klog.KObj take it as they take an API object; the
+// other fields read as empty and their setters do nothing, as for an
+// object that has none. It is a fraction of metav1.ObjectMeta's size, for
+// each Service and EndpointSlice (benchmarks/NOTES.md, memory). The UID,
+// 36 bytes of text per object, is kept only where an Event names the
+// object (convertedService.uid).
 type identity struct {
 	namespace, name, resourceVersion string
-	uid                              types.UID
 }
 
 func identityOf(m *metav1.ObjectMeta) identity {
-	return identity{namespace: m.Namespace, name: m.Name, resourceVersion: m.ResourceVersion, uid: m.UID}
+	return identity{namespace: m.Namespace, name: m.Name, resourceVersion: m.ResourceVersion}
 }
 
 var _ metav1.Object = (*identity)(nil)
@@ -28,8 +28,8 @@ func (i *identity) GetNamespace() string                          { return i.nam
 func (i *identity) SetNamespace(namespace string)                 { i.namespace = namespace }
 func (i *identity) GetName() string                               { return i.name }
 func (i *identity) SetName(name string)                           { i.name = name }
-func (i *identity) GetUID() types.UID                             { return i.uid }
-func (i *identity) SetUID(uid types.UID)                          { i.uid = uid }
+func (i *identity) GetUID() types.UID                             { return "" }
+func (i *identity) SetUID(types.UID)                              {}
 func (i *identity) GetResourceVersion() string                    { return i.resourceVersion }
 func (i *identity) SetResourceVersion(version string)             { i.resourceVersion = version }
 func (i *identity) GetGenerateName() string                       { return "" }

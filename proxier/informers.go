@@ -3,6 +3,7 @@ package proxier
 import (
 	"context"
 	"fmt"
+	"math"
 	"net/netip"
 	"sync"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/apiconv"
@@ -211,16 +213,26 @@ var interner = apiconv.NewInterner()
 // convertedSlice is an EndpointSlice as the EndpointSlices informer's
 // cache holds it: its identity, resource version, conversion and trigger
 // time. The engine keeps the converted slice; the API object is dropped
-// once converted, so the endpoints are held once, not twice.
+// once converted, so the endpoints are held once, not twice. One is kept
+// per EndpointSlice of the cluster, so it is kept small: no UID (no Event
+// names a slice), the trigger time in nanoseconds.
 type convertedSlice struct {
 	identity
-	conv       *policy.EndpointSlice
-	err        error
-	trigger    time.Time
-	hasTrigger bool
+	conv *policy.EndpointSlice
+	err  error
+	// trigger is the trigger time annotation's, in nanoseconds since the
+	// epoch (minTrigger to maxTrigger); 0 without one.
+	trigger int64
 	// bad is an unparsable trigger time and why; nil for most slices.
 	bad *badTrigger
 }
+
+// minTrigger and maxTrigger bound the trigger times a convertedSlice
+// keeps: those time.Time.UnixNano gives.
+var (
+	minTrigger = time.Unix(0, 1)
+	maxTrigger = time.Unix(0, math.MaxInt64)
+)
 
 // badTrigger is an EndpointSlice's unparsable trigger time annotation.
 type badTrigger struct {
@@ -237,10 +249,13 @@ func newConvertedSlice(s *discoveryv1.EndpointSlice) *convertedSlice {
 	out := &convertedSlice{identity: identityOf(&s.ObjectMeta), conv: conv, err: err}
 	if v, ok := s.Annotations[corev1.EndpointsLastChangeTriggerTime]; ok {
 		tt, err := time.Parse(time.RFC3339Nano, v)
-		if err != nil {
+		switch {
+		case err != nil:
 			out.bad = &badTrigger{value: v, err: err}
-		} else {
-			out.trigger, out.hasTrigger = tt, true
+		case tt.Before(minTrigger) || tt.After(maxTrigger):
+			out.bad = &badTrigger{value: v, err: fmt.Errorf("not between %s and %s", minTrigger.Format(time.RFC3339), maxTrigger.Format(time.RFC3339))}
+		default:
+			out.trigger = tt.UnixNano()
 		}
 	}
 	return out
@@ -256,9 +271,11 @@ type serviceConv struct {
 }
 
 // convertedService is a Service as the Services informer's cache holds
-// it: its identity and its conversion (for --service-proxy-name).
+// it: its identity, its UID (which the Events that name it carry) and its
+// conversion (for --service-proxy-name).
 type convertedService struct {
 	identity
+	uid  types.UID
 	conv *policy.Service
 	err  error
 	// held are the ClusterIPs of a Service not served (err set), which
@@ -272,7 +289,7 @@ func newConvertedService(svc *corev1.Service, c serviceConv) *convertedService {
 	if conv != nil && c.dropExternalIPs {
 		apiconv.DropExternalIPs(conv)
 	}
-	out := &convertedService{identity: identityOf(&svc.ObjectMeta), conv: conv, err: err}
+	out := &convertedService{identity: identityOf(&svc.ObjectMeta), uid: svc.UID, conv: conv, err: err}
 	if err != nil {
 		out.held = apiconv.HeldClusterIPs(svc)
 	}
@@ -283,6 +300,10 @@ func newConvertedService(svc *corev1.Service, c serviceConv) *convertedService {
 func (p *Proxier) serviceConv() serviceConv {
 	return serviceConv{proxyName: p.cfg.ServiceProxyName, dropExternalIPs: p.cfg.DropExternalIPs}
 }
+
+// GetUID and SetUID are the Service's UID, which identity does not keep.
+func (c *convertedService) GetUID() types.UID    { return c.uid }
+func (c *convertedService) SetUID(uid types.UID) { c.uid = uid }
 
 // ref is the Service an Event names.
 func (c *convertedService) ref() *corev1.Service {

@@ -4,6 +4,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"net/netip"
 	"testing"
+	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -112,6 +113,7 @@ func TestConvertedSliceKeepsTriggerAndIdentity(t *testing.T) {
 		{name: "no annotation"},
 		{name: "a valid trigger time is kept", annotation: "2026-11-24T10:00:00Z", wantTrigger: true},
 		{name: "an unparsable one is kept as text", annotation: "yesterday", wantBad: "yesterday"},
+		{name: "one past what nanoseconds since the epoch hold is kept as text", annotation: "2300-01-01T00:00:00Z", wantBad: "2300-01-01T00:00:00Z"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := slice("web-1", "web", ep{"10.1.0.1", testNode})
@@ -120,8 +122,8 @@ func TestConvertedSliceKeepsTriggerAndIdentity(t *testing.T) {
 				s.Annotations = map[string]string{corev1.EndpointsLastChangeTriggerTime: tc.annotation}
 			}
 			c := newConvertedSlice(s)
-			if c.hasTrigger != tc.wantTrigger {
-				t.Errorf("hasTrigger = %v, want %v", c.hasTrigger, tc.wantTrigger)
+			if got := c.trigger != 0; got != tc.wantTrigger {
+				t.Errorf("trigger %v, want one: %v", c.trigger, tc.wantTrigger)
 			}
 			switch {
 			case tc.wantBad == "" && c.bad != nil:
@@ -134,6 +136,30 @@ func TestConvertedSliceKeepsTriggerAndIdentity(t *testing.T) {
 				t.Errorf("key %q (%v), resource version %q; want default/web-1, 42", key, err, c.GetResourceVersion())
 			}
 		})
+	}
+}
+
+// TestConvertedObjectsKeepAUIDOnlyWhereAnEventNamesThem: the cache holds
+// one convertedSlice per EndpointSlice of the cluster, so it keeps no UID
+// (no Event names a slice) and its wrapper fits a 96-byte size class
+// besides the endpoints; a convertedService keeps its UID, which the
+// Events that name the Service carry.
+func TestConvertedObjectsKeepAUIDOnlyWhereAnEventNamesThem(t *testing.T) {
+	const uid = "7c9e6679-7425-40de-944b-e07fc1f90ae7"
+	s := slice("web-1", "web", ep{"10.1.0.1", testNode})
+	s.UID = uid
+	s.Annotations = map[string]string{corev1.EndpointsLastChangeTriggerTime: "2026-11-24T10:00:00Z"}
+	if c := newConvertedSlice(s); c.GetUID() != "" {
+		t.Errorf("the converted slice keeps UID %q", c.GetUID())
+	}
+	if size := unsafe.Sizeof(convertedSlice{}); size > 96 {
+		t.Errorf("a convertedSlice is %d bytes, want at most 96", size)
+	}
+	svc := service("web", "10.96.0.10")
+	svc.UID = uid
+	c := newConvertedService(svc, serviceConv{})
+	if c.GetUID() != uid || c.ref().UID != uid {
+		t.Errorf("the converted Service's UID %q, its Events' %q; want %q", c.GetUID(), c.ref().UID, uid)
 	}
 }
 

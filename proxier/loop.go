@@ -88,7 +88,8 @@ type Config struct {
 	// NodePort addresses, as kube-proxy's IPVS mode. Without it, the
 	// Node's status addresses are used (--dry-run).
 	HostAddresses HostAddresses
-	// ReleaseMemory, if set, returns freed heap to the OS
+	// ReleaseMemory, if set, runs the collector tighter through a full
+	// sync (fullSyncGCPercent), and returns freed heap to the OS
 	// (debug.FreeOSMemory, beside the loop): after a successful full
 	// sync or periodic repair, and once the loop has been quiet a while
 	// after the heap grew (memory.go). A full sync holds the whole plan
@@ -137,9 +138,11 @@ type Proxier struct {
 	changed atomic.Bool
 	// releasing: a ReleaseMemory collection is under way.
 	releasing atomic.Bool
-	// freeOSMemory is debug.FreeOSMemory, and residentHeap and
-	// heapAllocated the functions of those names; tests replace them.
+	// freeOSMemory is debug.FreeOSMemory, setGCPercent
+	// debug.SetGCPercent, and residentHeap and heapAllocated the
+	// functions of those names; tests replace them.
 	freeOSMemory  func()
+	setGCPercent  func(int) int
 	residentHeap  func() uint64
 	heapAllocated func() uint64
 	// releasedResident and releasedAllocated are the resident heap and

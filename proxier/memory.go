@@ -6,31 +6,68 @@ import (
 	"time"
 )
 
-// Returning freed heap to the OS. The Go runtime keeps the pages a
-// collection freed, up to its next goal (twice the live heap), and
-// returns them only slowly: after a cold start, a repair or a burst of
-// changes, a quiet proxy's resident set would stay near its busiest, and
-// a node's operator reads the resident set. With Config.ReleaseMemory the
-// loop returns them at once after what reads or writes the whole table
-// (a full sync, a periodic repair), and once the loop has been quiet for
-// quietBeforeRelease: after syncs since the last release, as soon as
-// releaseGrowthMin was allocated since it (a burst is returned once it
-// is over); otherwise once a sixteenth of the resident heap was (the idle
-// checks' garbage costs a collection of the live heap only every so
-// often). It counts bytes allocated, not the heap's growth: a burst with
-// collections of its own can end with the heap no larger than the last
-// release left it and the pages those collections freed still resident.
+// The memory rule, two parts, both under Config.ReleaseMemory.
 //
-// Why not a memory limit (GOMEMLIMIT, debug.SetMemoryLimit) in its
-// place: a limit low enough to hold the quiet resident set as low holds
-// the cold start under it too, and the runtime then collects without
-// pause while the first sync's heap is above it. The measurement is in
-// benchmarks/NOTES.md, "Memory".
+// A full sync runs the collector at fullSyncGCPercent. With GOGC 100 the
+// runtime lets the heap grow to twice what the last collection found
+// live, and a full sync is when the live heap is largest: the informers'
+// objects, the engine and both writers' state, and the whole plan and
+// its kernel batch on top. The peak resident set of a cold start is that
+// goal. A quarter holds it to 1.25 times the live heap, in proportion to
+// the cluster at any size, for more collections while the sync runs; the
+// process's own GOGC comes back when it ends, so a quiet or churning
+// proxy pays nothing.
+//
+// Returning freed heap to the OS. The Go runtime keeps the pages a
+// collection freed, up to its next goal, and returns them only slowly:
+// after a cold start, a repair or a burst of changes, a quiet proxy's
+// resident set would stay near its busiest, and a node's operator reads
+// the resident set. The loop returns them at once after what reads or
+// writes the whole table (a full sync, a periodic repair), and once the
+// loop has been quiet for quietBeforeRelease: after syncs since the last
+// release, as soon as releaseGrowthMin was allocated since it (a burst is
+// returned once it is over); otherwise once a sixteenth of the resident
+// heap was (the idle checks' garbage costs a collection of the live heap
+// only every so often). It counts bytes allocated, not the heap's growth:
+// a burst with collections of its own can end with the heap no larger
+// than the last release left it and the pages those collections freed
+// still resident.
+//
+// Why not a memory limit (GOMEMLIMIT, debug.SetMemoryLimit) in place of
+// either: a limit is a fixed number of bytes, and the live heap grows
+// with the cluster. One low enough to hold the quiet resident set as low
+// is below the cold start's live heap, and one that bounds the cold
+// start's peak is below the live heap of a cluster a few times larger:
+// above it the runtime collects without pause. A lower GOGC is a ratio.
+// The container's own limit, where a pod sets one, reaches the runtime
+// with no code as GOMEMLIMIT from the downward API. The measurements are
+// in benchmarks/NOTES.md, "Memory" and "The memory rule".
 const (
+	fullSyncGCPercent  = 25
 	quietBeforeRelease = 5 * time.Second
 	releaseGrowthMin   = 4 << 20
 	releaseGrowthShare = 16 // a sixteenth
 )
+
+// tightenGC sets the collector's GOGC to fullSyncGCPercent, when
+// Config.ReleaseMemory is set and the process runs it looser, and returns
+// what puts the process's back. A process run with the collector off
+// (GOGC=off) or tighter keeps its own.
+func (p *Proxier) tightenGC() (restore func()) {
+	set := p.setGCPercent
+	if set == nil {
+		set = debug.SetGCPercent
+	}
+	if !p.cfg.ReleaseMemory {
+		return func() {}
+	}
+	old := set(fullSyncGCPercent)
+	if old < 0 || old <= fullSyncGCPercent {
+		set(old)
+		return func() {}
+	}
+	return func() { set(old) }
+}
 
 // allocatedMetric counts the bytes the heap has allocated since the
 // process started.

@@ -77,6 +77,62 @@ func TestReleaseOnceQuietAfterSyncsOrASixteenthAllocated(t *testing.T) {
 	}
 }
 
+// TestFullSyncRunsTheCollectorAtAQuarter: with ReleaseMemory, a full
+// sync runs the collector at fullSyncGCPercent while the data plane
+// resyncs, and the process's own GOGC comes back after it; an
+// incremental sync leaves it alone, and so does a process that runs the
+// collector off or tighter, or a proxy without ReleaseMemory.
+func TestFullSyncRunsTheCollectorAtAQuarter(t *testing.T) {
+	tests := []struct {
+		name        string
+		off         bool // no ReleaseMemory
+		process     int  // the process's GOGC
+		wantInSync  int
+		incremental bool // the sync looked at is incremental
+	}{
+		{name: "a full sync at a quarter", process: 100, wantInSync: fullSyncGCPercent},
+		{name: "a looser GOGC tightened too", process: 400, wantInSync: fullSyncGCPercent},
+		{name: "the collector off stays off", process: -1, wantInSync: -1},
+		{name: "a tighter GOGC kept", process: 10, wantInSync: 10},
+		{name: "never without ReleaseMemory", off: true, process: 100, wantInSync: 100},
+		{name: "an incremental sync keeps the process's", process: 100, incremental: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tp := newTestProxier(t, func(c *Config) { c.ReleaseMemory = !tc.off })
+			tp.freeOSMemory = func() {}
+			gogc := tc.process
+			var sets int
+			tp.setGCPercent = func(v int) int {
+				sets++
+				old := gogc
+				gogc = v
+				return old
+			}
+			inSync := []int{}
+			tp.dp.onResync = func() { inSync = append(inSync, gogc) }
+			baseline(tp)
+			tp.syncNow(false)
+			if tc.incremental {
+				sets, inSync = 0, nil
+				tp.slice(slice("web-1", "web", ep{"10.244.1.5", testNode}, ep{"10.244.1.6", testNode}))
+				tp.syncNow(false)
+				if sets != 0 || len(inSync) != 0 || gogc != tc.process {
+					t.Errorf("an incremental sync set GOGC %d times (now %d), resynced %d times", sets, gogc, len(inSync))
+				}
+				return
+			}
+			if !slices.Equal(inSync, []int{tc.wantInSync}) {
+				t.Errorf("GOGC in the Resync %v, want [%d]", inSync, tc.wantInSync)
+			}
+			if gogc != tc.process {
+				t.Errorf("GOGC %d after the sync, want the process's %d back", gogc, tc.process)
+			}
+			waitFor(t, "the release to finish", func() bool { return !tp.releasing.Load() })
+		})
+	}
+}
+
 // TestResidentHeapMetricsAreTheRuntimes: every metric residentHeap and
 // heapAllocated read is one this Go runtime has (an unknown name would
 // read as nothing).

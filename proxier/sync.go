@@ -76,8 +76,10 @@ func (t *totals) add(ap appliedPlan, sign int) {
 			t.byKind[gaugeKinds[i]] += sign * int(n)
 		}
 	}
-	for _, k := range ap.otherKinds {
-		t.byKind[k] += sign
+	if ap.otherKinds != nil {
+		for _, k := range *ap.otherKinds {
+			t.byKind[k] += sign
+		}
 	}
 	if ap.noLocalInternal {
 		t.noLocalInternal += sign
@@ -93,9 +95,10 @@ type appliedPlan struct {
 	digest planDigest
 	// kinds counts the virtual servers of each of gaugeKinds: an array,
 	// not a list of kinds, so that a service's summary allocates
-	// nothing; otherKinds lists any other kind.
+	// nothing; otherKinds lists any other kind, behind a pointer because
+	// the engine makes none: the loop keeps one appliedPlan per service.
 	kinds      [len(gaugeKinds)]uint32
-	otherKinds []policy.Kind
+	otherKinds *[]policy.Kind
 	// noLocalInternal, noLocalExternal: the service drops its internal
 	// (external) traffic for want of a local endpoint.
 	noLocalInternal, noLocalExternal bool
@@ -110,7 +113,10 @@ func (s *syncState) summary(sp policy.ServicePlan) appliedPlan {
 		if j := slices.Index(gaugeKinds[:], vs.Kind); j >= 0 {
 			ap.kinds[j]++
 		} else {
-			ap.otherKinds = append(ap.otherKinds, vs.Kind)
+			if ap.otherKinds == nil {
+				ap.otherKinds = new([]policy.Kind)
+			}
+			*ap.otherKinds = append(*ap.otherKinds, vs.Kind)
 		}
 		if vs.TrafficPolicy == policy.PolicyLocal && len(vs.Destinations) == 0 && vs.WhenEmpty == policy.EmptyDrop {
 			ap.noLocalInternal = ap.noLocalInternal || vs.Kind == policy.KindClusterIP
@@ -224,6 +230,9 @@ func (p *Proxier) sync(periodic bool) error {
 		}
 	}
 	full = full || periodic
+	if full {
+		defer p.tightenGC()()
+	}
 	start := p.clock.Now()
 	p.obs.SyncStarted()
 	p.changed.Store(false) // what is queued from now on asks again

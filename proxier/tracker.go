@@ -228,7 +228,11 @@ func (t *tracker) triggerTime(s *convertedSlice) (time.Time, bool) {
 		t.logger.V(2).Info("Ignoring unparsable trigger time", "endpointSlice", klog.KObj(s), "value", s.bad.value, "err", s.bad.err)
 		return time.Time{}, false
 	}
-	return s.trigger, s.hasTrigger && s.trigger.After(t.since)
+	if s.trigger == 0 {
+		return time.Time{}, false
+	}
+	tt := time.Unix(0, s.trigger)
+	return tt, tt.After(t.since)
 }
 
 // upsertSelf applies this node's Node. Addresses, labels (the zone) and

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testsupport/plantest"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/nft"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxier/ipvs"
@@ -122,7 +123,7 @@ func BenchmarkIPVSEndpointChange(b *testing.B) {
 			if err := w.Resync(plan); err != nil {
 				b.Fatal(err)
 			}
-			changes := plan.ByService()
+			changes := plantest.Groups(plan)
 			before := totalOps(w.Ops())
 			i := 0
 			var elapsed time.Duration

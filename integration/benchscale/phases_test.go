@@ -28,14 +28,17 @@ const mib = 1 << 20
 func (b *bench) coldStart() time.Duration {
 	took, m := b.start("cold start")
 	cpu := b.p.cpu(b.t)
-	rss, _ := b.p.memory(b.t)
-	b.t.Logf("cold start: converged in %v, %v CPU, %.0f MiB", took.Round(time.Millisecond), cpu, rss)
+	rss, hwm := b.p.memory(b.t)
+	b.t.Logf("cold start: converged in %v, %v CPU, %.0f MiB (peak %.0f)", took.Round(time.Millisecond), cpu, rss, hwm)
 	b.run.Add("cold start: converged", took.Seconds(), "s")
 	b.run.Add("cold start: CPU", cpu.Seconds(), "s")
 	b.run.Add("cold start: syncs", m.sum(mSyncCount), "")
 	b.run.Add("cold start: time in syncs", m.sum(mSyncSum), "s")
 	b.run.Add("cold start: IPVS ops", m.sum(mNetlinkOps, opsAttempted), "")
 	b.run.Add("memory after cold start: RSS", rss, "MiB")
+	// The cold start's own peak; "memory at the end: peak RSS" is the
+	// whole run's, the churn's and the repairs' included.
+	b.run.Add("memory after cold start: peak RSS (VmHWM)", hwm, "MiB")
 	b.run.Add("memory after cold start: Go heap in use", m.sum(mHeapInuse)/mib, "MiB")
 	b.settledMemory("cold start")
 	b.logSyncsAfterFirst()

@@ -251,8 +251,8 @@ func (b *batch) address(a netip.Addr, by ...policy.ServiceKey) {
 		return
 	}
 	b.addrDone[a] = true
-	p, has := b.w.bound[a]
-	b.scratch = reconcileAddr(b.scratch[:0], a, b.w.addrRefs[a], p, has)
+	bits, has := b.w.bound[a]
+	b.scratch = reconcileAddr(b.scratch[:0], a, b.w.addrRefs[a], netip.PrefixFrom(a, int(bits)), has)
 	for _, x := range b.scratch {
 		b.add(step{action: x, by: by})
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testsupport/golden"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testsupport/plantest"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 )
 
@@ -199,7 +200,7 @@ func TestAddsRunAsEachWriteFills(t *testing.T) {
 			t.Fatal(err)
 		}
 		b := e.w.newBatch(e.now)
-		for _, sp := range plan.ByService() {
+		for _, sp := range plantest.Groups(plan) {
 			b.service(sp.Service, sp.VirtualServers)
 		}
 		return b
@@ -250,7 +251,7 @@ func TestResyncBindsAsEachWriteFills(t *testing.T) {
 	}
 	b := held.w.newBatch(held.now)
 	b.allVS = true
-	for _, sp := range plan.ByService() {
+	for _, sp := range plantest.Groups(plan) {
 		b.service(sp.Service, sp.VirtualServers)
 	}
 	b.planAddresses()
@@ -266,7 +267,7 @@ func TestResyncBindsAsEachWriteFills(t *testing.T) {
 		t.Fatal(err)
 	}
 	wb := want.w.newBatch(want.now)
-	for _, sp := range plan.ByService() {
+	for _, sp := range plantest.Groups(plan) {
 		wb.service(sp.Service, sp.VirtualServers)
 	}
 	wb.plan()

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testsupport/plantest"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testsupport/retained"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
 )
@@ -119,7 +120,7 @@ func BenchmarkApplyEndpointChange10000(b *testing.B) {
 	if err := w.Resync(plan); err != nil {
 		b.Fatal(err)
 	}
-	sp := plan.ByService()[5000]
+	sp := plantest.Groups(plan)[5000]
 	vss := sp.VirtualServers
 	b.ReportAllocs()
 	i := 0

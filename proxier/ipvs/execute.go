@@ -298,7 +298,7 @@ func (b *batch) runAddresses(ph phase, steps []step) {
 			continue
 		}
 		if add {
-			w.bound[s.addr.Addr().Unmap()] = s.addr
+			w.bound[s.addr.Addr().Unmap()] = uint8(s.addr.Bits())
 		} else {
 			delete(w.bound, s.addr.Addr().Unmap())
 		}

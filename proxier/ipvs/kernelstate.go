@@ -155,9 +155,9 @@ func (w *Writer) readAddresses() (exists bool, index int, prefixes []netip.Prefi
 // setBound records the dummy interface and its addresses as read.
 func (w *Writer) setBound(exists bool, index int, prefixes []netip.Prefix) {
 	w.linkExists, w.linkIndex = exists, index
-	w.bound = make(map[netip.Addr]netip.Prefix, len(prefixes))
+	w.bound = make(map[netip.Addr]uint8, len(prefixes))
 	for _, p := range prefixes {
-		w.bound[p.Addr().Unmap()] = p
+		w.bound[p.Addr().Unmap()] = uint8(p.Bits())
 	}
 }
 

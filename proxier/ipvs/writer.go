@@ -92,7 +92,7 @@ type lifecycle struct {
 // it.
 type mirrorState struct {
 	mirror     map[Key]*actual
-	bound      map[netip.Addr]netip.Prefix // addresses on the dummy interface
+	bound      map[netip.Addr]uint8 // addresses on the dummy interface, with their prefix lengths
 	linkExists bool
 	linkIndex  int // the dummy interface's index, when linkExists
 	draining   map[Key]map[netip.AddrPort]time.Time
@@ -102,7 +102,7 @@ type mirrorState struct {
 // reset forgets the kernel's virtual servers, interface and addresses.
 func (m *mirrorState) reset() {
 	m.mirror = map[Key]*actual{}
-	m.bound = map[netip.Addr]netip.Prefix{}
+	m.bound = map[netip.Addr]uint8{}
 	m.linkExists, m.linkIndex = false, 0
 }
 

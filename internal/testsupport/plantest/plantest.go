@@ -2,6 +2,7 @@ package plantest
 
 import (
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -47,4 +48,15 @@ func Plan(sps ...policy.ServicePlan) policy.Plan {
 	}
 	policy.SortVirtualServers(p.VirtualServers)
 	return p
+}
+
+// Groups is the plan's virtual servers grouped by service, in the order
+// and groups Plan.Services yields, each group its own copy: the shape a
+// writer's Apply takes, for tests that apply a plan service by service.
+func Groups(p policy.Plan) []policy.ServicePlan {
+	var out []policy.ServicePlan
+	for svc, vss := range p.Services() {
+		out = append(out, policy.ServicePlan{Service: svc, VirtualServers: slices.Clone(vss)})
+	}
+	return out
 }
