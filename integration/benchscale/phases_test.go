@@ -286,6 +286,7 @@ func (b *bench) restart() {
 	b.run.Add("restart: converged", took.Seconds(), "s")
 	cpu := b.p.cpu(b.t)
 	b.afterStart(cpu)
+	b.k.readCost(b.t)
 	b.run.Add("restart: CPU", cpu.Seconds(), "s")
 	b.run.Add("restart: IPVS ops", m.sum(mNetlinkOps, opsAttempted), "")
 }
