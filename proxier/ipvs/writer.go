@@ -41,10 +41,10 @@ type Config struct {
 	// Now is the clock, for tests; default time.Now.
 	Now func() time.Time
 	// RepairReader, when set, is a second handle on the same IPVS: a
-	// Repair's services dump runs on it in the background, so that
-	// Applies go on during the dump (on a large node it takes
-	// seconds). NewLinux opens one. Nil: StartRepair dumps on
-	// the Writer's handle.
+	// Repair's services dump and Check's count of destinations run on
+	// it in the background, so that Applies go on during them (on a
+	// large node each takes seconds). NewLinux opens one. Nil:
+	// StartRepair dumps, and Check counts, on the Writer's handle.
 	RepairReader Kernel
 }
 
@@ -306,6 +306,7 @@ func (w *Writer) forget() {
 	w.retries = newRetrySchedule()
 	w.stale = map[Key]policy.ServiceKey{}
 	w.repair = nil
+	w.drift.count.overtaken()
 }
 
 // Ops returns the number of kernel changes made so far by kind

@@ -1,0 +1,117 @@
+package ipvs
+
+import (
+	"errors"
+	"net/netip"
+	"testing"
+	"time"
+)
+
+// gatedCounts is a kernel handle over a fake kernel whose count of
+// destinations is slow: it says on taken that it began, and returns when
+// release is closed, what the kernel held when it began (or, late, when
+// it returns): /proc/net/ip_vs on a large table.
+type gatedCounts struct {
+	*FakeKernel
+	late    bool
+	taken   chan struct{} // one signal per count
+	release chan struct{}
+}
+
+func newGatedCounts(k *FakeKernel, late bool) *gatedCounts {
+	return &gatedCounts{FakeKernel: k, late: late, taken: make(chan struct{}, 1), release: make(chan struct{})}
+}
+
+func (g *gatedCounts) DestinationCounts() (map[Key]int, error) {
+	counts, err := g.FakeKernel.DestinationCounts()
+	select {
+	case g.taken <- struct{}{}:
+	default:
+	}
+	<-g.release
+	if g.late {
+		return g.FakeKernel.DestinationCounts()
+	}
+	return counts, err
+}
+
+// checkNow runs Check, failing the test if it waits for the gated count.
+func checkNow(t *testing.T, w *Writer) error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- w.Check() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(10 * time.Second):
+		t.Fatal("Check waited for the count of destinations")
+		return nil
+	}
+}
+
+// TestCheckDoesNotWaitForTheCount: with a second handle (RepairReader),
+// Check counts every virtual server's destinations on it in the
+// background, so that a slow count (seconds at ten thousand virtual
+// servers under a slow CPU) never holds up the loop that calls Check,
+// nor the syncs behind it, and no dump of the virtual servers stands in
+// for it meanwhile; a later Check compares what it read: a destination
+// deleted by hand is drift, and a virtual server an Apply changed while
+// the count ran is not judged by it.
+func TestCheckDoesNotWaitForTheCount(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		late      bool                       // the count reads the kernel as it ends
+		meanwhile func(t *testing.T, e *env) // while the count runs
+		drift     bool
+	}{
+		{name: "a destination deleted by hand while the count runs is drift once it ends", late: true,
+			meanwhile: func(t *testing.T, e *env) {
+				must(t, e.k.DeleteDestination(key("10.96.0.10:80/TCP"), Destination{Addr: netip.MustParseAddr("10.244.1.5"), Port: 8080}))
+			}, drift: true},
+		{name: "a virtual server an Apply changed while the count ran is not judged by it",
+			meanwhile: func(t *testing.T, e *env) { e.mustApply(dns("10.244.1.7:53", "10.244.1.8:53")) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, Config{})
+			g := newGatedCounts(e.k, tc.late)
+			t.Cleanup(func() {
+				select {
+				case <-g.release:
+				default:
+					close(g.release)
+				}
+			})
+			e.cfg.RepairReader = g
+			e.w = New(e.cfg, g, e.l, e.sys) // the count is slow on either handle
+			e.mustResync(plan(web("10.244.1.5:8080"), dns("10.244.1.7:53")))
+			dumps := 0
+			e.k.Fault = func(op, target string) error {
+				if op == "list-services" {
+					dumps++
+				}
+				return e.rec(op, target)
+			}
+			e.advance(driftCheckInterval)
+			if err := checkNow(t, e.w); err != nil || e.w.NeedsResync() {
+				t.Fatalf("Check while the count runs: %v, NeedsResync %v; want neither", err, e.w.NeedsResync())
+			}
+			if dumps != 0 {
+				t.Errorf("Check dumped the virtual servers %d times while the count, which lists them, ran; want 0", dumps)
+			}
+			<-g.taken
+			tc.meanwhile(t, e)
+			close(g.release)
+			e.advance(driftCheckInterval)
+			err := checkNow(t, e.w)
+			if got := errors.Is(err, ErrDrift) && e.w.NeedsResync(); got != tc.drift {
+				t.Fatalf("Check after the count: %v, NeedsResync %v; want drift %v", err, e.w.NeedsResync(), tc.drift)
+			}
+			if !tc.drift && err != nil {
+				t.Fatalf("Check after the count: %v", err)
+			}
+			if e.w.drift.count.done != nil {
+				t.Errorf("the count was not compared by the Check after it ended")
+			}
+		})
+	}
+}
