@@ -1,7 +1,9 @@
 package ipvs
 
 import (
+	"errors"
 	"fmt"
+	"syscall"
 	"time"
 )
 
@@ -253,11 +255,29 @@ func (w *Writer) compareCounts(counts map[Key]int, skip map[Key]bool) error {
 		}
 		n, ok := counts[k]
 		if !ok {
-			return fmt.Errorf("virtual server %s gone from the kernel: %w", k, ErrDrift)
+			if err := w.confirmGone(k); err != nil {
+				return err
+			}
+			continue
 		}
 		if n != len(a.dests) {
 			return fmt.Errorf("virtual server %s: %d destinations in the kernel, %d programmed: %w", k, n, len(a.dests), ErrDrift)
 		}
+	}
+	return nil
+}
+
+// confirmGone reads virtual server k alone and reports (ErrDrift) that
+// it is gone: the kernel hands /proc/net/ip_vs out by position (each
+// page resumes at an index), so a virtual server added or deleted while
+// it was read can hide another from it.
+func (w *Writer) confirmGone(k Key) error {
+	_, err := w.kernel.VirtualServer(k)
+	switch {
+	case errors.Is(err, syscall.ESRCH):
+		return fmt.Errorf("virtual server %s gone from the kernel: %w", k, ErrDrift)
+	case err != nil:
+		return fmt.Errorf("read virtual server %s: %w", k, err)
 	}
 	return nil
 }

@@ -14,6 +14,7 @@ import (
 type gatedCounts struct {
 	*FakeKernel
 	late    bool
+	drop    Key           // left out of the count, as a read resumed by position can
 	taken   chan struct{} // one signal per count
 	release chan struct{}
 }
@@ -30,8 +31,9 @@ func (g *gatedCounts) DestinationCounts() (map[Key]int, error) {
 	}
 	<-g.release
 	if g.late {
-		return g.FakeKernel.DestinationCounts()
+		counts, err = g.FakeKernel.DestinationCounts()
 	}
+	delete(counts, g.drop)
 	return counts, err
 }
 
@@ -55,12 +57,15 @@ func checkNow(t *testing.T, w *Writer) error {
 // servers under a slow CPU) never holds up the loop that calls Check,
 // nor the syncs behind it, and no dump of the virtual servers stands in
 // for it meanwhile; a later Check compares what it read: a destination
-// deleted by hand is drift, and a virtual server an Apply changed while
-// the count ran is not judged by it.
+// or a virtual server deleted by hand is drift, a virtual server an
+// Apply changed while the count ran is not judged by it, and one the
+// count missed (the kernel hands the table out by position, which an
+// Apply meanwhile shifts) is read alone before it is called gone.
 func TestCheckDoesNotWaitForTheCount(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		late      bool                       // the count reads the kernel as it ends
+		drop      string                     // a virtual server the count misses
 		meanwhile func(t *testing.T, e *env) // while the count runs
 		drift     bool
 	}{
@@ -70,10 +75,19 @@ func TestCheckDoesNotWaitForTheCount(t *testing.T) {
 			}, drift: true},
 		{name: "a virtual server an Apply changed while the count ran is not judged by it",
 			meanwhile: func(t *testing.T, e *env) { e.mustApply(dns("10.244.1.7:53", "10.244.1.8:53")) }},
+		{name: "a virtual server the count missed is read alone, and is there", drop: "10.96.0.10:80/TCP",
+			meanwhile: func(t *testing.T, e *env) {
+				e.mustApply(svc("db", vs("ClusterIP 10.96.0.20:5432/TCP", "10.244.1.9:5432")))
+			}},
+		{name: "a virtual server deleted by hand while the count runs is drift once it ends", late: true,
+			meanwhile: func(t *testing.T, e *env) { must(t, e.k.DeleteVirtualServer(key("10.96.0.53:53/UDP"))) }, drift: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, Config{})
 			g := newGatedCounts(e.k, tc.late)
+			if tc.drop != "" {
+				g.drop = key(tc.drop)
+			}
 			t.Cleanup(func() {
 				select {
 				case <-g.release:
