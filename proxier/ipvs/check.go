@@ -209,11 +209,12 @@ func (w *Writer) countsDrifted() error {
 		return nil
 	}
 	counts, err := w.kernel.DestinationCounts()
-	w.drift.counted(start, w.drift.now().Sub(start), err)
+	took := w.drift.now().Sub(start)
+	w.drift.counted(start, took, err)
 	if err != nil {
 		return nil // see countsDriftedBeside
 	}
-	return w.compareCounts(counts, nil)
+	return w.compared(start, w.compareCounts(counts, nil))
 }
 
 // countsDriftedBeside is countsDrifted with the read on
@@ -242,36 +243,51 @@ func (w *Writer) countsDriftedBeside() error {
 		// state overtook is not compared.
 		return nil
 	}
-	return w.compareCounts(res.counts, touched)
+	return w.compared(start, w.compareCounts(res.counts, touched))
+}
+
+// errCountContradicted is compareCounts' answer when a direct read of
+// the virtual server the count called drifted shows it as programmed.
+var errCountContradicted = errors.New("the count of destinations contradicted by a direct read")
+
+// compared ends a count begun at start with compareCounts' err: a count
+// a direct read contradicted is treated as unreadable (no drift, the dump
+// of virtual servers stands in, counted again after countCheckRetry).
+func (w *Writer) compared(start time.Time, err error) error {
+	if errors.Is(err, errCountContradicted) {
+		w.drift.counted(start, 0, err)
+		return nil
+	}
+	return err
 }
 
 // compareCounts reports (ErrDrift) the first of our virtual servers
 // whose count of destinations in counts differs from the mirror's,
-// leaving out those in skip (changed since counts was read).
+// leaving out those in skip (changed since counts was read), once a
+// direct read of it agrees (confirmDrift).
 func (w *Writer) compareCounts(counts map[Key]int, skip map[Key]bool) error {
 	for k, a := range w.mirror {
 		if a == nil || w.desired[k] == nil || skip[k] {
 			continue
 		}
-		n, ok := counts[k]
-		if !ok {
-			if err := w.confirmGone(k); err != nil {
-				return err
-			}
-			continue
-		}
-		if n != len(a.dests) {
-			return fmt.Errorf("virtual server %s: %d destinations in the kernel, %d programmed: %w", k, n, len(a.dests), ErrDrift)
+		if n, ok := counts[k]; !ok || n != len(a.dests) {
+			return w.confirmDrift(k, a)
 		}
 	}
 	return nil
 }
 
-// confirmGone reads virtual server k alone and reports (ErrDrift) that
-// it is gone: the kernel hands /proc/net/ip_vs out by position (each
-// page resumes at an index), so a virtual server added or deleted while
-// it was read can hide another from it.
-func (w *Writer) confirmGone(k Key) error {
+// confirmDrift reads virtual server k, which the count calls drifted,
+// alone: ErrDrift if it is gone or holds another number of destinations
+// than a, else errCountContradicted. The count is not always the
+// kernel's word: it hands /proc/net/ip_vs out by position (each page
+// resumes at an index), so a virtual server added or deleted while it was
+// read hides or repeats another, and on kernels whose IPVS service table
+// is shared by every network namespace the file's walk from one entry to
+// the next strays into other namespaces' virtual servers (those of a
+// pod or a container runtime that uses IPVS), which shifts, cuts short
+// or doubles what it lists.
+func (w *Writer) confirmDrift(k Key, a *actual) error {
 	_, err := w.kernel.VirtualServer(k)
 	switch {
 	case errors.Is(err, syscall.ESRCH):
@@ -279,7 +295,14 @@ func (w *Writer) confirmGone(k Key) error {
 	case err != nil:
 		return fmt.Errorf("read virtual server %s: %w", k, err)
 	}
-	return nil
+	ds, err := w.kernel.Destinations(k)
+	switch {
+	case err != nil:
+		return fmt.Errorf("list destinations of virtual server %s: %w", k, err)
+	case len(ds) != len(a.dests):
+		return fmt.Errorf("virtual server %s: %d destinations in the kernel, %d programmed: %w", k, len(ds), len(a.dests), ErrDrift)
+	}
+	return errCountContradicted
 }
 
 // countWait is how long Check waits for a count read in the

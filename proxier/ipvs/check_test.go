@@ -129,3 +129,70 @@ func TestCheckDoesNotWaitForTheCount(t *testing.T) {
 		})
 	}
 }
+
+// skewedCounts is a fake kernel whose count of destinations lists one
+// virtual server twice over (doubled: another namespace's of the same
+// address, as a shared service table shows it) or not at all (dropped:
+// the listing shifted or cut short).
+type skewedCounts struct {
+	*FakeKernel
+	doubled, dropped Key
+}
+
+func (s skewedCounts) DestinationCounts() (map[Key]int, error) {
+	counts, err := s.FakeKernel.DestinationCounts()
+	if _, ok := counts[s.doubled]; ok {
+		counts[s.doubled] *= 2
+	}
+	delete(counts, s.dropped)
+	return counts, err
+}
+
+// TestCheckTrustsNoCountADirectReadContradicts: a count that calls one
+// of our virtual servers gone or changed is confirmed by reading that
+// virtual server alone; where that read shows it as programmed, the
+// count is no drift, and is treated as unreadable (counted again after
+// countCheckRetry); where it agrees, it is drift.
+func TestCheckTrustsNoCountADirectReadContradicts(t *testing.T) {
+	web80 := key("10.96.0.10:80/TCP")
+	for _, tc := range []struct {
+		name     string
+		doubled  Key
+		dropped  Key
+		edit     func(k *FakeKernel) error
+		drift    bool
+		countDue time.Duration // after the Check's start
+	}{
+		{name: "doubled", doubled: web80, countDue: countCheckRetry},
+		{name: "dropped", dropped: web80, countDue: countCheckRetry},
+		{name: "dropped and deleted", dropped: web80, edit: func(k *FakeKernel) error { return k.DeleteVirtualServer(web80) }, drift: true},
+		{name: "a destination deleted", edit: func(k *FakeKernel) error {
+			return k.DeleteDestination(web80, Destination{Addr: netip.MustParseAddr("10.244.1.5"), Port: 8080})
+		}, drift: true},
+		{name: "nothing changed", countDue: driftCheckInterval},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, Config{})
+			e.w = New(e.cfg, skewedCounts{FakeKernel: e.k, doubled: tc.doubled, dropped: tc.dropped}, e.l, e.sys)
+			e.mustResync(plan(web("10.244.1.5:8080"), dns("10.244.1.7:53")))
+			if tc.edit != nil {
+				must(t, tc.edit(e.k))
+			}
+			e.advance(driftCheckInterval)
+			start := e.now
+			err := e.w.Check()
+			if got := errors.Is(err, ErrDrift) && e.w.NeedsResync(); got != tc.drift {
+				t.Fatalf("Check: %v, NeedsResync %v; want drift %v", err, e.w.NeedsResync(), tc.drift)
+			}
+			if tc.drift {
+				return
+			}
+			if err != nil {
+				t.Fatalf("Check: %v", err)
+			}
+			if got := e.w.drift.countDue.Sub(start); got != tc.countDue {
+				t.Errorf("the count is next due %v after, want %v", got, tc.countDue)
+			}
+		})
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"maps"
 	"net/netip"
+	"reflect"
 	"slices"
 	"sync"
 	"syscall"
@@ -393,16 +394,28 @@ func (w *Writer) owns(k Key) bool {
 	return a != nil && a.managed
 }
 
-// Close releases the kernel handles (NewLinux's IPVS netlink socket).
-// The kernel state is left as it is.
+// Close releases the kernel handles (NewLinux's IPVS netlink sockets
+// and /proc table), Config.RepairReader's among them: an open handle
+// keeps its network namespace, with the IPVS state in it, alive. The
+// kernel state is left as it is.
 func (w *Writer) Close() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for _, h := range []any{w.kernel, w.links, w.sysctls} {
+	hs := []any{w.kernel, w.links, w.sysctls}
+	if r := w.cfg.RepairReader; r != nil && !sameHandle(r, w.kernel) {
+		hs = append(hs, r)
+	}
+	for _, h := range hs {
 		if c, ok := h.(interface{ Close() }); ok {
 			c.Close()
 		}
 	}
+}
+
+// sameHandle reports whether a and b are one handle, so that it is
+// closed once.
+func sameHandle(a, b any) bool {
+	return reflect.TypeOf(a) == reflect.TypeOf(b) && reflect.TypeOf(a).Comparable() && a == b
 }
 
 // gone treats a deletion that found nothing to delete (errnos) as done:
