@@ -56,7 +56,10 @@
 //     synced). Each start also logs its CPU at convergence beside the
 //     CPU read after the kernel check, and the proxy's log lines since
 //     convergence; an endpoint change that takes over a second has the
-//     proxy's log over it printed.
+//     proxy's log over it printed; after the restart the harness times one
+//     read of /proc/net/ip_vs as the proxy's idle check reads it (bytes,
+//     reads: a short one says the listing strayed into another network
+//     namespace's virtual servers) beside one dump of the virtual servers.
 //
 // make bench-vs-kube-proxy (vskubeproxy_test.go, vskubeproxy_host_test.go)
 // is a second comparison on the same workload and host half: upstream
