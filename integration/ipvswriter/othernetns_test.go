@@ -55,28 +55,7 @@ func TestCheckBesideAnotherNamespacesIPVS(t *testing.T) {
 		t.Fatalf("count alone: %d virtual servers, %v; want %d", len(counts), err, n)
 	}
 
-	programmed, release, gone := make(chan error, 1), make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(gone)
-		runtime.LockOSThread() // never unlocked: the thread, and its namespace, end with the goroutine
-		ns, err := netns.New()
-		if err != nil {
-			programmed <- fmt.Errorf("new network namespace: %w", err)
-			return
-		}
-		defer ns.Close()
-		other, err := ipvs.NewLinux(ipvs.Config{})
-		if err != nil {
-			programmed <- fmt.Errorf("NewLinux in the other namespace: %w", err)
-			return
-		}
-		defer other.Close()
-		programmed <- other.Resync(plan(manyServices(98, n)...))
-		<-release
-	}()
-	if err := <-programmed; err != nil {
-		t.Fatal(err)
-	}
+	closeOther := otherNamespace(t, manyServices(98, n))
 	counts, err := k.DestinationCounts()
 	t.Logf("count beside the other namespace's %d virtual servers: %d listed, %d of them the other namespace's, for this namespace's %d (%v)",
 		n, len(counts), othersListed(counts), n, err)
@@ -107,8 +86,7 @@ func TestCheckBesideAnotherNamespacesIPVS(t *testing.T) {
 		t.Fatalf("the deleted destination of %s:80/TCP not found", last)
 	}
 
-	close(release)
-	<-gone
+	closeOther()
 	for start := time.Now(); ; time.Sleep(time.Second) {
 		counts, err := k.DestinationCounts()
 		if err == nil && len(counts) == n && othersListed(counts) == 0 {
@@ -119,6 +97,37 @@ func TestCheckBesideAnotherNamespacesIPVS(t *testing.T) {
 			t.Fatalf("2 min after the other namespace's Writer closed, the count lists %d virtual servers (%v); want this namespace's %d: its namespace is still alive", len(counts), err, n)
 		}
 	}
+}
+
+// otherNamespace programs sps with a Writer of its own in a network
+// namespace made for it, on a thread of its own. closeOther closes that
+// Writer and ends the thread, and with it the namespace's last reference
+// but the Writer's handles.
+func otherNamespace(t *testing.T, sps []policy.ServicePlan) (closeOther func()) {
+	t.Helper()
+	programmed, release, gone := make(chan error, 1), make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(gone)
+		runtime.LockOSThread() // never unlocked: the thread, and its namespace, end with the goroutine
+		ns, err := netns.New()
+		if err != nil {
+			programmed <- fmt.Errorf("new network namespace: %w", err)
+			return
+		}
+		defer ns.Close()
+		other, err := ipvs.NewLinux(ipvs.Config{})
+		if err != nil {
+			programmed <- fmt.Errorf("NewLinux in the other namespace: %w", err)
+			return
+		}
+		defer other.Close()
+		programmed <- other.Resync(plan(sps...))
+		<-release
+	}()
+	if err := <-programmed; err != nil {
+		t.Fatal(err)
+	}
+	return func() { close(release); <-gone }
 }
 
 // othersListed counts the other namespace's virtual servers (10.98.*) in
