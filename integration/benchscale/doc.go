@@ -49,8 +49,17 @@
 //     destination added searches it; for the same reason a run after the
 //     first in a boot waits for the trash to empty before its cold start.
 //     With KIP_BENCH_SCALE_PROFILE=1 each start (cold, restart) is also
-//     CPU-profiled in 2 s windows, and its log's milestones are printed
-//     (process start → "Starting the proxy" → informer caches synced).
+//     CPU-profiled in 2 s windows until its CPU is read, after the kernel
+//     check (the windows from its convergence on profile what the proxy
+//     does right after its first sync), and its log's milestones are
+//     printed (process start → "Starting the proxy" → informer caches
+//     synced). Each start also logs its CPU at convergence beside the
+//     CPU read after the kernel check, and the proxy's log lines since
+//     convergence; an endpoint change that takes over a second has the
+//     proxy's log over it printed; after the restart the harness times one
+//     read of /proc/net/ip_vs as the proxy's idle check reads it (bytes,
+//     reads: a short one says the listing strayed into another network
+//     namespace's virtual servers) beside one dump of the virtual servers.
 //
 // make bench-vs-kube-proxy (vskubeproxy_test.go, vskubeproxy_host_test.go)
 // is a second comparison on the same workload and host half: upstream

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"testing"
 	"time"
 
@@ -122,4 +123,35 @@ func (k *kernel) waitCount(t *testing.T, want Expected, limit time.Duration) {
 		}
 		time.Sleep(time.Second)
 	}
+}
+
+// readCost times what the proxy's idle check reads of the table, once,
+// as the proxy reads it: all of /proc/net/ip_vs in reads of 64 KiB (the
+// kernel hands it out a page at a time, and finds each read's first
+// virtual server by walking the table from its start), and, beside it,
+// one generic netlink dump of the virtual servers.
+func (k *kernel) readCost(t *testing.T) {
+	t.Helper()
+	f, err := os.Open("/proc/net/ip_vs")
+	if err != nil {
+		t.Logf("read cost: %v", err)
+		return
+	}
+	defer f.Close()
+	buf := make([]byte, 64<<10)
+	reads, bytes := 0, 0
+	t0 := time.Now()
+	for {
+		n, err := f.Read(buf)
+		reads++
+		bytes += n
+		if err != nil {
+			break
+		}
+	}
+	procTook := time.Since(t0)
+	t0 = time.Now()
+	svcs, err := k.h.GetServices()
+	t.Logf("read cost: /proc/net/ip_vs, %d bytes in %d reads, took %v; a dump of the %d virtual servers (err %v) took %v",
+		bytes, reads, procTook.Round(time.Millisecond), len(svcs), err, time.Since(t0).Round(time.Millisecond))
 }

@@ -28,6 +28,7 @@ const mib = 1 << 20
 func (b *bench) coldStart() time.Duration {
 	took, m := b.start("cold start")
 	cpu := b.p.cpu(b.t)
+	b.afterStart(cpu)
 	rss, hwm := b.p.memory(b.t)
 	b.t.Logf("cold start: converged in %v, %v CPU, %.0f MiB (peak %.0f)", took.Round(time.Millisecond), cpu, rss, hwm)
 	b.run.Add("cold start: converged", took.Seconds(), "s")
@@ -129,8 +130,13 @@ func (b *bench) endpointChanges() {
 	before := b.p.counters(b.t)
 	var lat, rtt []float64
 	for k := range n {
+		t0 := time.Now()
 		_, l, w := b.changeEndpoint(k, changeLimit)
 		lat, rtt = append(lat, ms(l)), append(rtt, ms(w))
+		if l > stalled {
+			b.logProxyLines(fmt.Sprintf("endpoint change %d took %v; the proxy's log over it", k, l.Round(time.Millisecond)),
+				t0.Add(-time.Second), time.Now(), 40)
+		}
 	}
 	d := before.delta(b.p.counters(b.t))
 	b.t.Logf("%d endpoint changes: p50 %.1f ms, max %.1f ms", n, Percentile(lat, 50), Percentile(lat, 100))
@@ -281,7 +287,10 @@ func (b *bench) restart() {
 	b.t.Logf("restart: exit %v, converged in %v, %.0f IPVS ops", exit.Round(time.Millisecond), took.Round(time.Millisecond), m.sum(mNetlinkOps, opsAttempted))
 	b.run.Add("restart: exit on SIGTERM", exit.Seconds(), "s")
 	b.run.Add("restart: converged", took.Seconds(), "s")
-	b.run.Add("restart: CPU", b.p.cpu(b.t).Seconds(), "s")
+	cpu := b.p.cpu(b.t)
+	b.afterStart(cpu)
+	b.k.readCost(b.t)
+	b.run.Add("restart: CPU", cpu.Seconds(), "s")
 	b.run.Add("restart: IPVS ops", m.sum(mNetlinkOps, opsAttempted), "")
 }
 

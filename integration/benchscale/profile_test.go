@@ -213,3 +213,57 @@ func klogTime(line string, start time.Time) (time.Duration, bool) {
 	t = time.Date(y, mo, d, t.Hour(), t.Minute(), t.Second(), t.Nanosecond(), time.Local)
 	return t.Sub(start), true
 }
+
+// startedProxy is a start (cold, restart) once it converged: when, the
+// proxy's CPU then, and its profiler, which runs on until afterStart so
+// that the work right after the first sync is profiled too.
+type startedProxy struct {
+	phase         string
+	at, converged time.Time
+	cpu           time.Duration
+	cp            *cpuProfiler
+}
+
+// afterStart ends a start once the caller read the proxy's CPU (cpu):
+// it logs how much of it came after convergence (while the harness
+// checked the kernel), stops the profiler (its windows from the
+// convergence on are the after-convergence ones) and logs what the
+// proxy logged after convergence.
+func (b *bench) afterStart(cpu time.Duration) {
+	s := b.started
+	b.t.Logf("%s: CPU %.2fs at convergence (%.2fs after the process start), %.2fs more until read %.2fs later",
+		s.phase, s.cpu.Seconds(), s.converged.Sub(s.at).Seconds(), (cpu - s.cpu).Seconds(), time.Since(s.converged).Seconds())
+	s.cp.stop(b)
+	b.logProxyLines(s.phase+": the proxy's log after convergence", s.converged, time.Now(), 30)
+}
+
+// stalled is an endpoint change slow enough to have the proxy's log over
+// it printed.
+const stalled = time.Second
+
+// logProxyLines logs the proxy's log lines stamped from from to to, at
+// most max (the first ones): what it did while the harness saw something
+// slow or unprofiled.
+func (b *bench) logProxyLines(what string, from, to time.Time, max int) {
+	data, err := os.ReadFile(b.p.logPath)
+	if err != nil {
+		b.t.Logf("%s: %v", what, err)
+		return
+	}
+	var lines []string
+	n := 0
+	for _, l := range strings.Split(string(data), "\n") {
+		at, ok := klogTime(l, from)
+		if !ok || at < 0 || at > to.Sub(from) {
+			continue
+		}
+		n++
+		if len(lines) < max {
+			if len(l) > 300 {
+				l = l[:300] + "…"
+			}
+			lines = append(lines, fmt.Sprintf("+%.3fs %s", at.Seconds(), l))
+		}
+	}
+	b.t.Logf("%s (%d lines, the first %d):\n%s", what, n, len(lines), strings.Join(lines, "\n"))
+}

@@ -140,6 +140,8 @@ type bench struct {
 	bin proxyBin
 	p   *proxyProc
 	run *Run
+	// started is the last start's, until afterStart.
+	started startedProxy
 }
 
 // measure runs every phase against a cold kernel and leaves it clean.
@@ -169,7 +171,8 @@ func (b *bench) measure(t *testing.T, bin proxyBin, round int) Run {
 
 // start runs the proxy and waits until it has synced the whole workload
 // (kube_ipvs_proxy_virtual_servers adds up to it after a sync); then
-// checks the kernel, untimed.
+// checks the kernel, untimed. The caller reads the proxy's CPU, then
+// calls afterStart.
 func (b *bench) start(phase string) (time.Duration, metrics) {
 	t := b.t
 	t.Helper()
@@ -199,7 +202,7 @@ func (b *bench) start(phase string) (time.Duration, metrics) {
 		m, err := scrape()
 		if err == nil && m.has(mLastSync) && int(m.sum(mVS)) == b.want.VirtualServers {
 			took := time.Since(start)
-			cp.stop(b)
+			b.started = startedProxy{phase: phase, at: start, converged: time.Now(), cpu: b.p.cpu(t), cp: cp}
 			b.startupTimeline(phase, start)
 			b.k.waitCount(t, b.want, 2*time.Minute)
 			return took, m

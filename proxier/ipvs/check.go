@@ -1,7 +1,9 @@
 package ipvs
 
 import (
+	"errors"
 	"fmt"
+	"syscall"
 	"time"
 )
 
@@ -9,15 +11,17 @@ import (
 // kernel announces no IPVS change, so Check reads: the dummy interface
 // (one rtnetlink request, every call), then, on its schedule
 // (driftSchedule), every virtual server's count of destinations (one
-// read of /proc/net/ip_vs), the dummy interface's addresses (one dump),
-// and the destinations of our virtual servers in turn within a budget.
+// read of /proc/net/ip_vs, in the background on a second handle:
+// countRead), the dummy interface's addresses (one dump), and the
+// destinations of our virtual servers in turn within a budget.
 
 // Check verifies, without changing anything, that the dummy interface
 // known from the last sync still exists with the same index (one
 // rtnetlink request), that every virtual server we programmed is still
 // in the kernel with as many destinations as we programmed (one read of
-// /proc/net/ip_vs; a dump of the virtual servers where that cannot be
-// read) and every address we bound still on the interface (one dump of
+// /proc/net/ip_vs, on Config.RepairReader in the background, compared
+// by the Check that finds it done; a dump of the virtual servers where
+// that cannot be read) and every address we bound still on the interface (one dump of
 // its addresses; each of these at most once per driftCheckInterval, less
 // often when it is costly), and
 // then reads back, in turn, the destinations of as many of our virtual
@@ -72,6 +76,7 @@ type driftSchedule struct {
 	// server, so the dump of virtual servers is not needed.
 	countsRead bool
 	cursor     destCursor // where the turn of destination reads is
+	count      countRead  // the count under way in the background
 }
 
 // begin reports whether a drift check is due now, and if so marks it
@@ -98,15 +103,15 @@ func (s *driftSchedule) countStart() (time.Time, bool) {
 	return now, !now.Before(s.countDue)
 }
 
-// counted records a count that began at start: next due as its cost
-// allows, or after countCheckRetry when it failed (err).
-func (s *driftSchedule) counted(start time.Time, err error) {
+// counted records a count that began at start and took took: next due
+// as its cost allows, or after countCheckRetry when it failed (err).
+func (s *driftSchedule) counted(start time.Time, took time.Duration, err error) {
 	s.countsRead = err == nil
 	if err != nil {
 		s.countDue = start.Add(countCheckRetry)
 		return
 	}
-	s.countDue = s.spaced(start)
+	s.countDue = start.Add(max(driftCheckInterval, countCheckCostShare*took))
 }
 
 // dumpStart reports whether the dump is due, and when it begins.
@@ -120,11 +125,11 @@ func (s *driftSchedule) dumped(start time.Time) { s.dumpDue = s.spaced(start) }
 
 // drifted reports (ErrDrift) an address we bound that is no longer on
 // the dummy interface, or, when the count read (countsDrifted, which
-// lists every virtual server) failed last time, a virtual server we
-// programmed that is no longer in the kernel. Others' virtual servers
-// and addresses are not looked at.
+// lists every virtual server) failed last time and none is under way, a
+// virtual server we programmed that is no longer in the kernel. Others'
+// virtual servers and addresses are not looked at.
 func (w *Writer) drifted() error {
-	if !w.drift.countsRead {
+	if !w.drift.countsRead && w.drift.count.done == nil {
 		if err := w.serversDrifted(); err != nil {
 			return err
 		}
@@ -191,34 +196,178 @@ const countCheckCostShare = 50
 const countCheckRetry = time.Minute
 
 // countsDrifted compares every virtual server's destination count with
-// ours, when due, and reports (ErrDrift) the first that differs.
+// ours, when due, and reports (ErrDrift) the first that differs. With
+// Config.RepairReader the count is read on it in the background
+// (countRead): Check waits for it at most countWait, and a later Check
+// compares what it read.
 func (w *Writer) countsDrifted() error {
+	if w.cfg.RepairReader != nil {
+		return w.countsDriftedBeside()
+	}
 	start, due := w.drift.countStart()
 	if !due {
 		return nil
 	}
 	counts, err := w.kernel.DestinationCounts()
-	w.drift.counted(start, err)
+	took := w.drift.now().Sub(start)
+	w.drift.counted(start, took, err)
 	if err != nil {
+		return nil // see countsDriftedBeside
+	}
+	return w.compared(start, w.compareCounts(counts, nil))
+}
+
+// countsDriftedBeside is countsDrifted with the read on
+// Config.RepairReader, beside the loop.
+func (w *Writer) countsDriftedBeside() error {
+	c := &w.drift.count
+	if c.done == nil {
+		start, due := w.drift.countStart()
+		if !due {
+			return nil
+		}
+		c.begin(start, w.cfg.RepairReader)
+	}
+	res, ok := c.await(countWait)
+	if !ok {
+		return nil // still reading: a later Check compares it
+	}
+	start, touched, stale := c.start, c.touched, c.stale
+	*c = countRead{}
+	w.drift.counted(start, res.took, res.err)
+	if res.err != nil || stale {
 		// The table unreadable (/proc/net/ip_vs missing or masked) says
 		// nothing of drift; the dump of virtual servers (drifted), the
 		// reads in turn and the periodic repair still run, and the count
-		// is tried again later.
+		// is tried again later. A count that a Resync or a forgotten
+		// state overtook is not compared.
 		return nil
 	}
+	return w.compared(start, w.compareCounts(res.counts, touched))
+}
+
+// errCountContradicted is compareCounts' answer when a direct read of
+// the virtual server the count called drifted shows it as programmed.
+var errCountContradicted = errors.New("the count of destinations contradicted by a direct read")
+
+// compared ends a count begun at start with compareCounts' err: a count
+// a direct read contradicted is treated as unreadable (no drift, the dump
+// of virtual servers stands in, counted again after countCheckRetry).
+func (w *Writer) compared(start time.Time, err error) error {
+	if errors.Is(err, errCountContradicted) {
+		w.drift.counted(start, 0, err)
+		return nil
+	}
+	return err
+}
+
+// compareCounts reports (ErrDrift) the first of our virtual servers
+// whose count of destinations in counts differs from the mirror's,
+// leaving out those in skip (changed since counts was read), once a
+// direct read of it agrees (confirmDrift).
+func (w *Writer) compareCounts(counts map[Key]int, skip map[Key]bool) error {
 	for k, a := range w.mirror {
-		if a == nil || w.desired[k] == nil {
+		if a == nil || w.desired[k] == nil || skip[k] {
 			continue
 		}
-		n, ok := counts[k]
-		if !ok {
-			return fmt.Errorf("virtual server %s gone from the kernel: %w", k, ErrDrift)
-		}
-		if n != len(a.dests) {
-			return fmt.Errorf("virtual server %s: %d destinations in the kernel, %d programmed: %w", k, n, len(a.dests), ErrDrift)
+		if n, ok := counts[k]; !ok || n != len(a.dests) {
+			return w.confirmDrift(k, a)
 		}
 	}
 	return nil
+}
+
+// confirmDrift reads virtual server k, which the count calls drifted,
+// alone: ErrDrift if it is gone or holds another number of destinations
+// than a, else errCountContradicted. The count is not always the
+// kernel's word: it hands /proc/net/ip_vs out by position (each page
+// resumes at an index), so a virtual server added or deleted while it was
+// read hides or repeats another, and on kernels whose IPVS service table
+// is shared by every network namespace the file's walk from one entry to
+// the next strays into other namespaces' virtual servers (those of a
+// pod or a container runtime that uses IPVS), which shifts, cuts short
+// or doubles what it lists.
+func (w *Writer) confirmDrift(k Key, a *actual) error {
+	_, err := w.kernel.VirtualServer(k)
+	switch {
+	case errors.Is(err, syscall.ESRCH):
+		return fmt.Errorf("virtual server %s gone from the kernel: %w", k, ErrDrift)
+	case err != nil:
+		return fmt.Errorf("read virtual server %s: %w", k, err)
+	}
+	ds, err := w.kernel.Destinations(k)
+	switch {
+	case err != nil:
+		return fmt.Errorf("list destinations of virtual server %s: %w", k, err)
+	case len(ds) != len(a.dests):
+		return fmt.Errorf("virtual server %s: %d destinations in the kernel, %d programmed: %w", k, len(ds), len(a.dests), ErrDrift)
+	}
+	return errCountContradicted
+}
+
+// countWait is how long Check waits for a count read in the
+// background: one that ends within it (a small table) is compared at
+// once, as when it is read on the Writer's handle.
+const countWait = destCheckBudget
+
+// countRead is a count of every virtual server's destinations read in
+// the background. The kernel hands /proc/net/ip_vs out a page at a time
+// and finds each page's first virtual server by walking its table from
+// the start, so on a large table one read keeps it busy long; Check runs
+// in the loop's goroutine, which would wait for it, and every change
+// with it. What the Writer changes meanwhile (touch) is left out of the
+// comparison: the read may predate it.
+type countRead struct {
+	done    chan countResult // nil when no read is under way
+	start   time.Time        // on the Writer's clock
+	touched map[Key]bool     // virtual servers changed since start
+	stale   bool             // the whole mirror was read anew or forgotten since
+}
+
+// countResult is a background count's answer; took is wall-clock time,
+// whatever the Writer's clock says.
+type countResult struct {
+	counts map[Key]int
+	err    error
+	took   time.Duration
+}
+
+// begin starts a count on k.
+func (c *countRead) begin(start time.Time, k Kernel) {
+	done := make(chan countResult, 1)
+	*c = countRead{done: done, start: start, touched: map[Key]bool{}}
+	go func() {
+		t0 := time.Now()
+		counts, err := k.DestinationCounts()
+		done <- countResult{counts: counts, err: err, took: time.Since(t0)}
+	}()
+}
+
+// await waits up to budget for the count's answer.
+func (c *countRead) await(budget time.Duration) (countResult, bool) {
+	t := time.NewTimer(budget)
+	defer t.Stop()
+	select {
+	case r := <-c.done:
+		return r, true
+	case <-t.C:
+		return countResult{}, false
+	}
+}
+
+// touch notes that virtual server k changed while a count is under way.
+func (c *countRead) touch(k Key) {
+	if c.done != nil {
+		c.touched[k] = true
+	}
+}
+
+// overtaken notes that the whole mirror changed while a count is under
+// way: it will not be compared.
+func (c *countRead) overtaken() {
+	if c.done != nil {
+		c.stale = true
+	}
 }
 
 // destCheckBudget is how long one Check may spend reading destinations

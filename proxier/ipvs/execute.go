@@ -200,6 +200,7 @@ func (b *batch) write(out []sent) {
 // error to report: nil for none, and for deleting what is already gone.
 func (b *batch) applyAnswer(x sent, kerr error) error {
 	w, k, d := b.w, x.op.VS.Key, x.op.Dest
+	w.drift.count.touch(k)
 	switch x.op.Kind {
 	case OpAddService:
 		if kerr != nil {

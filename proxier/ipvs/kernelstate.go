@@ -112,6 +112,7 @@ func (w *Writer) readKernel() error {
 		return err
 	}
 	w.mirror = mirror
+	w.drift.count.overtaken()
 	w.recorded = nil
 	w.setBound(exists, index, prefixes)
 	for k, m := range w.draining {

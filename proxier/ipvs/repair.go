@@ -237,6 +237,7 @@ func stopped(stop func() bool) bool { return stop != nil && stop() }
 // destinations read now. Managed marks and drains of what still exists
 // survive.
 func (w *Writer) refresh(k Key, r *repairCursor) error {
+	w.drift.count.touch(k)
 	vs, ok := r.kernel[k]
 	old := w.mirror[k]
 	if !ok && old != nil && r.concurrent {

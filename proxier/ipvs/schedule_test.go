@@ -42,7 +42,7 @@ func TestDriftScheduleRules(t *testing.T) {
 			run: func(s *driftSchedule, c *fakeClock) []string {
 				start, _ := s.countStart()
 				c.advance(10 * time.Millisecond)
-				s.counted(start, nil)
+				s.counted(start, c.t.Sub(start), nil)
 				return []string{s.countDue.Sub(t0).String(), fmt.Sprint(s.countsRead)}
 			},
 			want: []string{"1s", "true"},
@@ -52,7 +52,7 @@ func TestDriftScheduleRules(t *testing.T) {
 			run: func(s *driftSchedule, c *fakeClock) []string {
 				start, _ := s.countStart()
 				c.advance(100 * time.Millisecond)
-				s.counted(start, nil)
+				s.counted(start, c.t.Sub(start), nil)
 				c.advance(4 * time.Second)
 				_, dueEarly := s.countStart()
 				c.advance(900 * time.Millisecond)
@@ -65,7 +65,7 @@ func TestDriftScheduleRules(t *testing.T) {
 			name: "an unreadable table is counted again after a minute, and the dump of virtual servers stands in",
 			run: func(s *driftSchedule, c *fakeClock) []string {
 				start, _ := s.countStart()
-				s.counted(start, errors.New("no /proc/net/ip_vs"))
+				s.counted(start, 0, errors.New("no /proc/net/ip_vs"))
 				return []string{s.countDue.Sub(t0).String(), fmt.Sprint(s.countsRead)}
 			},
 			want: []string{"1m0s", "false"},

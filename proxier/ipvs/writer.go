@@ -4,6 +4,7 @@ import (
 	"errors"
 	"maps"
 	"net/netip"
+	"reflect"
 	"slices"
 	"sync"
 	"syscall"
@@ -41,10 +42,10 @@ type Config struct {
 	// Now is the clock, for tests; default time.Now.
 	Now func() time.Time
 	// RepairReader, when set, is a second handle on the same IPVS: a
-	// Repair's services dump runs on it in the background, so that
-	// Applies go on during the dump (on a large node it takes
-	// seconds). NewLinux opens one. Nil: StartRepair dumps on
-	// the Writer's handle.
+	// Repair's services dump and Check's count of destinations run on
+	// it in the background, so that Applies go on during them (on a
+	// large node each takes seconds). NewLinux opens one. Nil:
+	// StartRepair dumps, and Check counts, on the Writer's handle.
 	RepairReader Kernel
 }
 
@@ -306,6 +307,7 @@ func (w *Writer) forget() {
 	w.retries = newRetrySchedule()
 	w.stale = map[Key]policy.ServiceKey{}
 	w.repair = nil
+	w.drift.count.overtaken()
 }
 
 // Ops returns the number of kernel changes made so far by kind
@@ -392,16 +394,28 @@ func (w *Writer) owns(k Key) bool {
 	return a != nil && a.managed
 }
 
-// Close releases the kernel handles (NewLinux's IPVS netlink socket).
-// The kernel state is left as it is.
+// Close releases the kernel handles (NewLinux's IPVS netlink sockets
+// and /proc table), Config.RepairReader's among them: an open handle
+// keeps its network namespace, with the IPVS state in it, alive. The
+// kernel state is left as it is.
 func (w *Writer) Close() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for _, h := range []any{w.kernel, w.links, w.sysctls} {
+	hs := []any{w.kernel, w.links, w.sysctls}
+	if r := w.cfg.RepairReader; r != nil && !sameHandle(r, w.kernel) {
+		hs = append(hs, r)
+	}
+	for _, h := range hs {
 		if c, ok := h.(interface{ Close() }); ok {
 			c.Close()
 		}
 	}
+}
+
+// sameHandle reports whether a and b are one handle, so that it is
+// closed once.
+func sameHandle(a, b any) bool {
+	return reflect.TypeOf(a) == reflect.TypeOf(b) && reflect.TypeOf(a).Comparable() && a == b
 }
 
 // gone treats a deletion that found nothing to delete (errnos) as done:

@@ -280,3 +280,38 @@ func TestExternalIPOnANodeAddressIsNotBound(t *testing.T) {
 		t.Errorf("kube-ipvs0 should hold 203.0.113.9/32 and not the node address 192.168.1.10:\n%s", links)
 	}
 }
+
+// closingKernel is a fake kernel that counts its Close calls.
+type closingKernel struct {
+	*FakeKernel
+	closed *int
+}
+
+func (c closingKernel) Close() { *c.closed++ }
+
+// TestCloseClosesEveryHandle: Close closes the handles the Writer was
+// given, Config.RepairReader's too (an open handle keeps its network
+// namespace alive, with the IPVS state in it), each once.
+func TestCloseClosesEveryHandle(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		sameReader bool
+		want       [2]int // closes of the kernel handle and of the reader
+	}{
+		{name: "a second handle for the reader", want: [2]int{1, 1}},
+		{name: "the kernel handle as the reader", sameReader: true, want: [2]int{1, 0}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var closed [2]int
+			k := closingKernel{FakeKernel: NewFakeKernel(), closed: &closed[0]}
+			r := closingKernel{FakeKernel: k.FakeKernel, closed: &closed[1]}
+			if tc.sameReader {
+				r = k
+			}
+			New(Config{RepairReader: r}, k, NewFakeLinks(), NewFakeSysctls()).Close()
+			if closed != tc.want {
+				t.Errorf("closes of the kernel handle and the reader: %v, want %v", closed, tc.want)
+			}
+		})
+	}
+}
