@@ -19,17 +19,17 @@ import (
 // known from the last sync still exists with the same index (one
 // rtnetlink request), that every virtual server we programmed is still
 // in the kernel with as many destinations as we programmed (one read of
-// /proc/net/ip_vs, on Config.RepairReader in the background, compared
-// by the Check that finds it done; a dump of the virtual servers where
-// that cannot be read) and every address we bound still on the interface (one dump of
-// its addresses; each of these at most once per driftCheckInterval, less
-// often when it is costly), and
-// then reads back, in turn, the destinations of as many of our virtual
-// servers as destCheckBudget allows. If the link was deleted or
-// replaced it returns an error wrapping ErrLinkChanged, if a virtual
-// server, an address or a destination is gone (or a destination changed)
-// one wrapping ErrDrift, and NeedsResync becomes true. Before the first sync, and
-// when a Resync is due already, it returns nil.
+// /proc/net/ip_vs, on Config.RepairReader in the background, compared by
+// the Check that finds it done; a dump of the virtual servers where that
+// cannot be read) and every address we bound still on the interface (one
+// dump of its addresses; each of these at most once per
+// driftCheckInterval, less often when it is costly), and then reads
+// back, in turn, the destinations of as many of our virtual servers as
+// destCheckBudget allows. If the link was deleted or replaced it returns
+// an error wrapping ErrLinkChanged, if a virtual server, an address or a
+// destination is gone (or a destination changed) one wrapping ErrDrift,
+// and NeedsResync becomes true. Before the first sync, and when a Resync
+// is due already, it returns nil.
 func (w *Writer) Check() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
