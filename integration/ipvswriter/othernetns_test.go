@@ -8,6 +8,7 @@ import (
 	"net"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -38,19 +39,28 @@ func manyServices(b, n int) []policy.ServicePlan {
 // then lists another number), the count is confirmed by a direct read
 // and not trusted; a destination deleted by hand is still found. Once
 // that Writer is closed and its thread gone, its namespace goes, with
-// its virtual servers: the count lists this namespace's again.
+// its virtual servers: the count lists this namespace's again. The
+// Writer counts on a reader the test watches (countWatch), so that "no
+// drift" is said only once Check has compared counts read beside the
+// other namespace.
 func TestCheckBesideAnotherNamespacesIPVS(t *testing.T) {
 	h := clean(t)
 	const n = 2000
-	w := newWriter(t, ipvs.Config{})
-	if err := w.Resync(plan(manyServices(97, n)...)); err != nil {
-		t.Fatalf("Resync: %v", err)
-	}
 	k, _, _, closeK, err := ipvs.NewLinuxAdapters()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer closeK()
+	reader, _, _, closeReader, err := ipvs.NewLinuxAdapters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeReader()
+	watch := &countWatch{Kernel: reader, ours: n}
+	w := newWriter(t, ipvs.Config{RepairReader: watch})
+	if err := w.Resync(plan(manyServices(97, n)...)); err != nil {
+		t.Fatalf("Resync: %v", err)
+	}
 	if counts, err := k.DestinationCounts(); err != nil || len(counts) != n {
 		t.Fatalf("count alone: %d virtual servers, %v; want %d", len(counts), err, n)
 	}
@@ -60,11 +70,18 @@ func TestCheckBesideAnotherNamespacesIPVS(t *testing.T) {
 	t.Logf("count beside the other namespace's %d virtual servers: %d listed, %d of them the other namespace's, for this namespace's %d (%v)",
 		n, len(counts), othersListed(counts), n, err)
 
-	for start := time.Now(); time.Since(start) < 5*time.Second; time.Sleep(100 * time.Millisecond) {
+	// A count is begun by a Check once the one before it was compared:
+	// three begun, two compared.
+	for start := time.Now(); time.Since(start) < 5*time.Second || watch.begun() < 3; time.Sleep(100 * time.Millisecond) {
 		if err := w.Check(); err != nil {
 			t.Fatalf("Check beside the other namespace: %v; want no drift", err)
 		}
+		if time.Since(start) > 2*time.Minute {
+			t.Fatalf("Check began %d counts of destinations in 2 min; want 3, so that two were compared: the no-drift above proves nothing", watch.begun())
+		}
 	}
+	begun, strayed := watch.seen()
+	t.Logf("Check compared %d counts beside the other namespace without drift; %d of the %d read listed other than this namespace's %d virtual servers", begun-1, strayed, begun, n)
 	last := fmt.Sprintf("10.97.%d.%d", (n-1)/250, (n-1)%250+1)
 	if err := h.DelDestination(mobyService(last, 80, unix.IPPROTO_TCP),
 		&mobyipvs.Destination{Address: net.ParseIP("10.244.1.6").To4(), Port: 8080, AddressFamily: unix.AF_INET}); err != nil {
@@ -140,4 +157,40 @@ func othersListed(counts map[ipvs.Key]int) int {
 		}
 	}
 	return n
+}
+
+// countWatch is the Writer's RepairReader with its counts of
+// destinations watched: how many were begun, and how many of those read
+// listed other than this namespace's ours virtual servers (the listing
+// strayed into the other namespace's).
+type countWatch struct {
+	ipvs.Kernel
+	ours int
+
+	mu               sync.Mutex
+	started, strayed int
+}
+
+func (c *countWatch) DestinationCounts() (map[ipvs.Key]int, error) {
+	c.mu.Lock()
+	c.started++
+	c.mu.Unlock()
+	counts, err := c.Kernel.DestinationCounts()
+	if err == nil && (len(counts) != c.ours || othersListed(counts) > 0) {
+		c.mu.Lock()
+		c.strayed++
+		c.mu.Unlock()
+	}
+	return counts, err
+}
+
+func (c *countWatch) begun() int {
+	n, _ := c.seen()
+	return n
+}
+
+func (c *countWatch) seen() (begun, strayed int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.started, c.strayed
 }
