@@ -439,7 +439,7 @@ kubectl kustomize deploy/handback \
   | kubectl set image --local -f - kube-ipvs-proxy-cleanup="$OURS" -o yaml \
   | kubectl apply -f -
 kubectl -n kube-system rollout status ds/kube-ipvs-proxy-cleanup --timeout=10m
-kubectl -n kube-system logs -l k8s-app=kube-ipvs-proxy-cleanup -c kube-ipvs-proxy-cleanup --prefix >>"$report"
+kubectl -n kube-system logs -l k8s-app=kube-ipvs-proxy-cleanup -c kube-ipvs-proxy-cleanup --prefix --timestamps >>"$report"
 kubectl -n kube-system delete ds kube-ipvs-proxy-cleanup
 # Step 3 (undo the swap's step 2) is not run: the swap did not run it.
 } >>steps.log

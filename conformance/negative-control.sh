@@ -36,7 +36,7 @@ kc kustomize "$REPO/deploy/rollback" |
 	kc set image --local -f - kube-ipvs-proxy-cleanup="$IMAGE" -o yaml |
 	kc apply -f - >&2
 kc -n kube-system rollout status ds/kube-ipvs-proxy-cleanup --timeout=10m >&2
-kc -n kube-system logs -l k8s-app=kube-ipvs-proxy-cleanup -c kube-ipvs-proxy-cleanup --prefix >&2 || true
+kc -n kube-system logs -l k8s-app=kube-ipvs-proxy-cleanup -c kube-ipvs-proxy-cleanup --prefix --timestamps >&2 || true
 kc -n kube-system delete ds kube-ipvs-proxy-cleanup >&2
 
 log "running the spec without the proxy; it must fail"
