@@ -22,9 +22,11 @@
 //     that the node's own connections to a LoadBalancer are held to its
 //     source ranges (sourceranges_test.go), that another Node's address
 //     used as an external IP is served but never bound on kube-ipvs0
-//     (nodeaddr_test.go), that /healthz and /metrics
-//     answer, and that --cleanup removes
-//     everything. It skips when the kubeconfigs are not passed in.
+//     (nodeaddr_test.go), that /healthz and /metrics answer, that the
+//     rollback's one-shot on a node without kube-proxy's rules keeps our
+//     table, exits 0 and records a Node Event (handback_test.go), and
+//     that --cleanup removes everything. It skips when the kubeconfigs
+//     are not passed in.
 //
 // Run it with `KIP_VME2E=1 go test -v -timeout 20m ./integration/vme2e/`
 // (make vm-e2e); the apiserver binaries come from hack/k8s/build.sh (make apiserver).

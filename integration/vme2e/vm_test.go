@@ -133,6 +133,9 @@ func TestProxyInVM(t *testing.T) {
 	})
 
 	stop()
+	t.Run("a rollback's one-shot that finds no kube-proxy rules keeps our table, exits 0 and records a Node Event", func(t *testing.T) {
+		checkHandbackWithoutKubeProxy(t, ctx, admin, proxyKC)
+	})
 	if code := app.Run(ctx, MustParse(t, "--cleanup"), io.Discard, os.Stderr); code != app.ExitOK {
 		t.Fatalf("--cleanup exited %d", code)
 	}
