@@ -70,18 +70,18 @@ func TestCheckBesideAnotherNamespacesIPVS(t *testing.T) {
 	t.Logf("count beside the other namespace's %d virtual servers: %d listed, %d of them the other namespace's, for this namespace's %d (%v)",
 		n, len(counts), othersListed(counts), n, err)
 
-	// A count is begun by a Check once the one before it was compared:
-	// three begun, two compared.
-	for start := time.Now(); time.Since(start) < 5*time.Second || watch.begun() < 3; time.Sleep(100 * time.Millisecond) {
+	// A count that a direct read contradicts is next made a minute
+	// later (countCheckRetry), so this waits about that long.
+	for start := time.Now(); time.Since(start) < 5*time.Second || watch.compared() < 1; time.Sleep(100 * time.Millisecond) {
 		if err := w.Check(); err != nil {
 			t.Fatalf("Check beside the other namespace: %v; want no drift", err)
 		}
-		if time.Since(start) > 2*time.Minute {
-			t.Fatalf("Check began %d counts of destinations in 2 min; want 3, so that two were compared: the no-drift above proves nothing", watch.begun())
+		if time.Since(start) > 3*time.Minute {
+			t.Fatalf("Check compared no count of destinations in 3 min: the no-drift above proves nothing")
 		}
 	}
-	begun, strayed := watch.seen()
-	t.Logf("Check compared %d counts beside the other namespace without drift; %d of the %d read listed other than this namespace's %d virtual servers", begun-1, strayed, begun, n)
+	compared, read, strayed := watch.seen()
+	t.Logf("Check compared %d counts beside the other namespace without drift; %d of the %d read listed other than this namespace's %d virtual servers", compared, strayed, read, n)
 	last := fmt.Sprintf("10.97.%d.%d", (n-1)/250, (n-1)%250+1)
 	if err := h.DelDestination(mobyService(last, 80, unix.IPPROTO_TCP),
 		&mobyipvs.Destination{Address: net.ParseIP("10.244.1.6").To4(), Port: 8080, AddressFamily: unix.AF_INET}); err != nil {
@@ -160,37 +160,45 @@ func othersListed(counts map[ipvs.Key]int) int {
 }
 
 // countWatch is the Writer's RepairReader with its counts of
-// destinations watched: how many were begun, and how many of those read
-// listed other than this namespace's ours virtual servers (the listing
-// strayed into the other namespace's).
+// destinations watched. The Writer begins a count only once Check has
+// taken the one before it, and compares what it takes unless the read
+// failed (a Resync or a forgotten state overtaking it aside, which this
+// test makes none of): so the counts read without error before the
+// latest began were compared. strayed counts the reads that listed other
+// than this namespace's ours virtual servers (the listing strayed into
+// the other namespace's).
 type countWatch struct {
 	ipvs.Kernel
 	ours int
 
-	mu               sync.Mutex
-	started, strayed int
+	mu                          sync.Mutex
+	read, readBeforeLast, stray int
 }
 
 func (c *countWatch) DestinationCounts() (map[ipvs.Key]int, error) {
 	c.mu.Lock()
-	c.started++
+	c.readBeforeLast = c.read
 	c.mu.Unlock()
 	counts, err := c.Kernel.DestinationCounts()
-	if err == nil && (len(counts) != c.ours || othersListed(counts) > 0) {
-		c.mu.Lock()
-		c.strayed++
-		c.mu.Unlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err == nil {
+		c.read++
+		if len(counts) != c.ours || othersListed(counts) > 0 {
+			c.stray++
+		}
 	}
 	return counts, err
 }
 
-func (c *countWatch) begun() int {
-	n, _ := c.seen()
+// compared is how many counts Check compared, at least.
+func (c *countWatch) compared() int {
+	n, _, _ := c.seen()
 	return n
 }
 
-func (c *countWatch) seen() (begun, strayed int) {
+func (c *countWatch) seen() (compared, read, strayed int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.started, c.strayed
+	return c.readBeforeLast, c.read, c.stray
 }
