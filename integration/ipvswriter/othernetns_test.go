@@ -164,7 +164,7 @@ func othersListed(counts map[ipvs.Key]int) int {
 // taken the one before it, and compares what it takes unless the read
 // failed (a Resync or a forgotten state overtaking it aside, which this
 // test makes none of): so the counts read without error before the
-// latest began were compared. strayed counts the reads that listed other
+// latest began were compared. stray counts the reads that listed other
 // than this namespace's ours virtual servers (the listing strayed into
 // the other namespace's).
 type countWatch struct {
