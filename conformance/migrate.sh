@@ -117,12 +117,17 @@ start_load() {
 	sleep 10
 }
 
-# stop_load <phase>: 10 s more traffic, then SIGTERM everywhere; writes
-# the phase's summed counts, as key=value words, to $OUT/<phase>.counts.
+# stop_load <phase>: 30 s more traffic (what goes after the last proxy is
+# healthy, such as the handback's removal of our table, is then under
+# load too), then SIGTERM everywhere; writes the phase's summed counts, as
+# key=value words, to $OUT/<phase>.counts and the backends' logs (what
+# each answered, per client, every 10 s) to $OUT/<phase>.serve.log.
 # Not in a subshell: it waits for its own background processes.
 stop_load() {
 	local phase=$1 pid f i missing
-	sleep 10
+	sleep 30
+	kc -n migration logs --timestamps --prefix --tail=-1 --max-log-requests 20 -l load=serve \
+		>"$OUT/$phase.serve.log" 2>&1 || true
 	while read -r pid; do kill -TERM "$pid" 2>/dev/null || true; done <"$OUT/$phase.hosts"
 	while read -r pid; do wait "$pid" 2>/dev/null || true; done <"$OUT/$phase.hosts"
 	kc -n migration delete ds client --wait=true >&2

@@ -12,7 +12,10 @@
 #                          (kubectl logs --timestamps), ours before they
 #                          go and kube-proxy's from their start: its sync
 #                          lines, the cleanup's "removed nftables table"
-#   <phase>.node-<node>.log every 2 s on the node itself: whether our
+#   <phase>.node-<node>.log on the node itself, 2 s after the last
+#                          sample (its commands take seconds more under
+#                          TCG: 9 to 18 s apart in the flannel runs): the
+#                          node's 1-minute load average, whether our
 #                          table is there, the rule counts of kube-proxy's
 #                          nat KUBE-SERVICES and KUBE-POSTROUTING, the
 #                          IPVS table's digest, and the whole `ipvsadm -Sn`
@@ -50,12 +53,13 @@ spec:
           last=""
           while :; do
             t=\$(date -u +%T.%3N)
+            read -r load1 _ </proc/loadavg
             table=\$(nft list tables 2>/dev/null | grep -c 'inet kube-ipvs-proxy')
             svc=\$(iptables-nft -t nat -S KUBE-SERVICES 2>/dev/null | grep -c '^-A')
             post=\$(iptables-nft -t nat -S KUBE-POSTROUTING 2>/dev/null | grep -c '^-A')
             ipvs=\$(ipvsadm -Sn 2>&1)
             sum=\$(md5sum <<<"\$ipvs" | cut -c1-8)
-            echo "\$t our-table=\$table kp-KUBE-SERVICES=\$svc kp-KUBE-POSTROUTING=\$post ipvs=\$sum"
+            echo "\$t load1=\$load1 our-table=\$table kp-KUBE-SERVICES=\$svc kp-KUBE-POSTROUTING=\$post ipvs=\$sum"
             if [[ \$sum != "\$last" ]]; then echo "\$ipvs" | sed "s/^/\$t ipvsadm: /"; last=\$sum; fi
             sleep 2
           done

@@ -51,7 +51,7 @@ spec:
   replicas: 1
   selector: {matchLabels: {app: $name}}
   template:
-    metadata: {labels: {app: $name}}
+    metadata: {labels: {app: $name, load: serve}}
     spec:
       nodeSelector: {kubernetes.io/hostname: $node}
 YAML

@@ -17,6 +17,13 @@
 //	load: requests=N failed=N long-lived=N reset=N dns=N dns-failed=N sticky=N sticky-moves=N slowest-ms=N
 //
 // and the first failures with their times (an HTTP request's also with
-// the time it was sent) on stderr as they happen, and every 10 s a
+// the time it was sent and how far its connection got: never connected,
+// or connected from which local address and whether the request was
+// written) on stderr as they happen, and every 10 s a
 // progress line with its time and the counts so far.
+//
+// The backend prints every 10 s how many HTTP requests it answered since
+// its last line, per client address (`load: serve: TIME ADDR=N ...`), so
+// that a lost request the backend never saw can be told from one it
+// answered too late.
 package main

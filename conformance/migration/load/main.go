@@ -8,8 +8,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"os"
 	"os/signal"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -37,9 +39,12 @@ func main() {
 
 func serve(ctx context.Context) {
 	host, _ := os.Hostname()
+	var served servedFrom
+	go served.report(ctx, 10*time.Second)
 	go func() {
-		err := http.ListenAndServe(":8080", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		err := http.ListenAndServe(":8080", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			fmt.Fprintln(w, host)
+			served.add(r.RemoteAddr)
 		}))
 		fmt.Fprintln(os.Stderr, "load: http:", err)
 		os.Exit(1)
@@ -62,6 +67,51 @@ func serve(ctx context.Context) {
 			defer c.Close()
 			_, _ = io.Copy(c, c)
 		}()
+	}
+}
+
+// servedFrom counts the HTTP requests a backend answered, per client
+// address, so that a lost request can be told apart as one the backend
+// never saw or one it answered too late.
+type servedFrom struct {
+	mu     sync.Mutex
+	byHost map[string]int
+}
+
+func (s *servedFrom) add(remote string) {
+	h, _, err := net.SplitHostPort(remote)
+	if err != nil {
+		h = remote
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.byHost == nil {
+		s.byHost = map[string]int{}
+	}
+	s.byHost[h]++
+}
+
+// report prints, every period, the requests answered since the last line
+// per client address, sorted: `load: serve: HH:MM:SS.mmm 10.244.0.5=60 ...`.
+func (s *servedFrom) report(ctx context.Context, period time.Duration) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			s.mu.Lock()
+			by := s.byHost
+			s.byHost = nil
+			s.mu.Unlock()
+			hosts := make([]string, 0, len(by))
+			for h, n := range by {
+				hosts = append(hosts, fmt.Sprintf("%s=%d", h, n))
+			}
+			sort.Strings(hosts)
+			fmt.Println("load: serve:", now.UTC().Format("15:04:05.000"), strings.Join(hosts, " "))
+		}
 	}
 }
 
@@ -149,8 +199,46 @@ var httpClient = &http.Client{
 	Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil},
 }
 
-func get(url string) (string, error) {
-	resp, err := httpClient.Get(url)
+// connTrace is what a failed request says about its connection: whether
+// the handshake ever completed (a dropped SYN and a stalled backend both
+// end in the same client timeout) and, if it did, from which local port,
+// so that the request can be found in a node's conntrack or packet log.
+type connTrace struct {
+	start     time.Time
+	connected atomic.Int64 // ns after start; 0: never
+	local     atomic.Value // string
+	wrote     atomic.Int64 // ns after start the request was written; 0: never
+}
+
+func (t *connTrace) clientTrace() *httptrace.ClientTrace {
+	return &httptrace.ClientTrace{
+		GotConn: func(i httptrace.GotConnInfo) {
+			t.connected.Store(int64(time.Since(t.start)))
+			t.local.Store(i.Conn.LocalAddr().String())
+		},
+		WroteRequest: func(httptrace.WroteRequestInfo) { t.wrote.Store(int64(time.Since(t.start))) },
+	}
+}
+
+// String says how far the request got, for its failure line.
+func (t *connTrace) String() string {
+	c := time.Duration(t.connected.Load())
+	if c == 0 {
+		return "never connected"
+	}
+	s := fmt.Sprintf("connected after %d ms from %v", c.Milliseconds(), t.local.Load())
+	if w := time.Duration(t.wrote.Load()); w != 0 {
+		s += fmt.Sprintf(", request written after %d ms", w.Milliseconds())
+	}
+	return s
+}
+
+func get(url string, trace *connTrace) (string, error) {
+	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(context.Background(), trace.clientTrace()), http.MethodGet, url, nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := httpClient.Do(req)
 	if err != nil {
 		return "", err
 	}
@@ -182,11 +270,12 @@ func requests(ctx context.Context, c *counts, targets []string, rate int) {
 		c.requests.Add(1)
 		wg.Go(func() {
 			start := time.Now()
-			if _, err := get(url); err != nil {
+			trace := &connTrace{start: start}
+			if _, err := get(url, trace); err != nil {
 				c.failed.Add(1)
 				// The start, beside the failure's own time: a timeout is
 				// seen 10 s after the request that met the fault.
-				c.fail("GET "+url+" (sent "+start.UTC().Format("15:04:05.000")+")", err)
+				c.fail("GET "+url+" (sent "+start.UTC().Format("15:04:05.000")+"; "+trace.String()+")", err)
 				return
 			}
 			c.took(time.Since(start))
@@ -274,10 +363,11 @@ func stickiness(ctx context.Context, c *counts, url string) {
 		}
 		c.sticky.Add(1)
 		c.requests.Add(1)
-		host, err := get(url)
+		trace := &connTrace{start: time.Now()}
+		host, err := get(url, trace)
 		if err != nil {
 			c.failed.Add(1)
-			c.fail("sticky GET "+url, err)
+			c.fail("sticky GET "+url+" ("+trace.String()+")", err)
 			continue
 		}
 		if last != "" && host != last {
