@@ -122,7 +122,8 @@ bench-vm:
 # against an apiserver holding SERVICES services × 10 endpoints; cold
 # start, idle, endpoint and service churn, memory, restart, --cleanup.
 # BASE=<git rev or binary> measures that proxy too, in the same boot;
-# ROUNDS=3 interleaves them three times. Results: .cache/bench-scale/.
+# ROUNDS=3 interleaves them three times (the base first in odd rounds, the
+# tree in even ones). Results: .cache/bench-scale/.
 # Not part of make test; integration/benchscale/doc.go has the knobs.
 SERVICES ?= 1000 10000
 ROUNDS ?= 1

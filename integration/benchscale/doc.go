@@ -7,7 +7,7 @@
 // (its process in /proc, its /livez and /metrics, the kernel), so that any two
 // commits can be measured alike: KIP_BENCH_SCALE_BASE=<rev> builds a
 // second binary from that revision and measures both in the same VM boot,
-// interleaved.
+// interleaved, the base first in odd rounds and the tree in even ones.
 //
 // Two halves, as in package vme2e, whose Host they use:
 //   - host_test.go (no integration tag; skips unless KIP_BENCH_SCALE=1)

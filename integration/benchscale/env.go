@@ -3,6 +3,7 @@ package benchscale
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -108,4 +109,16 @@ func (p Phases) Env() []string {
 		out = append(out, fmt.Sprintf("%s=%d", e.name, *e.get(&p)))
 	}
 	return append(out, fmt.Sprintf("%s=%d", envIdle, int(p.Idle/time.Second)))
+}
+
+// RoundOrder is the order in which round (from 0) measures the proxies:
+// as given in even rounds, reversed in odd ones, so that no proxy always
+// runs first in its round (and meets a younger apiserver and etcd).
+func RoundOrder[T any](proxies []T, round int) []T {
+	if round%2 == 0 {
+		return proxies
+	}
+	r := slices.Clone(proxies)
+	slices.Reverse(r)
+	return r
 }

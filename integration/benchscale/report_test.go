@@ -20,8 +20,8 @@ import (
 type hostBin struct{ label, path string }
 
 // buildProxies builds the working tree's proxy ("tree") and, with
-// EnvBase, a second one to compare ("base", measured first in each
-// round). about says what each is.
+// EnvBase, a second one to compare ("base", measured first in odd
+// rounds). about says what each is.
 func buildProxies(t *testing.T, repo string) (bins []hostBin, about []string) {
 	t.Helper()
 	dir := t.TempDir()
@@ -103,7 +103,7 @@ func machineLines() []string {
 func header(repo string, p Phases, about []string) []string {
 	h := append(machineLines(), about...)
 	h = append(h, "Each proxy runs with the DaemonSet's command line and deploy/base's config.conf (as in the tree measured from).")
-	return append(h, fmt.Sprintf("Phases: %d round(s); idle %v; %d sequential endpoint changes; a burst of %d; %d services created and deleted.",
+	return append(h, fmt.Sprintf("Phases: %d round(s), the first proxy above first in odd rounds and last in even ones; idle %v; %d sequential endpoint changes; a burst of %d; %d services created and deleted.",
 		p.Rounds, p.Idle, p.Changes, p.Burst, p.NewServices))
 }
 

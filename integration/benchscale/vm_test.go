@@ -69,9 +69,11 @@ func loadedAdmin(t *testing.T, adminKC string, w Workload) kubernetes.Interface 
 type proxyBin struct{ label, path string }
 
 // TestScaleInVM measures every proxy binary it is given against the
-// workload the host loaded, Rounds times, interleaved (A B A B …, so
-// that a drift of the host's load hits both alike), and prints one
-// ResultPrefix line per run.
+// workload the host loaded, Rounds times, interleaved and each round in
+// the order opposite to the one before (A B, B A, A B …): a drift of the
+// host's load hits both alike, and neither always runs first in its
+// round, where it would meet a younger apiserver and etcd than the other.
+// It prints one ResultPrefix line per run.
 func TestScaleInVM(t *testing.T) {
 	adminKC := os.Getenv(vme2e.EnvAdminKubeconfig)
 	if adminKC == "" {
@@ -88,7 +90,7 @@ func TestScaleInVM(t *testing.T) {
 		t.Logf("transparent huge pages: %s", strings.TrimSpace(string(thp)))
 	}
 	for round := range phases.Rounds {
-		for _, bin := range bins {
+		for _, bin := range RoundOrder(bins, round) {
 			t.Run(fmt.Sprintf("%s#%d", bin.label, round+1), func(t *testing.T) {
 				run := b.measure(t, bin, round)
 				fmt.Println(resultLine(run))

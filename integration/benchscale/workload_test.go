@@ -3,6 +3,7 @@ package benchscale
 import (
 	"math"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -129,5 +130,24 @@ func TestIntoFirstDocumentKeepsOurDocumentLast(t *testing.T) {
 				t.Errorf("the input was changed to %q", in)
 			}
 		})
+	}
+}
+
+func TestRoundsAlternateWhichProxyRunsFirst(t *testing.T) {
+	proxies := []string{"base", "tree"}
+	for _, tc := range []struct {
+		round int
+		want  []string
+	}{
+		{0, []string{"base", "tree"}},
+		{1, []string{"tree", "base"}},
+		{2, []string{"base", "tree"}},
+	} {
+		if got := RoundOrder(proxies, tc.round); !slices.Equal(got, tc.want) {
+			t.Errorf("round %d: %v, want %v", tc.round, got, tc.want)
+		}
+	}
+	if proxies[0] != "base" {
+		t.Errorf("RoundOrder changed its argument: %v", proxies)
 	}
 }
