@@ -14,7 +14,7 @@
 #                          lines, the cleanup's "removed nftables table"
 #   <phase>.node-<node>.log on the node itself, 2 s after the last
 #                          sample (its commands take seconds more under
-#                          TCG: 9 to 18 s apart in the flannel runs): the
+#                          TCG: 10 to 20 s apart in the flannel runs): the
 #                          node's 1-minute load average, whether our
 #                          table is there, the rule counts of kube-proxy's
 #                          nat KUBE-SERVICES and KUBE-POSTROUTING, the

@@ -113,7 +113,8 @@ func (p Phases) Env() []string {
 
 // RoundOrder is the order in which round (from 0) measures the proxies:
 // as given in even rounds, reversed in odd ones, so that no proxy always
-// runs first in its round (and meets a younger apiserver and etcd).
+// runs first in its round and whatever the order itself costs falls on
+// each alike.
 func RoundOrder[T any](proxies []T, round int) []T {
 	if round%2 == 0 {
 		return proxies

@@ -71,9 +71,8 @@ type proxyBin struct{ label, path string }
 // TestScaleInVM measures every proxy binary it is given against the
 // workload the host loaded, Rounds times, interleaved and each round in
 // the order opposite to the one before (A B, B A, A B …): a drift of the
-// host's load hits both alike, and neither always runs first in its
-// round, where it would meet a younger apiserver and etcd than the other.
-// It prints one ResultPrefix line per run.
+// host's load hits both alike, and so does whatever running second in a
+// round costs (RoundOrder). It prints one ResultPrefix line per run.
 func TestScaleInVM(t *testing.T) {
 	adminKC := os.Getenv(vme2e.EnvAdminKubeconfig)
 	if adminKC == "" {

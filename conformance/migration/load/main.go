@@ -207,7 +207,7 @@ type connTrace struct {
 	start     time.Time
 	connected atomic.Int64 // ns after start; 0: never
 	local     atomic.Value // string
-	wrote     atomic.Int64 // ns after start the request was written; 0: never
+	wrote     atomic.Int64 // ns after start the request was written in full; 0: never
 }
 
 func (t *connTrace) clientTrace() *httptrace.ClientTrace {
@@ -216,7 +216,11 @@ func (t *connTrace) clientTrace() *httptrace.ClientTrace {
 			t.connected.Store(int64(time.Since(t.start)))
 			t.local.Store(i.Conn.LocalAddr().String())
 		},
-		WroteRequest: func(httptrace.WroteRequestInfo) { t.wrote.Store(int64(time.Since(t.start))) },
+		WroteRequest: func(i httptrace.WroteRequestInfo) {
+			if i.Err == nil {
+				t.wrote.Store(int64(time.Since(t.start)))
+			}
+		},
 	}
 }
 
