@@ -54,11 +54,7 @@ func TestVsKubeProxyInVM(t *testing.T) {
 	t.Logf("%d services, %d endpoints; IPVS must hold %d virtual servers and %d destinations",
 		w.Services, w.Services*PerService, b.want.VirtualServers, b.want.Destinations)
 	for round := range phases.Rounds {
-		order := []string{results.KubeProxy, results.Ours}
-		if round%2 == 1 {
-			order[0], order[1] = order[1], order[0]
-		}
-		for _, label := range order {
+		for _, label := range RoundOrder([]string{results.KubeProxy, results.Ours}, round) {
 			t.Run(fmt.Sprintf("%s#%d", label, round+1), func(t *testing.T) {
 				c := config
 				if label == results.KubeProxy {
