@@ -8,8 +8,8 @@
 # requests from the lab host as an outside client) through three phases:
 #
 #   swap      README.md's Install as deploy/README.md writes it out: the
-#             preflight for every node, the backup, the probes patch,
-#             kubectl set image to our image, rollout status, the verify
+#             preflight for every node, the backup, one patch of our image
+#             and the readiness probe, rollout status, the verify
 #   rollback  its "Roll back": kube-proxy's image and the probes off in one patch, deploy/handback
 #   control   the old documented path: delete kube-proxy's DaemonSet, kube-proxy
 #             --cleanup on every node (deploy/migrate), apply ours (deploy/base)
@@ -167,7 +167,7 @@ handed_over() {
 }
 
 # watch_handover <image> <phase> (in the background, started just before
-# the documented `set image`; lab-only measurement): waits for every
+# the documented image patch; lab-only measurement): waits for every
 # node's pod to run image and answer /healthz, and writes node=seconds
 # words (from its start to that node's new pod healthy) to
 # $OUT/<phase>.handover; exits 1 after 15 minutes.
@@ -355,7 +355,7 @@ variant_workload
 if phase swap; then
 inspect_nodes "before-swap" >>"$report"
 
-log "phase swap: the preflight, the backup, the probes, then set image to $OURS (README.md's Install)"
+log "phase swap: the preflight, the backup, then image $OURS and the readiness probe in one patch (README.md's Install)"
 preflight | tee -a "$report"
 # Step 1, as documented.
 mkdir kube-proxy-backup
@@ -368,13 +368,11 @@ KP_IMAGE=$(kubectl -n kube-system get ds kube-proxy -o jsonpath='{.spec.template
 start_load swap
 timeline_start swap
 {
-# Step 3, as documented: the probes (a rolling restart of kube-proxy
-# under them, with traffic), then the image.
-kubectl -n kube-system patch ds kube-proxy --type=strategic --patch-file deploy/probes/probes.yaml
-kubectl -n kube-system rollout status ds/kube-proxy --timeout=30m
+# Step 3, as documented: the image and the readiness probe in one patch.
 watch_handover "$OURS" swap &
 watcher=$!
-kubectl -n kube-system set image ds/kube-proxy kube-proxy="$OURS"
+IMAGE="$OURS"
+kubectl -n kube-system patch ds kube-proxy --type=strategic -p '{"spec":{"template":{"spec":{"containers":[{"name":"kube-proxy","image":"'"$IMAGE"'","readinessProbe":{"httpGet":{"path":"/healthz","port":10256},"periodSeconds":5,"timeoutSeconds":5,"failureThreshold":3}}]}}}}'
 kubectl -n kube-system rollout status ds/kube-proxy --timeout=30m
 } >>steps.log
 wait "$watcher" || die "phase swap: the hand-over did not finish"

@@ -72,8 +72,8 @@ func TestManifestsDecode(t *testing.T) {
 		"base/daemonset.yaml", "base/kustomization.yaml", "base/serviceaccount.yaml",
 		"handback/kustomization.yaml", "handback/table-only.yaml", "migrate/kube-proxy-cleanup.yaml", "migrate/kustomization.yaml",
 		"overlays/example/config.yaml", "overlays/example/kustomization.yaml",
-		"probes/probes.yaml", "probes/testdata/kubeadm-daemonset.yaml",
 		"rollback/cleanup-daemonset.yaml", "rollback/kustomization.yaml",
+		"testdata/kubeadm-daemonset.yaml",
 	}
 	if diff := cmp.Diff(want, m.paths()); diff != "" {
 		t.Errorf("YAML files under deploy/ (-want +got):\n%s", diff)

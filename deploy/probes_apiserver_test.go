@@ -12,9 +12,9 @@ import (
 )
 
 // TestProbesPatchOnAPIServer runs deploy/README's probe commands against
-// a real kube-apiserver holding kubeadm's DaemonSet: the patch puts the
-// probes on, the image swap follows, and the rollback's one patch gives
-// kubeadm's pod template back.
+// a real kube-apiserver holding kubeadm's DaemonSet: the swap's patch sets
+// our image and puts the readiness probe on, and the rollback's one patch
+// gives kubeadm's pod template back.
 func TestProbesPatchOnAPIServer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a kube-apiserver")
@@ -42,9 +42,12 @@ func TestProbesPatchOnAPIServer(t *testing.T) {
 	}
 	run("apply", "--validate=strict", "-f", kubeadmDSGolden)
 	kubeadm := get().Spec.Template
-	run("-n", namespace, "patch", "ds", "kube-proxy", "--type=strategic", "--patch-file", probesPatch)
-	checkProbes(t, get())
-	run("-n", namespace, "set", "image", "ds/kube-proxy", "kube-proxy=registry.example/kube-ipvs-proxy:v1")
+	run("-n", namespace, "patch", "ds", "kube-proxy", "--type=strategic", "-p", swapPatch(ourImage))
+	swapped := get()
+	checkProbes(t, swapped)
+	if got := swapped.Spec.Template.Spec.Containers[0].Image; got != ourImage {
+		t.Errorf("after the swap's patch, image %q, want %q", got, ourImage)
+	}
 	run("-n", namespace, "patch", "ds", "kube-proxy", "--type=strategic", "-p", rollbackPatch(kubeadmImage))
 	if d := cmp.Diff(kubeadm, get().Spec.Template); d != "" {
 		t.Errorf("after the rollback's patch, the pod template is not kubeadm's (-kubeadm +rolled back):\n%s", d)

@@ -16,10 +16,17 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-const (
-	probesPatch     = "probes/probes.yaml"
-	kubeadmDSGolden = "probes/testdata/kubeadm-daemonset.yaml"
-)
+// kubeadmDSGolden is kubeadm v1.36.3's kube-proxy DaemonSet, which the
+// tests patch as the swap and the rollback do.
+const kubeadmDSGolden = "testdata/kubeadm-daemonset.yaml"
+
+// swapPatch is the strategic patch of deploy/README's swap (step 3): image
+// becomes the kube-proxy container's image and the readiness probe on
+// /healthz comes on, in one change of the pod template.
+func swapPatch(image string) string {
+	return `{"spec":{"template":{"spec":{"containers":[{"name":"kube-proxy","image":"` + image +
+		`","readinessProbe":{"httpGet":{"path":"/healthz","port":10256},"periodSeconds":5,"timeoutSeconds":5,"failureThreshold":3}}]}}}}`
+}
 
 // rollbackPatch is the strategic patch of deploy/README's rollback: image
 // becomes the kube-proxy container's image and both probes go, in one
@@ -28,6 +35,9 @@ func rollbackPatch(image string) string {
 	return `{"spec":{"template":{"spec":{"containers":[{"name":"kube-proxy","image":"` + image +
 		`","readinessProbe":null,"livenessProbe":null}]}}}}`
 }
+
+// ourImage stands for REGISTRY/kube-ipvs-proxy:TAG in the tests.
+const ourImage = "registry.example/kube-ipvs-proxy:v1"
 
 // kubeadmImage is the image of the kube-proxy container in kubeadm's
 // DaemonSet (kubeadmDSGolden).
@@ -47,66 +57,64 @@ func readJSON(t *testing.T, path string) []byte {
 	return j
 }
 
-// TestProbesPatchKubeadmDaemonSet: the patch, applied as `kubectl patch
-// --type=strategic` applies it to kubeadm's DaemonSet, adds the readiness
-// probe on /healthz to the kube-proxy container and no liveness probe, and
-// changes nothing else.
-func TestProbesPatchKubeadmDaemonSet(t *testing.T) {
-	original := readJSON(t, kubeadmDSGolden)
-	patched, err := strategicpatch.StrategicMergePatch(original, readJSON(t, probesPatch), appsv1.DaemonSet{})
+// applyPatch applies a strategic patch as `kubectl patch --type=strategic`
+// does.
+func applyPatch(t *testing.T, doc []byte, patch string) []byte {
+	t.Helper()
+	out, err := strategicpatch.StrategicMergePatch(doc, []byte(patch), appsv1.DaemonSet{})
 	if err != nil {
-		t.Fatalf("apply %s: %v", probesPatch, err)
+		t.Fatalf("apply %s: %v", patch, err)
 	}
-	var before, after appsv1.DaemonSet
-	if err := json.Unmarshal(original, &before); err != nil {
+	return out
+}
+
+func decodeDaemonSet(t *testing.T, doc []byte) *appsv1.DaemonSet {
+	t.Helper()
+	var ds appsv1.DaemonSet
+	if err := json.Unmarshal(doc, &ds); err != nil {
 		t.Fatal(err)
 	}
-	if err := json.Unmarshal(patched, &after); err != nil {
-		t.Fatal(err)
-	}
-	checkProbes(t, &after)
-	// Nothing else changes.
+	return &ds
+}
+
+// TestSwapPatchKubeadmDaemonSet: the swap's patch, applied to kubeadm's
+// DaemonSet, sets our image and adds the readiness probe on /healthz to
+// the kube-proxy container, no liveness probe, and changes nothing else.
+func TestSwapPatchKubeadmDaemonSet(t *testing.T) {
+	original := readJSON(t, kubeadmDSGolden)
+	before := decodeDaemonSet(t, original)
+	after := decodeDaemonSet(t, applyPatch(t, original, swapPatch(ourImage)))
+	checkProbes(t, after)
 	c := &after.Spec.Template.Spec.Containers[0]
-	c.ReadinessProbe, c.LivenessProbe = nil, nil
+	if c.Image != ourImage {
+		t.Errorf("image %q, want %q", c.Image, ourImage)
+	}
+	// Nothing else changes.
+	c.Image, c.ReadinessProbe, c.LivenessProbe = kubeadmImage, nil, nil
 	if d := cmp.Diff(before, after); d != "" {
-		t.Errorf("the patch changes more than the probes (-kubeadm +patched):\n%s", d)
+		t.Errorf("the patch changes more than the image and the probe (-kubeadm +patched):\n%s", d)
 	}
 }
 
-// TestRollbackPatchRestoresKubeadmDaemonSet: after the swap (the probes
-// patch, then our image), the rollback's one patch gives back kubeadm's
-// DaemonSet exactly; on a DaemonSet that never had the probes it only
-// sets the image.
+// TestRollbackPatchRestoresKubeadmDaemonSet: after the swap's patch, the
+// rollback's one patch gives back kubeadm's DaemonSet exactly; so it does
+// after a swap by `set image` alone, and after an earlier version of the
+// guide, which added a liveness probe too.
 func TestRollbackPatchRestoresKubeadmDaemonSet(t *testing.T) {
 	original := readJSON(t, kubeadmDSGolden)
-	apply := func(doc []byte, patch string) []byte {
-		t.Helper()
-		out, err := strategicpatch.StrategicMergePatch(doc, []byte(patch), appsv1.DaemonSet{})
-		if err != nil {
-			t.Fatalf("apply %s: %v", patch, err)
-		}
-		return out
-	}
-	setImage := func(image string) string {
-		return `{"spec":{"template":{"spec":{"containers":[{"name":"kube-proxy","image":"` + image + `"}]}}}}`
-	}
-	swapped := apply(apply(original, string(readJSON(t, probesPatch))), setImage("registry.example/kube-ipvs-proxy:v1"))
+	setImage := `{"spec":{"template":{"spec":{"containers":[{"name":"kube-proxy","image":"` + ourImage + `"}]}}}}`
+	liveness := `{"spec":{"template":{"spec":{"containers":[{"name":"kube-proxy","livenessProbe":{"httpGet":{"path":"/livez","port":10256}}}]}}}}`
 	for _, tc := range []struct {
 		name string
 		from []byte
 	}{
-		{"after the swap with the probes", swapped},
-		{"a DaemonSet without probes", apply(original, setImage("registry.example/kube-ipvs-proxy:v1"))},
+		{"after the swap's patch", applyPatch(t, original, swapPatch(ourImage))},
+		{"after set image alone", applyPatch(t, original, setImage)},
+		{"with an earlier guide's liveness probe", applyPatch(t, applyPatch(t, original, swapPatch(ourImage)), liveness)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var want, got appsv1.DaemonSet
-			if err := json.Unmarshal(original, &want); err != nil {
-				t.Fatal(err)
-			}
-			if err := json.Unmarshal(apply(tc.from, rollbackPatch(kubeadmImage)), &got); err != nil {
-				t.Fatal(err)
-			}
-			if d := cmp.Diff(want, got); d != "" {
+			got := decodeDaemonSet(t, applyPatch(t, tc.from, rollbackPatch(kubeadmImage)))
+			if d := cmp.Diff(decodeDaemonSet(t, original), got); d != "" {
 				t.Errorf("the rollback patch does not give kubeadm's DaemonSet back (-kubeadm +rolled back):\n%s", d)
 			}
 		})
@@ -130,7 +138,7 @@ func checkProbes(t *testing.T, ds *appsv1.DaemonSet) {
 	}
 }
 
-// TestKubeadmDaemonSetIsKubeadms: the copy the probes test patches is
+// TestKubeadmDaemonSetIsKubeadms: the copy the swap and rollback tests patch is
 // what kubeadm v1.36.3 renders, when its source is in the module cache
 // (hack/k8s/build.sh fetches it).
 func TestKubeadmDaemonSetIsKubeadms(t *testing.T) {
@@ -164,22 +172,20 @@ func TestKubeadmDaemonSetIsKubeadms(t *testing.T) {
 }
 
 // TestREADMEProbeCommands: deploy/README's swap runs the preflight before
-// the backup, patches this directory's probes before the image swap, and
-// its rollback puts kube-proxy's image back and takes them off with the
+// the backup, then sets our image and the probe in the one patch the tests
+// above apply, and no other patch or set image of the DaemonSet (each
+// would restart every node's proxy once more, with traffic on it); its
+// rollback puts kube-proxy's image back and takes the probes off with the
 // one patch the tests above apply.
 func TestREADMEProbeCommands(t *testing.T) {
-	data, err := os.ReadFile("README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	readme := string(data)
-	patch := "kubectl -n kube-system patch ds kube-proxy --type=strategic --patch-file deploy/" + probesPatch
+	readme := readFile(t, "README.md")
 	preflight := "kube-ipvs-proxy --preflight --kubeconfig"
-	setImage := "kubectl -n kube-system set image ds/kube-proxy kube-proxy=REGISTRY/kube-ipvs-proxy:TAG"
 	backup := "kubectl -n kube-system get ds kube-proxy -o yaml > kube-proxy-backup/daemonset.yaml"
+	image := "IMAGE=REGISTRY/kube-ipvs-proxy:TAG"
+	swap := "kubectl -n kube-system patch ds kube-proxy --type=strategic -p '" + swapPatch(`'"$IMAGE"'`) + "'"
 	rollback := "kubectl -n kube-system patch ds kube-proxy --type=strategic -p '" + rollbackPatch(`'"$KP_IMAGE"'`) + "'"
 	at := map[string]int{}
-	for _, cmd := range []string{preflight, backup, patch, setImage, rollback} {
+	for _, cmd := range []string{preflight, backup, image, swap, rollback} {
 		if at[cmd] = strings.Index(readme, "    "+cmd); at[cmd] < 0 {
 			t.Errorf("README has no command line %q", cmd)
 		}
@@ -187,9 +193,18 @@ func TestREADMEProbeCommands(t *testing.T) {
 	if t.Failed() {
 		return
 	}
-	for _, order := range [][2]string{{preflight, backup}, {patch, setImage}, {setImage, rollback}} {
+	for _, order := range [][2]string{{preflight, backup}, {backup, image}, {image, swap}, {swap, rollback}} {
 		if at[order[0]] > at[order[1]] {
 			t.Errorf("README runs %q after %q", order[0], order[1])
 		}
+	}
+	changes := 0
+	for _, cmd := range documentedCommands(t, section(t, readme, "README.md", "## Replace kube-proxy on a kubeadm cluster: one image swap")) {
+		if strings.HasPrefix(cmd, "kubectl -n kube-system patch ds kube-proxy") || strings.HasPrefix(cmd, "kubectl -n kube-system set image ds/kube-proxy") {
+			changes++
+		}
+	}
+	if changes != 1 {
+		t.Errorf("the swap changes kube-proxy's DaemonSet %d times, want once", changes)
 	}
 }
