@@ -16,7 +16,10 @@ import (
 // goal. A quarter holds it to 1.25 times the live heap, in proportion to
 // the cluster at any size, for more collections while the sync runs; the
 // process's own GOGC comes back when it ends, so a quiet or churning
-// proxy pays nothing.
+// proxy pays nothing. The informers' first lists, which fill the caches
+// the first sync reads, run at a quarter too (Run): while they decode,
+// the heap is mostly the lists' garbage above a live heap still small,
+// and in a small cluster that goal, not the sync's, was the peak.
 //
 // Returning freed heap to the OS. The Go runtime keeps the pages a
 // collection freed, up to its next goal, and returns them only slowly:
