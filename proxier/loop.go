@@ -89,10 +89,11 @@ type Config struct {
 	// Node's status addresses are used (--dry-run).
 	HostAddresses HostAddresses
 	// ReleaseMemory, if set, runs the collector tighter through the
-	// informers' first lists and a full sync (fullSyncGCPercent), and
-	// returns freed heap to the OS (debug.FreeOSMemory, beside the
-	// loop): after a successful full sync or periodic repair, and once
-	// the loop has been quiet a while after the heap grew (memory.go).
+	// informers' first lists (listGCPercent) and a full sync
+	// (fullSyncGCPercent), and returns freed heap to the OS
+	// (debug.FreeOSMemory, beside the loop): after a successful full
+	// sync or periodic repair, and once the loop has been quiet a while
+	// after the heap grew (memory.go).
 	// A full sync holds the whole plan and its kernel batch at once, a
 	// repair reads the whole kernel table back, and a burst of changes
 	// leaves the heap at its GC goal: otherwise RSS would stay well
@@ -276,8 +277,8 @@ func (p *Proxier) Run(ctx context.Context) error {
 	}
 	p.services = set.informers[0].GetStore() // the Services informer
 	// The informers' first lists fill the caches the first sync reads:
-	// they run under the full sync's collector too (memory.go).
-	restoreGC := p.tightenGC()
+	// they run under a tighter collector too (memory.go).
+	restoreGC := p.tightenGC(listGCPercent)
 	p.watchHostAddresses(ctx)
 	p.nodes.run(ctx)
 	set.start(ctx)

@@ -137,23 +137,22 @@ func TestFullSyncRunsTheCollectorAtAQuarter(t *testing.T) {
 	}
 }
 
-// TestInformersListUnderTheFullSyncCollector: with ReleaseMemory, the
-// informers' first lists of Services and EndpointSlices run with the
-// collector at fullSyncGCPercent, as the full sync they feed, and the
-// process's own GOGC is back once the first sync is done; a process that
-// runs the collector off or tighter keeps its own, and so does a proxy
-// without ReleaseMemory.
-func TestInformersListUnderTheFullSyncCollector(t *testing.T) {
+// TestInformersListAtHalf: with ReleaseMemory, the informers' first
+// lists of Services and EndpointSlices run with the collector at
+// listGCPercent, and the process's own GOGC is back once the first sync
+// is done; a process that runs the collector off or tighter keeps its
+// own, and so does a proxy without ReleaseMemory.
+func TestInformersListAtHalf(t *testing.T) {
 	tests := []struct {
 		name     string
 		off      bool // no ReleaseMemory
 		process  int  // the process's GOGC
 		wantList int
 	}{
-		{name: "the lists at a quarter", process: 100, wantList: fullSyncGCPercent},
-		{name: "a looser GOGC tightened too", process: 400, wantList: fullSyncGCPercent},
+		{name: "the lists at half", process: 100, wantList: listGCPercent},
+		{name: "a looser GOGC tightened too", process: 400, wantList: listGCPercent},
 		{name: "the collector off stays off", process: -1, wantList: -1},
-		{name: "a tighter GOGC kept", process: 10, wantList: 10},
+		{name: "a tighter GOGC kept", process: 30, wantList: 30},
 		{name: "never without ReleaseMemory", off: true, process: 100, wantList: 100},
 	}
 	for _, tc := range tests {
