@@ -93,11 +93,11 @@ type Config struct {
 	// (fullSyncGCPercent), and returns freed heap to the OS
 	// (debug.FreeOSMemory, beside the loop): after a successful full
 	// sync or periodic repair, and once the loop has been quiet a while
-	// after the heap grew (memory.go).
-	// A full sync holds the whole plan and its kernel batch at once, a
-	// repair reads the whole kernel table back, and a burst of changes
-	// leaves the heap at its GC goal: otherwise RSS would stay well
-	// above the live heap (benchmarks/NOTES.md, memory).
+	// after the heap grew (memory.go). A full sync holds the whole plan
+	// and its kernel batch at once, a repair reads the whole kernel
+	// table back, and a burst of changes leaves the heap at its GC goal:
+	// otherwise RSS would stay well above the live heap (benchmarks/NOTES.md,
+	// memory).
 	ReleaseMemory bool
 }
 
