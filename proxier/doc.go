@@ -72,7 +72,7 @@
 //     proxier/ipvs/execute.go) runs them phase by phase: the ClusterIP and
 //     other VIPs bound on kube-ipvs0 first (one Links.AddAddrs), then the
 //     IPVS adds, updates and prunes, each phase's changes in chunks of up
-//     to writeChunk (4,096), one Kernel.Write each, whose answers it
+//     to writeChunk (1,024), one Kernel.Write each, whose answers it
 //     applies to the mirror (the adds run as each chunk is planned), and
 //     last the addresses no longer used unbound; on Linux a Write is
 //  8. proxier/ipvs/ipvsnl/conn_linux.go (Conn.Write, opWriter.write): the

@@ -88,8 +88,9 @@ type Config struct {
 	// NodePort addresses, as kube-proxy's IPVS mode. Without it, the
 	// Node's status addresses are used (--dry-run).
 	HostAddresses HostAddresses
-	// ReleaseMemory, if set, runs the collector tighter through a full
-	// sync (fullSyncGCPercent), and returns freed heap to the OS
+	// ReleaseMemory, if set, runs the collector tighter through the
+	// informers' first lists (listGCPercent) and a full sync
+	// (fullSyncGCPercent), and returns freed heap to the OS
 	// (debug.FreeOSMemory, beside the loop): after a successful full
 	// sync or periodic repair, and once the loop has been quiet a while
 	// after the heap grew (memory.go). A full sync holds the whole plan
@@ -275,12 +276,17 @@ func (p *Proxier) Run(ctx context.Context) error {
 		return err
 	}
 	p.services = set.informers[0].GetStore() // the Services informer
+	// The informers' first lists fill the caches the first sync reads:
+	// they run under a tighter collector too (memory.go).
+	restoreGC := p.tightenGC(listGCPercent)
 	p.watchHostAddresses(ctx)
 	p.nodes.run(ctx)
 	set.start(ctx)
 	defer p.stopInformers(set)
 	p.log.Info("Waiting for informer caches to sync", "node", p.cfg.NodeName)
-	if !cache.WaitForCacheSync(ctx.Done(), set.synced...) || !p.nodes.waitSynced(ctx) {
+	synced := cache.WaitForCacheSync(ctx.Done(), set.synced...) && p.nodes.waitSynced(ctx)
+	restoreGC()
+	if !synced {
 		return nil // ctx done
 	}
 	p.log.Info("Informer caches synced; starting the sync loop", "minSyncPeriod", p.cfg.MinSyncPeriod,

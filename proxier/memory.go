@@ -18,6 +18,16 @@ import (
 // process's own GOGC comes back when it ends, so a quiet or churning
 // proxy pays nothing.
 //
+// The informers' first lists, which fill the caches the first sync
+// reads, run at listGCPercent (Run). While they decode, the heap is
+// mostly the decoded objects' garbage above a live heap still small, and
+// in a small cluster the goal GOGC 100 sets then, not the full sync's,
+// was the cold start's peak. Half, not a quarter: the collector's work
+// per byte allocated goes as 100/GOGC whatever the live heap, and the
+// lists allocate several times what they keep: across them a quarter
+// adds three times GOGC 100's collector work, at any size, and half adds
+// it once, for most of the same cut in a small cluster's peak.
+//
 // Returning freed heap to the OS. The Go runtime keeps the pages a
 // collection freed, up to its next goal, and returns them only slowly:
 // after a cold start, a repair or a burst of changes, a quiet proxy's
@@ -44,16 +54,17 @@ import (
 // in benchmarks/NOTES.md, "Memory" and "The memory rule".
 const (
 	fullSyncGCPercent  = 25
+	listGCPercent      = 50
 	quietBeforeRelease = 5 * time.Second
 	releaseGrowthMin   = 4 << 20
 	releaseGrowthShare = 16 // a sixteenth
 )
 
-// tightenGC sets the collector's GOGC to fullSyncGCPercent, when
+// tightenGC sets the collector's GOGC to percent, when
 // Config.ReleaseMemory is set and the process runs it looser, and returns
 // what puts the process's back. A process run with the collector off
 // (GOGC=off) or tighter keeps its own.
-func (p *Proxier) tightenGC() (restore func()) {
+func (p *Proxier) tightenGC(percent int) (restore func()) {
 	set := p.setGCPercent
 	if set == nil {
 		set = debug.SetGCPercent
@@ -61,8 +72,8 @@ func (p *Proxier) tightenGC() (restore func()) {
 	if !p.cfg.ReleaseMemory {
 		return func() {}
 	}
-	old := set(fullSyncGCPercent)
-	if old < 0 || old <= fullSyncGCPercent {
+	old := set(percent)
+	if old < 0 || old <= percent {
 		set(old)
 		return func() {}
 	}

@@ -3,10 +3,13 @@ package proxier
 import (
 	"runtime/metrics"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
 	testingclock "k8s.io/utils/clock/testing"
 )
 
@@ -129,6 +132,63 @@ func TestFullSyncRunsTheCollectorAtAQuarter(t *testing.T) {
 				t.Errorf("GOGC %d after the sync, want the process's %d back", gogc, tc.process)
 			}
 			waitFor(t, "the release to finish", func() bool { return !tp.releasing.Load() })
+		})
+	}
+}
+
+// TestInformersListAtHalf: with ReleaseMemory, the informers' first
+// lists of Services and EndpointSlices run with the collector at
+// listGCPercent, and the process's own GOGC is back once the first sync
+// is done; a process that runs the collector off or tighter keeps its
+// own, and so does a proxy without ReleaseMemory.
+func TestInformersListAtHalf(t *testing.T) {
+	tests := []struct {
+		name     string
+		off      bool // no ReleaseMemory
+		process  int  // the process's GOGC
+		wantList int
+	}{
+		{name: "the lists at half", process: 100, wantList: listGCPercent},
+		{name: "a looser GOGC tightened too", process: 400, wantList: listGCPercent},
+		{name: "the collector off stays off", process: -1, wantList: -1},
+		{name: "a tighter GOGC kept", process: 30, wantList: 30},
+		{name: "never without ReleaseMemory", off: true, process: 100, wantList: 100},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tp := newTestProxier(t, func(c *Config) { c.ReleaseMemory = !tc.off },
+				service("web", "10.96.0.10"), slice("web-1", "web", ep{"10.244.1.5", testNode}))
+			tp.freeOSMemory = func() {}
+			var mu sync.Mutex
+			gogc := tc.process
+			tp.setGCPercent = func(v int) int {
+				mu.Lock()
+				defer mu.Unlock()
+				old := gogc
+				gogc = v
+				return old
+			}
+			atList := map[string][]int{}
+			for _, resource := range []string{"services", "endpointslices"} {
+				tp.client.PrependReactor("list", resource, func(k8stesting.Action) (bool, runtime.Object, error) {
+					mu.Lock()
+					defer mu.Unlock()
+					atList[resource] = append(atList[resource], gogc)
+					return false, nil, nil
+				})
+			}
+			tp.start(t)
+			waitFor(t, "the release to finish", func() bool { return !tp.releasing.Load() })
+			mu.Lock()
+			defer mu.Unlock()
+			for _, resource := range []string{"services", "endpointslices"} {
+				if got := atList[resource]; len(got) == 0 || slices.ContainsFunc(got, func(v int) bool { return v != tc.wantList }) {
+					t.Errorf("GOGC while listing %s: %v, want %d at each list", resource, got, tc.wantList)
+				}
+			}
+			if gogc != tc.process {
+				t.Errorf("GOGC %d after the first sync, want the process's %d back", gogc, tc.process)
+			}
 		})
 	}
 }

@@ -231,7 +231,7 @@ func (p *Proxier) sync(periodic bool) error {
 	}
 	full = full || periodic
 	if full {
-		defer p.tightenGC()()
+		defer p.tightenGC(fullSyncGCPercent)()
 	}
 	start := p.clock.Now()
 	p.obs.SyncStarted()

@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -139,8 +140,17 @@ func TestFailureInTheMiddleOfAWrite(t *testing.T) {
 // sent at all. The refused one is the virtual server whose destinations
 // straddle the first chunk's end.
 func TestLargePhaseWrittenInChunks(t *testing.T) {
-	plan := scalePlan(1000) // 1,000 virtual servers and 10,000 destinations: three chunks of adds
-	var order []string      // the adds, as a first Resync makes them
+	plan := scalePlan(1000) // 1,000 virtual servers and 10,000 destinations: several chunks of adds
+	// A virtual server and its 10 destinations are 11 adds; if the first
+	// chunk would end at one's edge, the first virtual server keeps 7.
+	if writeChunk%11 <= 1 {
+		plan.VirtualServers[0].Destinations = plan.VirtualServers[0].Destinations[:7]
+	}
+	dests := 0
+	for _, vs := range plan.VirtualServers {
+		dests += len(vs.Destinations)
+	}
+	var order []string // the adds, as a first Resync makes them
 	first := newEnv(t, Config{})
 	first.k.Fault = func(op, target string) error {
 		if op == "add-service" || op == "add-destination" {
@@ -176,11 +186,11 @@ func TestLargePhaseWrittenInChunks(t *testing.T) {
 	if !errors.As(err, &se) || e.w.NeedsResync() {
 		t.Fatalf("Resync: %v, NeedsResync %v; want one service's failure alone", err, e.w.NeedsResync())
 	}
-	if got, want := e.k.Writes(), 3; got != want {
+	if got, want := e.k.Writes(), (len(order)+writeChunk-1)/writeChunk; got != want {
 		t.Errorf("%d writes, want %d", got, want)
 	}
-	if got := strings.Count(e.k.Dump(), "\n  -> "); got != 9990 {
-		t.Errorf("%d destinations in the kernel, want 9,990", got)
+	if got, want := strings.Count(e.k.Dump(), "\n  -> "), dests-10; got != want {
+		t.Errorf("%d destinations in the kernel, want %d", got, want)
 	}
 	if badDests != inFirst {
 		t.Errorf("%d destinations of the refused virtual server sent, want the %d in its chunk", badDests, inFirst)
@@ -194,7 +204,7 @@ func TestLargePhaseWrittenInChunks(t *testing.T) {
 // shares its desired destinations; the kernel ends as the same batch
 // leaves it unstreamed, its changes in the same order.
 func TestAddsRunAsEachWriteFills(t *testing.T) {
-	plan := scalePlan(1000) // 11,000 adds: two full Writes planned, a partial one left
+	plan := scalePlan(1000) // 11,000 adds: full Writes planned, a partial one left
 	batchOf := func(e *env) *batch {
 		if err := e.w.start(true); err != nil {
 			t.Fatal(err)
@@ -217,8 +227,8 @@ func TestAddsRunAsEachWriteFills(t *testing.T) {
 	if got := len(b.steps[phaseAdd]); got >= writeChunk {
 		t.Errorf("%d adds held once planned, want fewer than a Write's %d", got, writeChunk)
 	}
-	if got := e.k.Writes(); got != 2 {
-		t.Errorf("%d Writes while planning, want 2", got)
+	if got, want := e.k.Writes(), 11000/writeChunk; got != want {
+		t.Errorf("%d Writes while planning, want %d", got, want)
 	}
 	for k, a := range e.w.mirror {
 		if len(a.dests) == len(e.w.desired[k].dests) && !a.shared {
@@ -235,6 +245,20 @@ func TestAddsRunAsEachWriteFills(t *testing.T) {
 	}
 	if diff := cmp.Diff(want.trace, e.trace); diff != "" {
 		t.Errorf("changes (-unstreamed +streamed):\n%s", diff)
+	}
+}
+
+// TestAWritesWorthIsUnderHalfAMiB: what the executor holds for one
+// Write, its planned steps and the changes sent with their answers, is
+// under half a MiB, the same at any table size: in a small cluster's
+// cold start, whose live heap is a few megabytes, a larger chunk is a
+// large share of the peak.
+func TestAWritesWorthIsUnderHalfAMiB(t *testing.T) {
+	const limit = 512 << 10
+	held := writeChunk * (unsafe.Sizeof(step{}) + unsafe.Sizeof(sent{}))
+	if held >= limit {
+		t.Errorf("a Write's worth holds %d bytes (%d changes of %d + %d), want under %d", held, writeChunk,
+			unsafe.Sizeof(step{}), unsafe.Sizeof(sent{}), limit)
 	}
 }
 

@@ -112,9 +112,14 @@ func (b *batch) runSteps(ph phase) {
 
 // writeChunk bounds the changes of one Write: a phase of a cold start
 // has a change per destination, and only a chunk of them at a time is
-// held as steps (flush) and materialised as Ops, not the whole phase. The Linux adapter sends a
-// chunk in a few system calls anyway.
-const writeChunk = 4096
+// held as steps (flush) and materialised as Ops, not the whole phase.
+// What a chunk holds (its steps, Ops and answers, the Linux adapter's
+// encoding) is the same at any cluster size, so it weighs most in a
+// small one's cold start, whose whole live heap is a few megabytes:
+// 1,024 changes keep it under half a MiB. The Linux adapter sends a
+// chunk in one system call or a few either way; the kernel's work is
+// per change.
+const writeChunk = 1024
 
 // runPhase prepares one phase's steps in order and sends their changes
 // in Writes of up to writeChunk changes.
