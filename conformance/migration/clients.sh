@@ -31,14 +31,14 @@ $spec
 YAML
 }
 
-# load_client_spec <pod|host> <url>: the spec lines of a pod running
-# `load client` against url, 6 requests a second, in the pod's own network
-# or (host) the node's.
+# load_client_spec <pod|host> <url> [rate]: the spec lines of a pod
+# running `load client` against url, rate requests a second (6 unless
+# given), in the pod's own network or (host) the node's.
 load_client_spec() {
-	local net=$1 url=$2
+	local net=$1 url=$2 rate=${3:-6}
 	[[ $net == host ]] && echo "  hostNetwork: true"
 	echo "  containers:"
-	echo "  - {name: client, image: localhost/kip-load:lab, imagePullPolicy: IfNotPresent, args: [client, -rate, '6', -http, '$url']}"
+	echo "  - {name: client, image: localhost/kip-load:lab, imagePullPolicy: IfNotPresent, args: [client, -rate, '$rate', -http, '$url']}"
 }
 
 # bash_client_spec <container> <pod|node> <script>: the spec lines of a pod
