@@ -91,7 +91,9 @@
 // KIP_BENCH_SCALE_CHURN_RATE (20), KIP_BENCH_SCALE_CHURN_SECONDS (60) and
 // KIP_BENCH_SCALE_PROFILE (1: enableProfiling, the proxy's heap profiles
 // after the cold start and at the end, and its CPU profile windows of
-// each start and of the churn, written next to the console log),
+// each start, of the services' creates and deletes and of the churn,
+// written next to the console log; the harness's own CPU profile of those
+// two phases is written in every run, as harness-<proxy>),
 // KIP_BENCH_SCALE_FIRST_SYNC_WAIT (make bench-vs-kube-proxy: seconds to
 // wait for a proxy's own first sync once its table is complete, 0 for no
 // bound; past it the wait is reported as a lower bound); and

@@ -41,9 +41,10 @@ type Phases struct {
 	ChurnRate, ChurnSeconds int
 	// Profile (1) runs the proxy with enableProfiling and reports its heap
 	// profile after the cold start and at the end, its CPU profile in
-	// windows through the cold start, the churn and the restart, an execution trace
-	// 20 s into a cold start that lasts longer, and the writer floor's
-	// CPU profile, to set beside the cold start's sync
+	// windows through the cold start, the services' creates and deletes,
+	// the churn and the restart, an execution trace 20 s into a cold
+	// start that lasts longer, and the writer floor's CPU profile, to set
+	// beside the cold start's sync
 	// (KIP_BENCH_SCALE_PROFILE; the host writes them next to the console
 	// log as <stamp>-<N>-<proxy>-<round>-<when>.heap.pprof, .cpu.pprof or
 	// .trace).

@@ -242,6 +242,10 @@ func (b *bench) serviceChurn() {
 	}
 	ctx := context.Background()
 	before := b.p.counters(b.t)
+	// CPU windows through the creates and deletes (KIP_BENCH_SCALE_PROFILE=1),
+	// and the harness's own: what a create and a delete cost the proxy.
+	cp := b.profileStart("service-churn", time.Now())
+	stopSelf := b.profileSelf("service-churn")
 	var created, deleted []float64
 	for c := range n {
 		svc, slice := NewService(c), NewSlice(c)
@@ -269,6 +273,8 @@ func (b *bench) serviceChurn() {
 			b.t.Fatalf("delete %s/%s: %v", slice.Namespace, slice.Name, err)
 		}
 	}
+	stopSelf()
+	cp.stop(b)
 	d := before.delta(b.p.counters(b.t))
 	b.t.Logf("%d services created (p50 %.1f ms) and deleted (p50 %.1f ms)", n, Percentile(created, 50), Percentile(deleted, 50))
 	b.run.Add("service create: latency p50", Percentile(created, 50), "ms")
