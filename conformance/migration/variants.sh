@@ -134,8 +134,9 @@ variant_start_load() {
 		# 2 requests a second, not 6: every one crosses VXLAN, which the
 		# TCG VMs encapsulate in software, and at 6 both VMs ran at a load
 		# average of 18 to 36 on 2 vCPUs, where pod clients waited seconds
-		# between their own connect and their own write. A path cut for half
-		# a second still fails a request.
+		# between their own connect and their own write (at 2 the load was
+		# only a little lower: these clients are not most of it). A path cut
+		# for half a second still fails a request.
 		for ((i = 1; i <= NODES; i++)); do
 			node=$(node_name "$i")
 			other=$(node_name $((i % NODES + 1)))
