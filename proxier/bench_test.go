@@ -74,18 +74,7 @@ func BenchmarkDataPlaneColdResyncPeak10000(b *testing.B) {
 // with the number of services.
 func BenchmarkSyncEndpointChange10000(b *testing.B) {
 	const n = 10000
-	dp := newDataPlane(nft.New(nft.Config{}, nft.NewFake()),
-		ipvs.New(ipvs.Config{}, ipvs.NewFakeKernel(), ipvs.NewFakeLinks(), ipvs.NewFakeSysctls()))
-	dp.ct = udpflows.New(udpflows.NewFakeTable(), clock.RealClock{})
-	tp := newTestProxier(b, func(c *Config) { c.DataPlane = dp })
-	tp.self(node(testNode, "192.168.0.10", nil))
-	for i := range n {
-		tp.svc(benchService(i))
-		tp.slice(benchSlice(i, 0))
-	}
-	if err := tp.sync(false); err != nil {
-		b.Fatal(err)
-	}
+	tp := syncedBenchProxier(b, n)
 	gen := make([]int, n)
 	b.ReportAllocs()
 	k := 0
@@ -145,18 +134,7 @@ func benchSlice(i, gen int) *discoveryv1.EndpointSlice {
 // synced for its probe interval, and the churn's changes come faster.
 func BenchmarkSyncServiceCreateDelete10000(b *testing.B) {
 	const n = 10000
-	dp := newDataPlane(nft.New(nft.Config{}, nft.NewFake()),
-		ipvs.New(ipvs.Config{}, ipvs.NewFakeKernel(), ipvs.NewFakeLinks(), ipvs.NewFakeSysctls()))
-	dp.ct = udpflows.New(udpflows.NewFakeTable(), clock.RealClock{})
-	tp := newTestProxier(b, func(c *Config) { c.DataPlane = dp })
-	tp.self(node(testNode, "192.168.0.10", nil))
-	for i := range n {
-		tp.svc(benchService(i))
-		tp.slice(benchSlice(i, 0))
-	}
-	if err := tp.sync(false); err != nil {
-		b.Fatal(err)
-	}
+	tp := syncedBenchProxier(b, n)
 	step := func() {
 		if err := tp.sync(false); err != nil {
 			b.Fatal(err)
@@ -186,4 +164,24 @@ func processCPU(b *testing.B) time.Duration {
 		b.Fatal(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// syncedBenchProxier is a proxy over both writers' fakes and an empty
+// UDP conntrack fake, synced once with n services (benchService) and
+// their slices (benchSlice).
+func syncedBenchProxier(b *testing.B, n int) *testProxier {
+	b.Helper()
+	dp := newDataPlane(nft.New(nft.Config{}, nft.NewFake()),
+		ipvs.New(ipvs.Config{}, ipvs.NewFakeKernel(), ipvs.NewFakeLinks(), ipvs.NewFakeSysctls()))
+	dp.ct = udpflows.New(udpflows.NewFakeTable(), clock.RealClock{})
+	tp := newTestProxier(b, func(c *Config) { c.DataPlane = dp })
+	tp.self(node(testNode, "192.168.0.10", nil))
+	for i := range n {
+		tp.svc(benchService(i))
+		tp.slice(benchSlice(i, 0))
+	}
+	if err := tp.sync(false); err != nil {
+		b.Fatal(err)
+	}
+	return tp
 }
