@@ -30,14 +30,15 @@ for v in "$@"; do
 		continue
 	fi
 	# Upstream's e2e after the swap is make migration's (the default
-	# node); a variant runs the phases that load its node: the swap, the
-	# config edit, the rollback and the control.
-	want=${KIP_MIGRATION_PHASES:-swap config rollback control}
+	# node); a variant runs the phases that load its node: the lab's
+	# baseline restart, the swap, the config edit, the rollback and the
+	# control.
+	want=${KIP_MIGRATION_PHASES:-restart swap config rollback control}
 	# metallb-l2's nodes start with strictARP true, so the config phase's
 	# edit (strictARP false to true) would change nothing and wait for a
 	# restart that never comes: unless told otherwise, it has no config
 	# phase.
-	if [[ $v == metallb-l2 && -z ${KIP_MIGRATION_PHASES:-} ]]; then want="swap rollback control"; fi
+	if [[ $v == metallb-l2 && -z ${KIP_MIGRATION_PHASES:-} ]]; then want="restart swap rollback control"; fi
 	log "node variant $v: the migration run (phases: $want)"
 	phases=${KIP_MIGRATION_PHASES:+ KIP_MIGRATION_PHASES=\"$want\"}
 	if ! KIP_MIGRATION_PHASES=$want KIP_NODE_VARIANT=$v KIP_MIGRATION_COMMAND="make migration-matrix VARIANTS=$v$phases (conformance/matrix.sh)" \

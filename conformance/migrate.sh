@@ -5,8 +5,13 @@
 # (conformance/migration: new connections from pods on both nodes to a
 # ClusterIP, DNS through kube-dns, long-lived connections, a
 # sessionAffinity: ClientIP Service, NodePort and eTP=Local NodePort
-# requests from the lab host as an outside client) through three phases:
+# requests from the lab host as an outside client) through four phases:
 #
+#   restart   the lab's own baseline, before the swap: kube-proxy
+#             restarted onto itself (`kubectl rollout restart`), a
+#             hand-over that changes no proxy and no rule, under the same
+#             load; what it loses the lab loses (pods replaced on a TCG
+#             node), and the verdict reports it without judging it
 #   swap      README.md's Install as deploy/README.md writes it out: the
 #             preflight for every node, the backup, one patch of our image
 #             and the readiness probe, rollout status, the verify
@@ -27,7 +32,7 @@
 # `[sig-network] Services.*[Conformance]` specs on the migrated cluster.
 # One line per phase, exactly
 #
-#   migration: phase=<swap|rollback|control> node=<variant> requests=N failed=N long-lived=N reset=N ...
+#   migration: phase=<restart|swap|rollback|control> node=<variant> requests=N failed=N long-lived=N reset=N ...
 #
 # goes to stdout and, with the rest, to the variant's block of
 # conformance/migration/RESULTS.md (committed; logs under
@@ -54,7 +59,7 @@ KP_IMAGE=registry.k8s.io/kube-proxy:$K8S_VERSION
 STAMP=$(date -u +%Y%m%dT%H%M%SZ)
 # KIP_MIGRATION_PHASES: the phases to run, in order (default all); with
 # KIP_MIGRATION_OUT, a later run appends to an earlier run's report.
-PHASES=${KIP_MIGRATION_PHASES:-swap config e2e rollback control}
+PHASES=${KIP_MIGRATION_PHASES:-restart swap config e2e rollback control}
 OUT=${KIP_MIGRATION_OUT:-$CACHE/migration/$STAMP}
 STAMP=$(basename "$OUT")
 RESULTS=$HERE/migration/RESULTS.md
@@ -352,6 +357,24 @@ kc create namespace migration --dry-run=client -o yaml | kc apply -f - >&2
 kc apply -f "$HERE/migration/workload.yaml" >&2
 kc -n migration rollout status deploy/backend --timeout=5m >&2
 variant_workload
+if phase restart; then
+log "phase restart: kube-proxy restarted onto itself (the lab's baseline: a hand-over that changes nothing)"
+start_load restart
+timeline_start restart
+{
+watch_handover "$KP_IMAGE" restart &
+watcher=$!
+kubectl -n kube-system rollout restart ds/kube-proxy
+kubectl -n kube-system rollout status ds/kube-proxy --timeout=30m
+} >>steps.log
+wait "$watcher" || die "phase restart: the hand-over did not finish"
+handover=$(cat "$OUT/restart.handover")
+stop_load restart
+timeline_stop restart
+counts=$(cat "$OUT/restart.counts")
+echo "migration: phase=restart node=$NODE_VARIANT $counts handover=${handover% }" | tee -a "$report"
+fi
+
 if phase swap; then
 inspect_nodes "before-swap" >>"$report"
 

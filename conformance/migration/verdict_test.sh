@@ -10,6 +10,7 @@ trap 'rm -rf "$tmp"' EXIT
 
 swap_ok="migration: phase=swap node=flannel requests=2956 failed=0 long-lived=12 reset=0 dns=380 dns-failed=0 hostnet-requests=880 hostnet-failed=0 handover=node-1=35s"
 rollback_ok="migration: phase=rollback node=flannel requests=5493 failed=0 long-lived=12 reset=0 vxlan-requests=1654 vxlan-failed=0 handover=node-1=60s"
+restart_ok="migration: phase=restart node=flannel requests=2100 failed=0 long-lived=12 reset=0 handover=node-1=30s"
 control_ok="migration: phase=control node=default requests=900 failed=41 long-lived=12 reset=3 took=80s"
 
 # case <name> <want: pass|fail> <line>...: a report of the lines, judged.
@@ -35,3 +36,11 @@ case_ "a lost request in the config edit fails" fail "$swap_ok" "config-edit: re
 case_ "a control that lost nothing fails" fail "$swap_ok" "${control_ok/failed=41 long-lived=12 reset=3/failed=0 long-lived=12 reset=0}"
 case_ "a count that is not a number fails" fail "${swap_ok/ failed=0/ failed=x}"
 case_ "a report without result lines fails" fail "stopped: after the swap"
+case_ "a baseline restart that lost requests is not judged" pass "${restart_ok/ failed=0/ failed=9}" "$swap_ok" "$rollback_ok" "$control_ok"
+case_ "a lost request in the swap fails beside a lossy baseline" fail "${restart_ok/ failed=0/ failed=9}" "${swap_ok/ failed=0/ failed=2}"
+if ! grep -q "FAIL .*phase=swap.*failed=2 (the lab's baseline, kube-proxy restarted onto itself, lost failed=9 in this run)" "$tmp/out"; then
+	echo "verdict_test: a swap's FAIL line does not name the baseline's losses"
+	cat "$tmp/out"
+	exit 1
+fi
+echo "verdict_test: ok: a swap's FAIL line names the baseline's losses"
