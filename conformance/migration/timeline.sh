@@ -12,14 +12,18 @@
 #                          (kubectl logs --timestamps), ours before they
 #                          go and kube-proxy's from their start: its sync
 #                          lines, the cleanup's "removed nftables table"
-#   <phase>.node-<node>.log on the node itself, 2 s after the last
-#                          sample (its commands take seconds more under
-#                          TCG: 10 to 20 s apart in the flannel runs): the
-#                          node's 1-minute load average, whether our
-#                          table is there, the rule counts of kube-proxy's
-#                          nat KUBE-SERVICES and KUBE-POSTROUTING, the
-#                          IPVS table's digest, and the whole `ipvsadm -Sn`
-#                          (no counters) each time it changes
+#   <phase>.node-<node>.log on the node itself, 5 s after the last
+#                          sample: the node's 1-minute load average,
+#                          whether our table is there, the rule counts of
+#                          kube-proxy's nat KUBE-SERVICES and
+#                          KUBE-POSTROUTING, the IPVS table's version (v1,
+#                          v2, ... : it changed), and the whole
+#                          `ipvsadm -Sn` (no counters) each time it
+#                          changes. Three commands a sample and the rest
+#                          bash builtins: on a TCG node every process
+#                          started costs CPU the hand-over needs (the
+#                          earlier recorder, nine processes every 2 s,
+#                          took 10 to 20 s a sample in the flannel runs)
 #
 # timeline_start <phase> starts the recorders in the background (their pids
 # in $OUT/<phase>.timeline-pids); timeline_stop <phase> ends them.
@@ -50,18 +54,25 @@ spec:
         command: [nsenter, -t, "1", -m, -n, --, /bin/bash, -c]
         args:
         - |
-          last=""
+          export TZ=UTC; last="" n=0
           while :; do
-            t=\$(date -u +%T.%3N)
+            printf -v t '%(%T)T.%s' -1 "\${EPOCHREALTIME#*.}"; t=\${t:0:12}
             read -r load1 _ </proc/loadavg
-            table=\$(nft list tables 2>/dev/null | grep -c 'inet kube-ipvs-proxy')
-            svc=\$(iptables-nft -t nat -S KUBE-SERVICES 2>/dev/null | grep -c '^-A')
-            post=\$(iptables-nft -t nat -S KUBE-POSTROUTING 2>/dev/null | grep -c '^-A')
+            tables=\$(nft list tables 2>/dev/null)
+            table=0; [[ \$tables == *"inet kube-ipvs-proxy"* ]] && table=1
+            svc=0 post=0
+            while read -r a chain _; do
+              [[ \$a == -A && \$chain == KUBE-SERVICES ]] && svc=\$((svc + 1))
+              [[ \$a == -A && \$chain == KUBE-POSTROUTING ]] && post=\$((post + 1))
+            done < <(iptables-nft -t nat -S 2>/dev/null)
             ipvs=\$(ipvsadm -Sn 2>&1)
-            sum=\$(md5sum <<<"\$ipvs" | cut -c1-8)
-            echo "\$t load1=\$load1 our-table=\$table kp-KUBE-SERVICES=\$svc kp-KUBE-POSTROUTING=\$post ipvs=\$sum"
-            if [[ \$sum != "\$last" ]]; then echo "\$ipvs" | sed "s/^/\$t ipvsadm: /"; last=\$sum; fi
-            sleep 2
+            [[ \$ipvs == "\$last" ]] || n=\$((n + 1))
+            echo "\$t load1=\$load1 our-table=\$table kp-KUBE-SERVICES=\$svc kp-KUBE-POSTROUTING=\$post ipvs=v\$n"
+            if [[ \$ipvs != "\$last" ]]; then
+              while IFS= read -r l; do echo "\$t ipvsadm: \$l"; done <<<"\$ipvs"
+              last=\$ipvs
+            fi
+            sleep 5
           done
 YAML
 }
@@ -82,7 +93,10 @@ timeline_start() {
 		echo $! >>"$pids"
 	} | stamp >"$OUT/$phase.timeline" &
 	echo $! >>"$pids"
+	# The recorders' pods start before the change, not in its first
+	# seconds beside the first node's new proxy pod.
 	timeline_nodes_spec | kc apply -f - >&2
+	kc -n migration rollout status ds/timeline --timeout=5m >&2 || true
 	timeline_follow "$phase" &
 	echo $! >>"$pids"
 }
@@ -110,7 +124,8 @@ timeline_follow() {
 			kc -n migration get pods -l app=timeline \
 				-o jsonpath='{range .items[?(@.status.phase=="Running")]}{.metadata.name} {.spec.nodeName}{"\n"}{end}' 2>/dev/null
 		)
-		sleep 2
+		# kubectl on the host shares the host's two cores with the VMs.
+		sleep 5
 	done
 }
 
