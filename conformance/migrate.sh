@@ -357,6 +357,18 @@ kc create namespace migration --dry-run=client -o yaml | kc apply -f - >&2
 kc apply -f "$HERE/migration/workload.yaml" >&2
 kc -n migration rollout status deploy/backend --timeout=5m >&2
 variant_workload
+# finish_handover <phase> <watcher>: waits for the phase's hand-over
+# watcher, ends its load and timeline, and writes its result line.
+finish_handover() {
+	local phase=$1 watcher=$2 handover counts
+	wait "$watcher" || die "phase $phase: the hand-over did not finish"
+	handover=$(cat "$OUT/$phase.handover")
+	stop_load "$phase"
+	timeline_stop "$phase"
+	counts=$(cat "$OUT/$phase.counts")
+	echo "migration: phase=$phase node=$NODE_VARIANT $counts handover=${handover% }" | tee -a "$report"
+}
+
 if phase restart; then
 log "phase restart: kube-proxy restarted onto itself (the lab's baseline: a hand-over that changes nothing)"
 start_load restart
@@ -367,12 +379,7 @@ watcher=$!
 kubectl -n kube-system rollout restart ds/kube-proxy
 kubectl -n kube-system rollout status ds/kube-proxy --timeout=30m
 } >>steps.log
-wait "$watcher" || die "phase restart: the hand-over did not finish"
-handover=$(cat "$OUT/restart.handover")
-stop_load restart
-timeline_stop restart
-counts=$(cat "$OUT/restart.counts")
-echo "migration: phase=restart node=$NODE_VARIANT $counts handover=${handover% }" | tee -a "$report"
+finish_handover restart "$watcher"
 fi
 
 if phase swap; then
@@ -398,12 +405,7 @@ IMAGE="$OURS"
 kubectl -n kube-system patch ds kube-proxy --type=strategic -p '{"spec":{"template":{"spec":{"containers":[{"name":"kube-proxy","image":"'"$IMAGE"'","readinessProbe":{"httpGet":{"path":"/healthz","port":10256},"periodSeconds":5,"timeoutSeconds":5,"failureThreshold":3}}]}}}}'
 kubectl -n kube-system rollout status ds/kube-proxy --timeout=30m
 } >>steps.log
-wait "$watcher" || die "phase swap: the hand-over did not finish"
-handover=$(cat "$OUT/swap.handover")
-stop_load swap
-timeline_stop swap
-counts=$(cat "$OUT/swap.counts")
-echo "migration: phase=swap node=$NODE_VARIANT $counts handover=${handover% }" | tee -a "$report"
+finish_handover swap "$watcher"
 # Step 4, as documented (DNS through the DNS Service is the load's).
 verify | tee -a "$report"
 inspect_nodes "after-swap" >>"$report"
