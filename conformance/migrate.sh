@@ -200,6 +200,24 @@ watch_handover() {
 	for ((i = 1; i <= NODES; i++)); do node=$(node_name "$i"); printf '%s=%ss ' "$node" "${done_at[$node]}"; done >"$OUT/$phase.handover"
 }
 
+# wait_synced_since <t>: until every node's proxy reports, in its
+# /healthz's lastUpdated (kube-proxy's and ours), a sync after t (seconds
+# since the epoch); a proxy syncs on a change and at least every
+# syncPeriod (kubeadm's 30 s). Ends the run after 5 minutes.
+wait_synced_since() {
+	local t=$1 i ip body when deadline=$((SECONDS + 300))
+	for ((i = 1; i <= NODES; i++)); do
+		ip=$(node_ip4 "$i")
+		while :; do
+			body=$(in_ns curl -s --max-time 2 "http://$ip:10256/healthz" || true)
+			when=$(sed -nE 's/.*"lastUpdated": *"([^"]+)".*/\1/p' <<<"$body")
+			[[ -n $when ]] && (($(date -d "$when" +%s 2>/dev/null || echo 0) > t)) && break
+			((SECONDS < deadline)) || die "$(node_name "$i")'s proxy did not sync in 5 minutes after the workload was ready (/healthz: $body)"
+			sleep 1
+		done
+	done
+}
+
 # --- checks on the nodes ----------------------------------------------------
 
 # inspect_nodes <tag> (lab-only measurement, beyond the documented
@@ -357,6 +375,11 @@ kc create namespace migration --dry-run=client -o yaml | kc apply -f - >&2
 kc apply -f "$HERE/migration/workload.yaml" >&2
 kc -n migration rollout status deploy/backend --timeout=5m >&2
 variant_workload
+# The first phase's load starts on Services made moments ago, and on a
+# TCG node the proxy programs a ready endpoint seconds later: a request
+# in that gap would count against the hand-over. Wait for a sync on every
+# node after the workload was ready.
+wait_synced_since "$(date +%s)"
 # finish_handover <phase> <watcher>: waits for the phase's hand-over
 # watcher, ends its load and timeline, and writes its result line.
 finish_handover() {
