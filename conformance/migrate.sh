@@ -40,6 +40,7 @@
 #
 #   conformance/migrate.sh              # brings the cluster up if none is
 #   KIP_MIGRATION_KEEP=1 conformance/migrate.sh   # leave the cluster up after
+#   KIP_MIGRATION_RATE=6 conformance/migrate.sh  # half the new connections
 #   KIP_NODE_VARIANT=forward-drop conformance/migrate.sh
 #                                       # nodes as some users have them
 #                                       # (hack/cluster/variant.sh; the
@@ -55,6 +56,11 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$HERE/migration/timeline.sh"
 
 OURS=${KIP_PROXY_IMAGE:-localhost/kube-ipvs-proxy:lab}
+# KIP_MIGRATION_RATE: each node's pod client's new connections a second
+# (default 12); the lab host's client per node makes half as many. The
+# report's load: line says what a run used.
+RATE=${KIP_MIGRATION_RATE:-12}
+[[ $RATE =~ ^[1-9][0-9]*$ && $RATE -ge 2 ]] || die "KIP_MIGRATION_RATE=$RATE: want a whole number of 2 or more"
 KP_IMAGE=registry.k8s.io/kube-proxy:$K8S_VERSION
 STAMP=$(date -u +%Y%m%dT%H%M%SZ)
 # KIP_MIGRATION_PHASES: the phases to run, in order (default all); with
@@ -106,7 +112,7 @@ pods_of() { kc -n "$1" get pods -l "$2" -o jsonpath='{range .items[*]}{.metadata
 # in the lab's network namespace; then 10 s of traffic before the change.
 start_load() {
 	local phase=$1 p i ip
-	sed "s/__DNS_IP__/$DNS4/" "$HERE/migration/clients.yaml" | kc apply -f - >&2
+	sed -e "s/__DNS_IP__/$DNS4/" -e "s/__RATE__/$RATE/" "$HERE/migration/clients.yaml" | kc apply -f - >&2
 	kc -n migration rollout status ds/client --timeout=5m >&2
 	for p in $(pods_of migration app=client); do
 		kc -n migration logs -f "$p" >"$OUT/$phase-$p.log" 2>"$OUT/$phase-$p.err" &
@@ -114,7 +120,7 @@ start_load() {
 	done
 	for ((i = 1; i <= NODES; i++)); do
 		ip=$(node_ip4 "$i")
-		ip netns exec "$NETNS" "$LOAD" client -rate 6 -http "http://$ip:30080/,http://$ip:30081/" -long "$ip:30090" -long-count 2 \
+		ip netns exec "$NETNS" "$LOAD" client -rate "$((RATE / 2))" -http "http://$ip:30080/,http://$ip:30081/" -long "$ip:30090" -long-count 2 \
 			>"$OUT/$phase-host-$i.log" 2>"$OUT/$phase-host-$i.err" &
 		echo $! >>"$OUT/$phase.hosts"
 	done
@@ -367,6 +373,7 @@ phase() { [[ " $PHASES " == *" $1 "* ]]; }
 	echo "commit: $(git -C "$REPO" rev-parse --short HEAD)$(git -C "$REPO" diff --quiet HEAD || echo -dirty)"
 	echo "command: ${KIP_MIGRATION_COMMAND:-make migration (conformance/migrate.sh)}"
 	echo "cluster: $NODES nodes, $FAMILY, node variant $NODE_VARIANT, kube-proxy $KP_IMAGE (kubeadm addon, mode: ipvs) → $OURS ($(cut -d' ' -f2 "$CACHE/images/kube-ipvs-proxy.ref"))"
+	echo "load: pod clients $RATE new connections/s per node, the lab host's $((RATE / 2))/s per node (KIP_MIGRATION_RATE)"
 	echo "kube-proxy's ConfigMap: clusterCIDR=\"$(kc -n kube-system get configmap kube-proxy -o jsonpath='{.data.config\.conf}' | awk '$1 == "clusterCIDR:" { print $2 }' | tr -d '"')\""
 } >"$report"
 echo "phases: $PHASES ($(date -u +%H:%M:%SZ))" >>"$report"
