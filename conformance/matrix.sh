@@ -40,10 +40,10 @@ for v in "$@"; do
 	# phase.
 	if [[ $v == metallb-l2 && -z ${KIP_MIGRATION_PHASES:-} ]]; then want="restart swap rollback control"; fi
 	# flannel's nodes carry every request over VXLAN, and on this lab's
-	# TCG VMs at the common rate (12) kube-proxy restarted onto itself,
-	# the run's baseline, lost requests (8, and 15 DNS queries, at
-	# 5ec497e), so no proxy could show zero there; at 6 its baseline lost
-	# none. Unless told otherwise, it runs at 6.
+	# TCG VMs at the common rate kube-proxy restarted onto itself (the
+	# run's baseline) lost requests, so no proxy could show zero there;
+	# at half the rate it lost none (deploy/README.md's flannel row has
+	# the runs). Unless told otherwise, flannel runs at half the rate.
 	rate=${KIP_MIGRATION_RATE:-12}
 	if [[ $v == flannel && -z ${KIP_MIGRATION_RATE:-} ]]; then rate=6; fi
 	log "node variant $v: the migration run (phases: $want; load rate $rate)"

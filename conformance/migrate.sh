@@ -224,6 +224,19 @@ wait_synced_since() {
 	done
 }
 
+# finish_handover <phase> <watcher>: waits for the phase's hand-over
+# watcher, ends its load and timeline, and writes its result line to
+# stdout and the report.
+finish_handover() {
+	local phase=$1 watcher=$2 handover counts
+	wait "$watcher" || die "phase $phase: the hand-over did not finish"
+	handover=$(cat "$OUT/$phase.handover")
+	stop_load "$phase"
+	timeline_stop "$phase"
+	counts=$(cat "$OUT/$phase.counts")
+	echo "migration: phase=$phase node=$NODE_VARIANT $counts handover=${handover% }" | tee -a "$report"
+}
+
 # --- checks on the nodes ----------------------------------------------------
 
 # inspect_nodes <tag> (lab-only measurement, beyond the documented
@@ -387,18 +400,6 @@ variant_workload
 # in that gap would count against the hand-over. Wait for a sync on every
 # node after the workload was ready.
 wait_synced_since "$(date +%s)"
-# finish_handover <phase> <watcher>: waits for the phase's hand-over
-# watcher, ends its load and timeline, and writes its result line.
-finish_handover() {
-	local phase=$1 watcher=$2 handover counts
-	wait "$watcher" || die "phase $phase: the hand-over did not finish"
-	handover=$(cat "$OUT/$phase.handover")
-	stop_load "$phase"
-	timeline_stop "$phase"
-	counts=$(cat "$OUT/$phase.counts")
-	echo "migration: phase=$phase node=$NODE_VARIANT $counts handover=${handover% }" | tee -a "$report"
-}
-
 if phase restart; then
 log "phase restart: kube-proxy restarted onto itself (the lab's baseline: a hand-over that changes nothing)"
 start_load restart

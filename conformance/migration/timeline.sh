@@ -21,9 +21,7 @@
 #                          `ipvsadm -Sn` (no counters) each time it
 #                          changes. Three commands a sample and the rest
 #                          bash builtins: on a TCG node every process
-#                          started costs CPU the hand-over needs (the
-#                          earlier recorder, nine processes every 2 s,
-#                          took 10 to 20 s a sample in the flannel runs)
+#                          started costs CPU the hand-over needs
 #
 # timeline_start <phase> starts the recorders in the background (their pids
 # in $OUT/<phase>.timeline-pids); timeline_stop <phase> ends them.
