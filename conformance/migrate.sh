@@ -206,22 +206,35 @@ watch_handover() {
 	for ((i = 1; i <= NODES; i++)); do node=$(node_name "$i"); printf '%s=%ss ' "$node" "${done_at[$node]}"; done >"$OUT/$phase.handover"
 }
 
-# wait_synced_since <t>: until every node's proxy reports, in its
-# /healthz's lastUpdated (kube-proxy's and ours), a sync after t (seconds
-# since the epoch); a proxy syncs on a change and at least every
-# syncPeriod (kubeadm's 30 s). Ends the run after 5 minutes.
+# wait_synced_since <t> <what>: until every node's proxy reports a sync
+# after t (seconds since the epoch) for each of its IP families, read from
+# the "status" entries of its /healthz (kube-proxy's and ours; the
+# top-level lastUpdated reads "now" whenever the proxy is healthy, even
+# before its first sync); a proxy syncs on a change and at least every
+# syncPeriod (kubeadm's 30 s). Ends the run after 5 minutes, naming what
+# t was.
 wait_synced_since() {
-	local t=$1 i ip body when deadline=$((SECONDS + 300))
+	local t=$1 what=$2 i ip body deadline=$((SECONDS + 300))
 	for ((i = 1; i <= NODES; i++)); do
 		ip=$(node_ip4 "$i")
 		while :; do
 			body=$(in_ns curl -s --max-time 2 "http://$ip:10256/healthz" || true)
-			when=$(sed -nE 's/.*"lastUpdated": *"([^"]+)".*/\1/p' <<<"$body")
-			[[ -n $when ]] && (($(date -d "$when" +%s 2>/dev/null || echo 0) > t)) && break
-			((SECONDS < deadline)) || die "$(node_name "$i")'s proxy did not sync in 5 minutes after the workload was ready (/healthz: $body)"
+			synced_since "$t" "$body" && break
+			((SECONDS < deadline)) || die "$(node_name "$i")'s proxy did not sync in 5 minutes after $what (/healthz: $body)"
 			sleep 1
 		done
 	done
+}
+
+# synced_since <t> <healthz body>: whether the body has at least one
+# family's lastUpdated and every one is after t.
+synced_since() {
+	local t=$1 when n=0
+	while read -r when; do
+		(($(date -d "$when" +%s 2>/dev/null || echo 0) > t)) || return 1
+		n=$((n + 1))
+	done < <(grep -oE '"lastUpdated": *"[^"]+"' <<<"$2" | tail -n +2 | sed -E 's/.*: *"([^"]+)"/\1/')
+	((n > 0))
 }
 
 # finish_handover <phase> <watcher>: waits for the phase's hand-over
@@ -399,7 +412,7 @@ variant_workload
 # TCG node the proxy programs a ready endpoint seconds later: a request
 # in that gap would count against the hand-over. Wait for a sync on every
 # node after the workload was ready.
-wait_synced_since "$(date +%s)"
+wait_synced_since "$(date +%s)" "the workload was ready"
 if phase restart; then
 log "phase restart: kube-proxy restarted onto itself (the lab's baseline: a hand-over that changes nothing)"
 start_load restart
@@ -489,11 +502,15 @@ timeline_start rollback
 # Step 1, as documented.
 watch_handover "$KP_IMAGE" rollback &
 watcher=$!
+patched=$(date +%s)
 kubectl -n kube-system patch ds kube-proxy --type=strategic -p '{"spec":{"template":{"spec":{"containers":[{"name":"kube-proxy","image":"'"$KP_IMAGE"'","readinessProbe":null,"livenessProbe":null}]}}}}'
 kubectl -n kube-system rollout status ds/kube-proxy --timeout=30m
 wait "$watcher" || die "phase rollback: the hand-over did not finish"
 handover=$(cat "$OUT/rollback.handover")
-# Step 2, as documented; the one-shot's log goes to the report.
+# Step 2, as documented, once kube-proxy has synced on every node, so the
+# one-shot pods do not start beside its first full sync on a busy node;
+# the one-shot's log goes to the report.
+wait_synced_since "$patched" "the rollback's patch"
 kubectl kustomize deploy/handback \
   | kubectl set image --local -f - kube-ipvs-proxy-cleanup="$OURS" -o yaml \
   | kubectl apply -f -
