@@ -3,9 +3,7 @@ package proxier
 import (
 	"fmt"
 	"net/netip"
-	"syscall"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -15,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/apiconv"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testsupport/cputime"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testsupport/retained"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/nft"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
@@ -141,7 +140,7 @@ func BenchmarkSyncServiceCreateDelete10000(b *testing.B) {
 		}
 	}
 	b.ReportAllocs()
-	cpu := processCPU(b)
+	reportCPU := cputime.Start(b)
 	for b.Loop() {
 		svc, slice := benchService(n), benchSlice(n, 0)
 		tp.svc(svc)
@@ -153,17 +152,7 @@ func BenchmarkSyncServiceCreateDelete10000(b *testing.B) {
 		tp.queued(tp.t.deleteSlice(slice.Namespace, slice.Name))
 		step()
 	}
-	b.ReportMetric(float64(processCPU(b)-cpu)/float64(b.N), "cpu-ns/op")
-}
-
-// processCPU is the CPU time the process used so far (getrusage): on a
-// shared host the wall time per op is partly others'.
-func processCPU(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	reportCPU()
 }
 
 // syncedBenchProxier is a proxy over both writers' fakes and an empty

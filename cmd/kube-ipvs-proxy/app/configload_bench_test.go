@@ -5,9 +5,9 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testsupport/cputime"
 )
 
 // configMapMax is the most a ConfigMap holds (the API server's limit on
@@ -48,26 +48,14 @@ func BenchmarkLoadConfigWorst(b *testing.B) {
 			data := []byte(configs[name])
 			b.Run(fmt.Sprintf("%s/%dKiB", name, size>>10), func(b *testing.B) {
 				b.SetBytes(int64(len(data)))
-				start := processCPU(b)
+				reportCPU := cputime.Start(b)
 				for b.Loop() {
 					if _, _, err := LoadConfig("c.yaml", data); err == nil && !strings.Contains(name, "unknown") {
 						b.Fatal("no error")
 					}
 				}
-				// On a shared machine the wall time per op is what the
-				// neighbours leave; the process's CPU time (GC included)
-				// is the cost.
-				b.ReportMetric(float64(processCPU(b)-start)/float64(b.N), "cpu-ns/op")
+				reportCPU()
 			})
 		}
 	}
-}
-
-// processCPU is the process's user and system CPU time so far.
-func processCPU(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
