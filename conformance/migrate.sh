@@ -207,34 +207,38 @@ watch_handover() {
 }
 
 # wait_synced_since <t> <what>: until every node's proxy reports a sync
-# after t (seconds since the epoch) for each of its IP families, read from
-# the "status" entries of its /healthz (kube-proxy's and ours; the
-# top-level lastUpdated reads "now" whenever the proxy is healthy, even
-# before its first sync); a proxy syncs on a change and at least every
-# syncPeriod (kubeadm's 30 s). Ends the run after 5 minutes, naming what
-# t was.
+# after t (seconds since the epoch) for each of the cluster's IP families,
+# read from the per-family entries of its /healthz "status" (kube-proxy's
+# and ours). Neither the top-level lastUpdated, which reads "now" whenever
+# the proxy is healthy, even before its first sync, nor the entries alone
+# do: a family's entry appears at its first sync, and kube-proxy's idle
+# IPv6 proxier of an IPv4 cluster syncs long before the IPv4 one. A proxy
+# syncs on a change and at least every syncPeriod (kubeadm's 30 s). Ends
+# the run after 5 minutes, naming what t was.
 wait_synced_since() {
-	local t=$1 what=$2 i ip body deadline=$((SECONDS + 300))
+	local t=$1 what=$2 i ip body deadline=$((SECONDS + 300)) families
+	case $FAMILY in ipv4) families=IPv4 ;; ipv6) families=IPv6 ;; *) families="IPv4 IPv6" ;; esac
 	for ((i = 1; i <= NODES; i++)); do
 		ip=$(node_ip4 "$i")
 		while :; do
 			body=$(in_ns curl -s --max-time 2 "http://$ip:10256/healthz" || true)
-			synced_since "$t" "$body" && break
+			# shellcheck disable=SC2086 # one word per family
+			synced_since "$t" "$body" $families && break
 			((SECONDS < deadline)) || die "$(node_name "$i")'s proxy did not sync in 5 minutes after $what (/healthz: $body)"
 			sleep 1
 		done
 	done
 }
 
-# synced_since <t> <healthz body>: whether the body has at least one
-# family's lastUpdated and every one is after t.
+# synced_since <t> <healthz body> <family>...: whether the body's "status"
+# has an entry for each family whose lastUpdated is after t.
 synced_since() {
-	local t=$1 when n=0
-	while read -r when; do
-		(($(date -d "$when" +%s 2>/dev/null || echo 0) > t)) || return 1
-		n=$((n + 1))
-	done < <(grep -oE '"lastUpdated": *"[^"]+"' <<<"$2" | tail -n +2 | sed -E 's/.*: *"([^"]+)"/\1/')
-	((n > 0))
+	local t=$1 body=$2 family when
+	shift 2
+	for family; do
+		when=$(grep -oE "\"$family\": *\{ *\"lastUpdated\": *\"[^\"]+\"" <<<"$body" | sed -E 's/.*: *"([^"]+)"$/\1/' || true)
+		[[ -n $when ]] && (($(date -d "$when" +%s 2>/dev/null || echo 0) > t)) || return 1
+	done
 }
 
 # finish_handover <phase> <watcher>: waits for the phase's hand-over
