@@ -212,9 +212,11 @@ watch_handover() {
 # and ours). Neither the top-level lastUpdated, which reads "now" whenever
 # the proxy is healthy, even before its first sync, nor the entries alone
 # do: a family's entry appears at its first sync, and kube-proxy's idle
-# IPv6 proxier of an IPv4 cluster syncs long before the IPv4 one. A proxy
-# syncs on a change and at least every syncPeriod (kubeadm's 30 s). Ends
-# the run after 5 minutes, naming what t was.
+# IPv6 proxier of an IPv4 cluster syncs long before the IPv4 one. It
+# tells a sync only of a proxy that started before t: kube-proxy marks
+# each family updated when its sync loop starts. A proxy syncs on a
+# change and at least every syncPeriod (kubeadm's 30 s). Ends the run
+# after 5 minutes, naming what t was.
 wait_synced_since() {
 	local t=$1 what=$2 i ip body deadline=$((SECONDS + 300)) families
 	case $FAMILY in ipv4) families=IPv4 ;; ipv6) families=IPv6 ;; *) families="IPv4 IPv6" ;; esac
@@ -238,6 +240,23 @@ synced_since() {
 	for family; do
 		when=$(grep -oE "\"$family\": *\{ *\"lastUpdated\": *\"[^\"]+\"" <<<"$body" | sed -E 's/.*: *"([^"]+)"$/\1/' || true)
 		[[ -n $when ]] && (($(date -d "$when" +%s 2>/dev/null || echo 0) > t)) || return 1
+	done
+}
+
+# wait_kube_proxy_rules <phase>: until every node's recorder (timeline.sh)
+# has counted rules in kube-proxy's nat KUBE-SERVICES (iptables-nft or
+# -legacy) during the phase, which the iptables-restore at the end of its
+# first sync writes; /healthz cannot tell, since kube-proxy marks each
+# family updated when its sync loop starts. For a phase that starts with
+# ours serving, where that chain is empty. Ends the run after 5 minutes.
+wait_kube_proxy_rules() {
+	local phase=$1 i log deadline=$((SECONDS + 300))
+	for ((i = 1; i <= NODES; i++)); do
+		log=$OUT/$phase.node-$(node_name "$i").log
+		until grep -qE 'kp-KUBE-SERVICES=[1-9]' "$log" 2>/dev/null; do
+			((SECONDS < deadline)) || die "no rules of kube-proxy on $(node_name "$i") 5 minutes after the $phase's rollout ($log)"
+			sleep 2
+		done
 	done
 }
 
@@ -506,15 +525,14 @@ timeline_start rollback
 # Step 1, as documented.
 watch_handover "$KP_IMAGE" rollback &
 watcher=$!
-patched=$(date +%s)
 kubectl -n kube-system patch ds kube-proxy --type=strategic -p '{"spec":{"template":{"spec":{"containers":[{"name":"kube-proxy","image":"'"$KP_IMAGE"'","readinessProbe":null,"livenessProbe":null}]}}}}'
 kubectl -n kube-system rollout status ds/kube-proxy --timeout=30m
 wait "$watcher" || die "phase rollback: the hand-over did not finish"
 handover=$(cat "$OUT/rollback.handover")
-# Step 2, as documented, once kube-proxy has synced on every node, so the
-# one-shot pods do not start beside its first full sync on a busy node;
+# Step 2, as documented, once kube-proxy's rules are in on every node, so
+# the one-shot pods do not start beside its first full sync on a busy node;
 # the one-shot's log goes to the report.
-wait_synced_since "$patched" "the rollback's patch"
+wait_kube_proxy_rules rollback
 kubectl kustomize deploy/handback \
   | kubectl set image --local -f - kube-ipvs-proxy-cleanup="$OURS" -o yaml \
   | kubectl apply -f -

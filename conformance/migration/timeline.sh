@@ -62,7 +62,7 @@ spec:
             while read -r a chain _; do
               [[ \$a == -A && \$chain == KUBE-SERVICES ]] && svc=\$((svc + 1))
               [[ \$a == -A && \$chain == KUBE-POSTROUTING ]] && post=\$((post + 1))
-            done < <(iptables-nft -t nat -S 2>/dev/null)
+            done < <(iptables-nft -t nat -S 2>/dev/null; iptables-legacy -t nat -S 2>/dev/null)
             ipvs=\$(ipvsadm -Sn 2>&1)
             [[ \$ipvs == "\$last" ]] || n=\$((n + 1))
             echo "\$t load1=\$load1 our-table=\$table kp-KUBE-SERVICES=\$svc kp-KUBE-POSTROUTING=\$post ipvs=v\$n"
