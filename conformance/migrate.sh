@@ -209,14 +209,12 @@ watch_handover() {
 # wait_synced_since <t> <what>: until every node's proxy reports a sync
 # after t (seconds since the epoch) for each of the cluster's IP families,
 # read from the per-family entries of its /healthz "status" (kube-proxy's
-# and ours). Neither the top-level lastUpdated, which reads "now" whenever
-# the proxy is healthy, even before its first sync, nor the entries alone
-# do: a family's entry appears at its first sync, and kube-proxy's idle
-# IPv6 proxier of an IPv4 cluster syncs long before the IPv4 one. It
-# tells a sync only of a proxy that started before t: kube-proxy marks
-# each family updated when its sync loop starts. A proxy syncs on a
-# change and at least every syncPeriod (kubeadm's 30 s). Ends the run
-# after 5 minutes, naming what t was.
+# and ours): the top-level lastUpdated reads "now" whenever the proxy is
+# healthy, and on an IPv4 cluster kube-proxy's idle IPv6 proxier has an
+# entry long before the IPv4 one. Only for proxies that started before t:
+# kube-proxy marks each family updated when its sync loop starts, before
+# a sync. A proxy syncs on a change and at least every syncPeriod
+# (kubeadm's 30 s). Ends the run after 5 minutes, naming what t was.
 wait_synced_since() {
 	local t=$1 what=$2 i ip body deadline=$((SECONDS + 300)) families
 	case $FAMILY in ipv4) families=IPv4 ;; ipv6) families=IPv6 ;; *) families="IPv4 IPv6" ;; esac

@@ -16,10 +16,11 @@
 #                          sample: the node's 1-minute load average,
 #                          whether our table is there, the rule counts of
 #                          kube-proxy's nat KUBE-SERVICES and
-#                          KUBE-POSTROUTING, the IPVS table's version (v1,
+#                          KUBE-POSTROUTING (iptables-nft and -legacy
+#                          summed), the IPVS table's version (v1,
 #                          v2, ... : it changed), and the whole
 #                          `ipvsadm -Sn` (no counters) each time it
-#                          changes. Three commands a sample and the rest
+#                          changes. Four commands a sample and the rest
 #                          bash builtins: on a TCG node every process
 #                          started costs CPU the hand-over needs
 #
