@@ -400,7 +400,8 @@ verify() {
 		addrs=$(section kube-ipvs0 "$out" | grep -cE '^ +inet6? ' || true)
 		table=$(nft_count table '^table inet kube-ipvs-proxy' "$out")
 		kp=$(nft_count tables '^table ip6? kube-proxy$' "$out")
-		nat=$(section KUBE-SERVICES "$out" | head -n 1)
+		# iptables-save warns on stderr (the log holds both) when legacy tables exist
+		nat=$(section KUBE-SERVICES "$out" | grep -v "^#" | head -n 1)
 		echo "verify $node: healthz=$([[ $healthz == '{'* ]] && echo json || echo "'$healthz'") ipvs-virtual-servers=$vs kube-ipvs0-addresses=$addrs our-table=$table kube-proxy-nft-tables=$kp nat-KUBE-SERVICES=$nat"
 		[[ $healthz == '{'* && $vs -gt 0 && $addrs -gt 0 && $table != 0 && $table != nft-aborted &&
 			$kp != [1-9]* && $kp != nft-aborted ]] ||

@@ -17,12 +17,14 @@
 #                          whether our table is there, the rule counts of
 #                          kube-proxy's nat KUBE-SERVICES and
 #                          KUBE-POSTROUTING (iptables-nft and -legacy
-#                          summed), the IPVS table's version (v1,
+#                          summed; -legacy only once the kernel has a
+#                          legacy nat table, as its -S would create
+#                          one), the IPVS table's version (v1,
 #                          v2, ... : it changed), and the whole
 #                          `ipvsadm -Sn` (no counters) each time it
-#                          changes. Four commands a sample and the rest
-#                          bash builtins: on a TCG node every process
-#                          started costs CPU the hand-over needs
+#                          changes. Three or four commands a sample and
+#                          the rest bash builtins: on a TCG node every
+#                          process started costs CPU the hand-over needs
 #
 # timeline_start <phase> starts the recorders in the background (their pids
 # in $OUT/<phase>.timeline-pids); timeline_stop <phase> ends them.
@@ -59,11 +61,12 @@ spec:
             read -r load1 _ </proc/loadavg
             tables=\$(nft list tables 2>/dev/null)
             table=0; [[ \$tables == *"inet kube-ipvs-proxy"* ]] && table=1
-            svc=0 post=0
+            svc=0 post=0 names=""
+            [[ -r /proc/net/ip_tables_names ]] && read -r -d '' names </proc/net/ip_tables_names
             while read -r a chain _; do
               [[ \$a == -A && \$chain == KUBE-SERVICES ]] && svc=\$((svc + 1))
               [[ \$a == -A && \$chain == KUBE-POSTROUTING ]] && post=\$((post + 1))
-            done < <(iptables-nft -t nat -S 2>/dev/null; iptables-legacy -t nat -S 2>/dev/null)
+            done < <(iptables-nft -t nat -S 2>/dev/null; [[ \$names != *nat* ]] || iptables-legacy -t nat -S 2>/dev/null)
             ipvs=\$(ipvsadm -Sn 2>&1)
             [[ \$ipvs == "\$last" ]] || n=\$((n + 1))
             echo "\$t load1=\$load1 our-table=\$table kp-KUBE-SERVICES=\$svc kp-KUBE-POSTROUTING=\$post ipvs=v\$n"
