@@ -4,6 +4,7 @@ package benchscale
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"net"
@@ -341,18 +342,34 @@ func (b *bench) floor(tb table, cold time.Duration) {
 }
 
 // inFreshNetns runs fn on a thread moved into a new network namespace,
-// which goes away (and the kernel state in it) once fn returns.
+// which goes away (and the kernel state in it) once fn returns, and moves
+// the thread back. A thread left there would be ended with its goroutine,
+// unless it is the process's main thread, which the runtime parks instead:
+// then /proc/net, which shows the main thread's namespace, would list the
+// floor's table for the rest of the boot.
 func inFreshNetns(fn func() error) error {
 	errc := make(chan error, 1)
 	go func() {
-		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+		runtime.LockOSThread() // unlocked only once back in the namespace it came from
+		orig, err := netns.Get()
+		if err != nil {
+			errc <- fmt.Errorf("this thread's network namespace: %w", err)
+			return
+		}
+		defer orig.Close()
 		ns, err := netns.New()
 		if err != nil {
 			errc <- fmt.Errorf("new network namespace: %w", err)
 			return
 		}
 		defer ns.Close()
-		errc <- fn()
+		fnErr := fn()
+		if err := netns.Set(orig); err != nil {
+			errc <- errors.Join(fnErr, fmt.Errorf("back to the original network namespace: %w", err))
+			return
+		}
+		runtime.UnlockOSThread()
+		errc <- fnErr
 	}()
 	return <-errc
 }
