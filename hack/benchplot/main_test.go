@@ -97,8 +97,9 @@ func TestCheckFailsWhenStale(t *testing.T) {
 			})
 		}, "BENCHMARKS.md: the text between"},
 		{"a newer result committed without make bench-plot fails", func(t *testing.T, o Options) {
-			copyFile(t, filepath.Join(o.Results, "20261127-214358.json"), filepath.Join(o.Results, "20261128-090000.json"))
-		}, "2026-11-28 09:00"},
+			// Dated after any committed result, so that it is the newest.
+			copyFile(t, filepath.Join(o.Results, "20261127-214358.json"), filepath.Join(o.Results, "20991231-090000.json"))
+		}, "2099-12-31 09:00"},
 		{"an edited plot fails", func(t *testing.T, o Options) {
 			edit(t, o.SVG, func(s string) string { return strings.Replace(s, "ours", "ours!", 1) })
 		}, "vs-kube-proxy.svg is not what"},
