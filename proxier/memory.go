@@ -26,7 +26,10 @@ import (
 // per byte allocated goes as 100/GOGC whatever the live heap, and the
 // lists allocate several times what they keep: across them a quarter
 // adds three times GOGC 100's collector work, at any size, and half adds
-// it once, for most of the same cut in a small cluster's peak.
+// it once, for most of the same cut in a small cluster's peak. In a large
+// cluster the full sync's goal is the peak, and the lists' tighter
+// collector only costs CPU, at every start and restart: the trade is
+// kept because a small cluster's peak is the lists'.
 //
 // Returning freed heap to the OS. The Go runtime keeps the pages a
 // collection freed, up to its next goal, and returns them only slowly:
