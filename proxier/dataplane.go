@@ -134,6 +134,27 @@ type DataPlane struct {
 	repair   repairPhase
 	// ct deletes stale UDP conntrack flows; nil deletes none (tests).
 	ct *udpflows.Reconciler
+	// lastResync is how long each writer took in the last Resync, read
+	// on now (time.Now when nil).
+	lastResync ResyncTimes
+	now        func() time.Time
+}
+
+// ResyncTimes is how long each writer took in a data plane's Resync:
+// the first sync's summary line says where a cold start's sync went
+// (the rest of it is computing the plan).
+type ResyncTimes struct {
+	NFTables, IPVS time.Duration
+}
+
+// LastResync reports how long each writer took in the last Resync.
+func (d *DataPlane) LastResync() ResyncTimes { return d.lastResync }
+
+func (d *DataPlane) clockNow() time.Time {
+	if d.now == nil {
+		return time.Now()
+	}
+	return d.now()
 }
 
 // NewDataPlane opens both writers on the running kernel.
@@ -272,8 +293,11 @@ func (d *DataPlane) Resync(plan policy.Plan) error {
 		d.ipvs.AdoptRecorded(recorded)
 	}
 	d.repair = repairIdle
+	start := d.clockNow()
 	nftErr := d.nft.Resync(plan)
+	nftDone := d.clockNow()
 	svcErrs, ipvsErr := ipvs.SplitErrors(d.ipvs.Resync(plan))
+	d.lastResync = ResyncTimes{NFTables: nftDone.Sub(start), IPVS: d.clockNow().Sub(nftDone)}
 	d.setFailures(svcErrs)
 	return errors.Join(append(errs, wrap("nftables", nftErr), wrap("ipvs", ipvsErr))...)
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/nft"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/policy"
@@ -65,6 +66,30 @@ func TestDataPlaneProgramsBothWriters(t *testing.T) {
 	}
 	if f.dp.NeedsResync() {
 		t.Error("NeedsResync after successful syncs")
+	}
+}
+
+// TestDataPlaneResyncTimesEachWriter: LastResync is nftables' Resync
+// from its start and IPVS's from nftables' end, each on the data plane's
+// clock.
+func TestDataPlaneResyncTimesEachWriter(t *testing.T) {
+	f := newFakes(t)
+	base := time.Unix(1_000_000, 0)
+	reads := []time.Duration{0, 3 * time.Millisecond, 10 * time.Millisecond}
+	f.dp.now = func() time.Time {
+		if len(reads) == 0 {
+			t.Fatal("the clock was read more than three times")
+		}
+		at := base.Add(reads[0])
+		reads = reads[1:]
+		return at
+	}
+	if err := f.dp.Resync(policy.Plan{Node: "node-a", VirtualServers: webPlan("10.244.1.5").VirtualServers}); err != nil {
+		t.Fatalf("Resync: %v", err)
+	}
+	want := ResyncTimes{NFTables: 3 * time.Millisecond, IPVS: 7 * time.Millisecond}
+	if got := f.dp.LastResync(); got != want {
+		t.Errorf("LastResync() = %+v, want %+v", got, want)
 	}
 }
 

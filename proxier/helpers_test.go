@@ -135,6 +135,11 @@ func (f *fakeDataPlane) Resync(plan policy.Plan) error {
 	return f.err
 }
 
+// LastResync reports fixed times, for the first sync's log line.
+func (f *fakeDataPlane) LastResync() ResyncTimes {
+	return ResyncTimes{NFTables: 3 * time.Millisecond, IPVS: 7 * time.Millisecond}
+}
+
 func (f *fakeDataPlane) NeedsResync() bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -63,9 +63,9 @@ func TestDefaultLevelSyncLog(t *testing.T) {
 		wantNone []string
 	}{
 		{
-			name: "the first sync is summarized",
+			name: "the first sync is summarized, with each writer's time",
 			want: []string{`"Informer caches synced; starting the sync loop"`,
-				`"First sync done" services=1`, "virtualServers=1 destinations=2"},
+				`"First sync done" services=1`, "virtualServers=1 destinations=2", `nftables="3ms" ipvs="7ms"`},
 		},
 		{
 			name: "later syncs are not logged at the default level",

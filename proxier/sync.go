@@ -277,17 +277,23 @@ func (p *Proxier) sync(periodic bool) error {
 	p.log.V(2).Info("Synced", "full", full, "recomputed", recomputed, "applied", len(changes),
 		"pendingServices", w.svcPending, "elapsed", elapsed)
 	p.reconcileConntrack()
-	p.logMilestone(w, elapsed)
+	p.logMilestone(w, full, elapsed)
 	if full {
 		p.releaseMemory()
 	}
 	return nil
 }
 
+// resyncTimer is a data plane that reports how long each writer took in
+// its last Resync (DataPlane).
+type resyncTimer interface{ LastResync() ResyncTimes }
+
 // logMilestone logs, at the default level, the first successful sync
 // and the first one after failures, with what the node now programs: an
-// operator sees at v=0 that the proxy works, and that it recovered.
-func (p *Proxier) logMilestone(w work, elapsed time.Duration) {
+// operator sees at v=0 that the proxy works, and that it recovered. After
+// a full sync it says how long each writer took, the rest of elapsed
+// being the plan's computation: where a cold start's first sync went.
+func (p *Proxier) logMilestone(w work, full bool, elapsed time.Duration) {
 	first, recovered := !p.st.synced, p.st.failed
 	p.st.synced, p.st.failed = true, false
 	if !first && !recovered {
@@ -300,6 +306,10 @@ func (p *Proxier) logMilestone(w work, elapsed time.Duration) {
 	kv := []any{"services", len(p.st.applied), "elapsed", elapsed}
 	if w.plan != nil {
 		kv = append(kv, "virtualServers", w.size.virtualServers, "destinations", w.size.destinations)
+	}
+	if rt, ok := p.dp.(resyncTimer); ok && full {
+		t := rt.LastResync()
+		kv = append(kv, "nftables", t.NFTables, "ipvs", t.IPVS)
 	}
 	p.log.Info(msg, kv...)
 }

@@ -53,7 +53,11 @@
 //     check (the windows from its convergence on profile what the proxy
 //     does right after its first sync), and its log's milestones are
 //     printed (process start → "Starting the proxy" → informer caches
-//     synced). Each start also logs its CPU at convergence beside the
+//     synced). Each start's first sync is split from the proxy's log
+//     (firstSyncParts): when the caches were synced and the first sync
+//     done, from the process start, and that sync's time in computing the
+//     plan, in nftables and in IPVS ("First sync done" gives each
+//     writer's). Each start also logs its CPU at convergence beside the
 //     CPU read after the kernel check, and the proxy's log lines since
 //     convergence; an endpoint change that takes over a second has the
 //     proxy's log over it printed; after the restart the harness times one

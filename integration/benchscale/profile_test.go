@@ -198,6 +198,44 @@ func (b *bench) startupTimeline(phase string, start time.Time) {
 	b.t.Logf("%s: timeline from the process start: %s; host-address Lists failed: %d", phase, strings.Join(marks, "; "), listFailures)
 }
 
+// firstSyncParts reports where a start went up to its first sync, from
+// the proxy's log: when the informer caches were synced and the first
+// sync done, from the process start, and how long that sync took in each
+// writer ("First sync done" says; the rest of its elapsed is computing
+// the plan). A proxy that does not log the writers' times (one built
+// before they were logged) reports none of these.
+func (b *bench) firstSyncParts(phase string, start time.Time) {
+	data, err := os.ReadFile(b.p.logPath)
+	if err != nil {
+		b.t.Logf("%s: first sync's parts: %v", phase, err)
+		return
+	}
+	var synced, done time.Duration
+	var times map[string]time.Duration
+	for _, l := range strings.Split(string(data), "\n") {
+		if at, ok := klogTime(l, start); ok && strings.Contains(l, "Informer caches synced") {
+			synced = at
+		}
+		if at, ok := klogTime(l, start); ok && strings.Contains(l, `"First sync done"`) {
+			done, times = at, logDurations(l)
+			break
+		}
+	}
+	sync, nft, ipvs := times["elapsed"], times["nftables"], times["ipvs"]
+	if synced == 0 || done == 0 || ipvs == 0 {
+		b.t.Logf("%s: the log does not say the first sync's parts (caches synced at %v, first sync done at %v, its times %v)", phase, synced, done, times)
+		return
+	}
+	plan := sync - nft - ipvs
+	b.t.Logf("%s: informer caches synced at %.2fs, first sync done at %.2fs; the sync took %v: the plan %v, nftables %v, IPVS %v",
+		phase, synced.Seconds(), done.Seconds(), sync, plan, nft, ipvs)
+	b.run.Add(phase+": informer caches synced, from the process start", synced.Seconds(), "s")
+	b.run.Add(phase+": first sync done, from the process start", done.Seconds(), "s")
+	b.run.Add(phase+": first sync: the plan", plan.Seconds(), "s")
+	b.run.Add(phase+": first sync: nftables", nft.Seconds(), "s")
+	b.run.Add(phase+": first sync: IPVS", ipvs.Seconds(), "s")
+}
+
 // klogTime reads a klog header's time ("I1124 14:02:05.123456 ...") as
 // an offset from start (same day, local time).
 func klogTime(line string, start time.Time) (time.Duration, bool) {
