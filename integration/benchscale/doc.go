@@ -28,7 +28,8 @@
 //     read once a second for 15 s, the last reading being the memory
 //     "after convergence, settled" (the proxy returns the heap its first
 //     sync freed to the OS only after that sync); an idle
-//     window (periodic resyncs only); sequential endpoint changes, each
+//     window (periodic resyncs only; RSS read once a second, its most
+//     above the window's start being what the repairs add); sequential endpoint changes, each
 //     waited for in IPVS; a burst of changes written at once; services
 //     created and deleted one at a time; churn (20 endpoint changes a
 //     second for 60 s, each seen reaching IPVS, and the proxy's

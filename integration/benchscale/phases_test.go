@@ -103,15 +103,23 @@ func (b *bench) settledMemory(what string) {
 }
 
 // idle: nothing changes for Idle; the proxy's periodic resyncs are all
-// it does.
+// it does. RSS is read once a second: how far the periodic repairs, which
+// read the whole kernel table back, lift it above where the window began.
 func (b *bench) idle() {
 	if b.phases.Idle == 0 {
 		return
 	}
 	before := b.p.counters(b.t)
-	time.Sleep(b.phases.Idle)
+	first, _ := b.p.memory(b.t)
+	most := first
+	for end := time.Now().Add(b.phases.Idle); time.Now().Before(end); {
+		time.Sleep(min(time.Second, time.Until(end)))
+		rss, _ := b.p.memory(b.t)
+		most = max(most, rss)
+	}
 	d := before.delta(b.p.counters(b.t))
-	b.t.Logf("idle %v: %v CPU, %.0f syncs taking %.3fs, %.0f IPVS ops", b.phases.Idle, d.cpu, d.syncs, d.syncS, d.ops)
+	b.t.Logf("idle %v: %v CPU, %.0f syncs taking %.3fs, %.0f IPVS ops; RSS %.1f MiB at the start, at most %.1f", b.phases.Idle, d.cpu, d.syncs, d.syncS, d.ops, first, most)
+	b.run.Add("idle: RSS, the most above the window's start", most-first, "MiB")
 	b.run.Add("idle: CPU", 100*d.cpu.Seconds()/b.phases.Idle.Seconds(), "% of a CPU")
 	b.run.Add("idle: syncs", d.syncs, "")
 	if d.syncs > 0 {
