@@ -130,12 +130,12 @@ func (b *bench) profileStart(phase string, start time.Time) *cpuProfiler {
 }
 
 // traceAt and traceFor place the one execution trace of a cold start:
-// at 10,000 services the first sync runs from about 8 s to 45 s after
+// at 10,000 services the first sync runs from about 6 s to 15 s after
 // the process start, so the trace shows the IPVS writer's goroutine
 // mid-sync, where it runs and where it waits (`go tool trace
 // -pprof=sched|syscall|sync`); a smaller cold start ends before it.
 const (
-	traceAt  = 20 * time.Second
+	traceAt  = 8 * time.Second
 	traceFor = 4 * time.Second
 )
 
