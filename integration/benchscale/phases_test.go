@@ -42,7 +42,7 @@ func (b *bench) coldStart() time.Duration {
 	b.run.Add("memory after cold start: peak RSS (VmHWM)", hwm, "MiB")
 	b.run.Add("memory after cold start: Go heap in use", m.sum(mHeapInuse)/mib, "MiB")
 	b.settledMemory("cold start")
-	b.firstSyncParts("cold start", b.started.at)
+	b.firstSyncParts(b.run, "cold start", b.started.at)
 	b.logSyncsAfterFirst()
 	return took
 }
@@ -307,7 +307,7 @@ func (b *bench) restart() {
 	b.k.readCost(b.t)
 	b.run.Add("restart: CPU", cpu.Seconds(), "s")
 	b.run.Add("restart: IPVS ops", m.sum(mNetlinkOps, opsAttempted), "")
-	b.firstSyncParts("restart", b.started.at)
+	b.firstSyncParts(b.run, "restart", b.started.at)
 }
 
 // cleanup: stop the proxy, run --cleanup, and check that nothing is

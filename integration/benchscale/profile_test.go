@@ -203,8 +203,8 @@ func (b *bench) startupTimeline(phase string, start time.Time) {
 // sync done, from the process start, and how long that sync took in each
 // writer ("First sync done" says; the rest of its elapsed is computing
 // the plan). A proxy that does not log the writers' times (one built
-// before they were logged) reports none of these.
-func (b *bench) firstSyncParts(phase string, start time.Time) {
+// before they were logged) reports none of these. They are added to run.
+func (b *bench) firstSyncParts(run *Run, phase string, start time.Time) {
 	data, err := os.ReadFile(b.p.logPath)
 	if err != nil {
 		b.t.Logf("%s: first sync's parts: %v", phase, err)
@@ -229,11 +229,11 @@ func (b *bench) firstSyncParts(phase string, start time.Time) {
 	plan := sync - nft - ipvs
 	b.t.Logf("%s: informer caches synced at %.2fs, first sync done at %.2fs; the sync took %v: the plan %v, nftables %v, IPVS %v",
 		phase, synced.Seconds(), done.Seconds(), sync, plan, nft, ipvs)
-	b.run.Add(phase+": informer caches synced, from the process start", synced.Seconds(), "s")
-	b.run.Add(phase+": first sync done, from the process start", done.Seconds(), "s")
-	b.run.Add(phase+": first sync: the plan", plan.Seconds(), "s")
-	b.run.Add(phase+": first sync: nftables", nft.Seconds(), "s")
-	b.run.Add(phase+": first sync: IPVS", ipvs.Seconds(), "s")
+	run.Add(phase+": informer caches synced, from the process start", synced.Seconds(), "s")
+	run.Add(phase+": first sync done, from the process start", done.Seconds(), "s")
+	run.Add(phase+": first sync: the plan", plan.Seconds(), "s")
+	run.Add(phase+": first sync: nftables", nft.Seconds(), "s")
+	run.Add(phase+": first sync: IPVS", ipvs.Seconds(), "s")
 }
 
 // klogTime reads a klog header's time ("I1124 14:02:05.123456 ...") as

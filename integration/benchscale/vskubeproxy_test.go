@@ -168,6 +168,11 @@ func (b *bench) versus(t *testing.T, bin proxyBin, ours, config string, round in
 	}
 	cpu = b.p.cpu(t)
 	t.Logf("%s: own first sync done %v after start, %v CPU", bin.label, first.Round(time.Millisecond), cpu)
+	if bin.label == results.Ours {
+		// Where its cold start went, from its log.
+		b.startupTimeline("ours", start)
+		b.firstSyncParts(&run, "cold start", start)
+	}
 	run.Add(results.OwnFirstSync, first.Seconds(), "s")
 	run.Add("CPU by the first sync (read within 1 s after it)", cpu.Seconds(), "s")
 	if got, err := b.k.count(); err != nil || got.VirtualServers != b.want.VirtualServers || got.Destinations != b.want.Destinations {
