@@ -142,7 +142,7 @@ type DataPlane struct {
 
 // ResyncTimes is how long each writer took in a data plane's Resync:
 // the first sync's summary line says where a cold start's sync went
-// (the rest of it is computing the plan).
+// (the rest of it is mostly computing the plan).
 type ResyncTimes struct {
 	NFTables, IPVS time.Duration
 }

@@ -292,7 +292,8 @@ type resyncTimer interface{ LastResync() ResyncTimes }
 // and the first one after failures, with what the node now programs: an
 // operator sees at v=0 that the proxy works, and that it recovered. After
 // a full sync it says how long each writer took, the rest of elapsed
-// being the plan's computation: where a cold start's first sync went.
+// being mostly the plan's computation: where a cold start's first sync
+// went.
 func (p *Proxier) logMilestone(w work, full bool, elapsed time.Duration) {
 	first, recovered := !p.st.synced, p.st.failed
 	p.st.synced, p.st.failed = true, false
