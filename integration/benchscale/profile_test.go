@@ -213,11 +213,15 @@ func (b *bench) firstSyncParts(run *Run, phase string, start time.Time) {
 	var synced, done time.Duration
 	var times map[string]time.Duration
 	for _, l := range strings.Split(string(data), "\n") {
-		if at, ok := klogTime(l, start); ok && strings.Contains(l, "Informer caches synced") {
+		at, ok := klogTime(l, start)
+		switch {
+		case !ok:
+		case strings.Contains(l, "Informer caches synced"):
 			synced = at
-		}
-		if at, ok := klogTime(l, start); ok && strings.Contains(l, `"First sync done"`) {
+		case strings.Contains(l, `"First sync done"`):
 			done, times = at, logDurations(l)
+		}
+		if done > 0 {
 			break
 		}
 	}
