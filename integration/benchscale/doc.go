@@ -102,7 +102,8 @@
 // KIP_BENCH_SCALE_FIRST_SYNC_WAIT (make bench-vs-kube-proxy: seconds to
 // wait for a proxy's own first sync once its table is complete, 0 for no
 // bound; past it the wait is reported as a lower bound); and
-// hack/vmlab/run.sh's VMLAB_MEM (4096 here), VMLAB_SMP, VMLAB_TIMEOUT
+// hack/vmlab/run.sh's VMLAB_MEM (4096 here up to 10,000
+// services, 1024 more per further 10,000), VMLAB_SMP, VMLAB_TIMEOUT
 // and VMLAB_LOG (default .cache/bench-scale/<time>-<N>.console.log).
 //
 // Under TCG absolute times mean little; compare runs of the same boot

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -44,7 +45,7 @@ func TestScale(t *testing.T) {
 		t.Fatal(err)
 	}
 	scales := scalesFromEnv(t, defaultScales)
-	out := outputDir(t, repo)
+	out := outputDir(t, repo, scales)
 	stamp := time.Now().UTC().Format("20060102-150405")
 	bins, about := buildProxies(t, repo)
 	rep := results.Report{Header: header(repo, phases, about)}
@@ -78,17 +79,31 @@ func scalesFromEnv(t *testing.T, def string) []int {
 }
 
 // outputDir makes .cache/bench-scale, where the reports and console logs
-// go, and gives the VM 4 GiB unless VMLAB_MEM says otherwise.
-func outputDir(t *testing.T, repo string) string {
+// go, and sizes the VM for the largest of scales (vmMemoryMiB) unless
+// VMLAB_MEM says otherwise: one size for the whole run, which its header
+// records.
+func outputDir(t *testing.T, repo string, scales []int) string {
 	t.Helper()
 	if os.Getenv("VMLAB_MEM") == "" {
-		t.Setenv("VMLAB_MEM", "4096")
+		t.Setenv("VMLAB_MEM", strconv.Itoa(vmMemoryMiB(slices.Max(scales))))
 	}
 	out := filepath.Join(repo, ".cache", "bench-scale")
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// vmMemoryMiB is the VM's memory for a workload of services: 4 GiB up to
+// 10,000, and 1 GiB more for each further 10,000 (the kernel's
+// destinations, kube-proxy's heap and the harness's reads of
+// /proc/net/ip_vs all grow with it): 8 GiB at 50,000.
+func vmMemoryMiB(services int) int {
+	const base, perTenThousand = 4096, 1024
+	if services <= 10000 {
+		return base
+	}
+	return base + (services-1)/10000*perTenThousand
 }
 
 // writeReport prints md and writes it to base.md, and rep as JSON to
@@ -259,4 +274,14 @@ func envOr(name, def string) string {
 		return v
 	}
 	return def
+}
+
+func TestVMMemoryGrowsAGiBPerTenThousandServicesAbove10000(t *testing.T) {
+	for _, c := range []struct{ services, want int }{
+		{1000, 4096}, {10000, 4096}, {10001, 5120}, {20000, 5120}, {20001, 6144}, {50000, 8192},
+	} {
+		if got := vmMemoryMiB(c.services); got != c.want {
+			t.Errorf("vmMemoryMiB(%d) = %d, want %d", c.services, got, c.want)
+		}
+	}
 }

@@ -54,7 +54,7 @@ func TestVsKubeProxy(t *testing.T) {
 		t.Fatal(err)
 	}
 	scales := scalesFromEnv(t, "1000 5000 10000")
-	out := outputDir(t, repo)
+	out := outputDir(t, repo, scales)
 	when := time.Now().UTC().Format("20060102-150405") // hack/benchplot reads it back from the committed copy's name
 	stamp := "vs-kube-proxy-" + when
 	kp, kpVersion := kubeProxyBinary(t, repo)
