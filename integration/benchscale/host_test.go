@@ -176,7 +176,8 @@ func runInVM(t *testing.T, repo, consoleLog string, w Workload, inVM time.Durati
 	if os.Getenv("VMLAB_LOG") == "" {
 		t.Setenv("VMLAB_LOG", consoleLog)
 	}
-	h := vme2e.StartHost(t, repo, apiserver.Options{})
+	h := vme2e.StartHost(t, repo, apiserver.Options{ExtraArgs: []string{
+		fmt.Sprintf("--service-node-port-range=%d-%d", NodePortFirst, NodePortLast)}})
 	h.VMTimeout = inVM + 10*time.Minute // building the test binary, booting
 	load(t, h.Cluster, w)
 	files = append([]string{daemonSetConfig(t, repo) + ":" + ConfigPath, h.ProxyKubeconfig + ":" + KubeconfigPath}, files...)

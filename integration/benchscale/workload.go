@@ -24,9 +24,15 @@ const (
 	PerService  = 10
 	Namespaces  = 10
 	Generations = 50
-	// MaxServices keeps the NodePorts (one in ten) inside the apiserver's
-	// 30000-32767 range and the ClusterIPs below NewServiceNet.
-	MaxServices = 20000
+	// MaxServices keeps the NodePorts (one in ten) inside NodePortRange
+	// and the ClusterIPs below NewServiceNet.
+	MaxServices = 50000
+	// NodePortFirst and NodePortLast are the apiserver's
+	// --service-node-port-range: wider than its default 30000-32767, which
+	// holds the NodePorts of 27,670 services, so that 50,000 fit. The
+	// proxies are told nothing of it: they program what the apiserver
+	// allocated.
+	NodePortFirst, NodePortLast = 30000, 39999
 	// MaxNewServices is how many services the service churn may create.
 	MaxNewServices = 250
 

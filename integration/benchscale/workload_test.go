@@ -46,6 +46,15 @@ func TestAddressesAreDistinct(t *testing.T) {
 			add(netip.MustParseAddr(e.Addresses[0]), "a new endpoint")
 		}
 	}
+	nodePorts := 0
+	for i := range w.Services {
+		if isNodePort(i) {
+			nodePorts++
+		}
+	}
+	if free := NodePortLast - NodePortFirst + 1; nodePorts > free {
+		t.Errorf("%d services have %d NodePorts; the apiserver's range holds %d", w.Services, nodePorts, free)
+	}
 	if got := (Workload{Services: 1}).Validate(); got != nil {
 		t.Errorf("1 service: %v", got)
 	}
