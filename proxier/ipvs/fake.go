@@ -33,6 +33,7 @@ type FakeKernel struct {
 	timeouts   Timeouts
 	schedulers []string
 	writes     int
+	dests      []Destination // Destinations' answer, refilled by each call
 	Fault      FaultFunc
 }
 
@@ -121,10 +122,13 @@ func (f *FakeKernel) Destinations(k Key) ([]Destination, error) {
 	if v == nil {
 		return nil, nil
 	}
-	var out []Destination
+	// The list is refilled by the next call, as the kernel's adapter
+	// refills its own: a caller that keeps one fails its tests.
+	out := f.dests[:0]
 	for _, d := range slices.SortedFunc(maps.Keys(v.dests), netip.AddrPort.Compare) {
 		out = append(out, *v.dests[d])
 	}
+	f.dests = out
 	return out, nil
 }
 

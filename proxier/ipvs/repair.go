@@ -20,7 +20,7 @@ type repairCursor struct {
 	// dumped delivers the services dump when it runs on Config's
 	// RepairReader, off the Writer's lock; nil once kernel holds it.
 	dumped chan servicesDump
-	kernel map[Key]VirtualServer // the services dump
+	kernel []VirtualServer // the services dump, sorted by key, each key once
 	// concurrent: Applies may have run during the dump, which can then
 	// miss a virtual server they did not touch (the kernel's dump resumes
 	// by position), so one missing from it is read alone before it is
@@ -85,26 +85,38 @@ func (w *Writer) StartRepair() error {
 	return err
 }
 
-// indexDump takes the services dump into r and lists the keys to check:
-// those dumped, planned or mirrored.
+// indexDump takes the services dump into r, sorted by key, and lists
+// the keys to check: those dumped, planned or mirrored. The dump is
+// searched, not copied into a map: on a large node a map of it was a
+// Repair's largest allocation after the reads.
 func (w *Writer) indexDump(r *repairCursor, vss []VirtualServer) {
 	r.dumped = nil
-	r.kernel = make(map[Key]VirtualServer, len(vss))
-	for _, vs := range vss {
-		r.kernel[vs.Key] = vs
+	slices.SortFunc(vss, func(a, b VirtualServer) int { return a.Key.Compare(b.Key) })
+	r.kernel = slices.CompactFunc(vss, func(a, b VirtualServer) bool { return a.Key == b.Key })
+	r.keys = make([]Key, 0, max(len(r.kernel), len(w.desired)))
+	for _, vs := range r.kernel {
+		r.keys = append(r.keys, vs.Key)
 	}
-	r.keys = slices.Collect(maps.Keys(r.kernel))
 	for k := range w.desired {
-		if _, ok := r.kernel[k]; !ok {
+		if _, ok := r.dumpedVS(k); !ok {
 			r.keys = append(r.keys, k)
 		}
 	}
 	for k := range w.mirror {
-		if _, ok := r.kernel[k]; !ok && w.desired[k] == nil {
+		if _, ok := r.dumpedVS(k); !ok && w.desired[k] == nil {
 			r.keys = append(r.keys, k)
 		}
 	}
 	slices.SortFunc(r.keys, Key.Compare)
+}
+
+// dumpedVS is virtual server k as the services dump listed it.
+func (r *repairCursor) dumpedVS(k Key) (VirtualServer, bool) {
+	i, ok := slices.BinarySearchFunc(r.kernel, k, func(vs VirtualServer, k Key) int { return vs.Key.Compare(k) })
+	if !ok {
+		return VirtualServer{}, false
+	}
+	return r.kernel[i], true
 }
 
 // dumpPoll is how often a RepairStep waiting for the services dump asks
@@ -146,13 +158,16 @@ func (w *Writer) awaitDump(r *repairCursor, ch <-chan servicesDump, budget time.
 
 // planAddresses plans the dummy addresses: every one bound or desired.
 func (w *Writer) planAddresses(b *batch) {
-	addrs := slices.Collect(maps.Keys(w.bound))
+	addrs := slices.AppendSeq(make([]netip.Addr, 0, max(len(w.bound), len(w.addrRefs))), maps.Keys(w.bound))
 	for a := range w.addrRefs {
 		if _, ok := w.bound[a]; !ok {
 			addrs = append(addrs, a)
 		}
 	}
 	slices.SortFunc(addrs, netip.Addr.Compare)
+	if len(b.addrDone) == 0 {
+		b.addrDone = make(map[netip.Addr]bool, len(addrs)) // one allocation, not a map grown ten times
+	}
 	for _, a := range addrs {
 		b.address(a)
 	}
@@ -238,7 +253,7 @@ func stopped(stop func() bool) bool { return stop != nil && stop() }
 // survive.
 func (w *Writer) refresh(k Key, r *repairCursor) error {
 	w.drift.count.touch(k)
-	vs, ok := r.kernel[k]
+	vs, ok := r.dumpedVS(k)
 	old := w.mirror[k]
 	if !ok && old != nil && r.concurrent {
 		got, err := w.kernel.VirtualServer(k)

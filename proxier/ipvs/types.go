@@ -64,6 +64,8 @@ type Kernel interface {
 	VirtualServer(k Key) (VirtualServer, error)
 	// Destinations lists a virtual server's destinations with their
 	// connection counts; empty (no error) when the virtual server is missing.
+	// The list is valid until the next call, which may refill it: a
+	// Repair reads every virtual server's destinations.
 	Destinations(k Key) ([]Destination, error)
 	// DestinationCounts counts the destinations of every address-based
 	// virtual server in one read; a virtual server without any counts 0.

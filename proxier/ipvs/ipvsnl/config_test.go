@@ -29,9 +29,9 @@ func TestSingleRequestsAreTheKernelsFormat(t *testing.T) {
 		body []byte
 		want string
 	}{
-		{"one IPv4 virtual server by its key", mustBody(getServiceRequest(key("10.96.0.10:80/TCP"))),
+		{"one IPv4 virtual server by its key", mustBody(appendServiceRequest(nil, key("10.96.0.10:80/TCP"))),
 			"cmd=4 version=1 svc{af=2 proto=6 addr=10.96.0.10 port=80}"},
-		{"one IPv6 virtual server by its key", mustBody(getServiceRequest(key("[fd00::a]:53/UDP"))),
+		{"one IPv6 virtual server by its key", mustBody(appendServiceRequest(nil, key("[fd00::a]:53/UDP"))),
 			"cmd=4 version=1 svc{af=10 proto=17 addr=fd00::a port=53}"},
 		{"the timeouts' read", getConfigRequest(), "cmd=13 version=1"},
 		{"the timeouts set in seconds, zero left", mustBody(setConfigRequest(Timeouts{TCP: 900 * time.Second, UDP: 2500 * time.Millisecond})),
@@ -44,8 +44,8 @@ func TestSingleRequestsAreTheKernelsFormat(t *testing.T) {
 			}
 		})
 	}
-	if _, err := getServiceRequest(Key{}); err == nil {
-		t.Error("getServiceRequest of an empty key: no error")
+	if _, err := appendServiceRequest(nil, Key{}); err == nil {
+		t.Error("appendServiceRequest of an empty key: no error")
 	}
 }
 

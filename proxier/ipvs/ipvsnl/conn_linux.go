@@ -52,7 +52,8 @@ func (c *Conn) VirtualServers() ([]VirtualServer, error) { return c.reader.virtu
 func (c *Conn) VirtualServer(k Key) (VirtualServer, error) { return c.reader.virtualServer(k) }
 
 // Destinations lists virtual server k's destinations with their
-// connection counts, with one dump; empty when k does not exist.
+// connection counts, with one dump; empty when k does not exist. The
+// list is valid until the next read of destinations, which refills it.
 func (c *Conn) Destinations(k Key) ([]Destination, error) { return c.reader.destinations(k) }
 
 // Timeouts reads the IPVS timeouts.
@@ -161,6 +162,13 @@ func (c *AddrConn) Close() { c.b.Close() }
 type dumpReader struct {
 	s      *nlSocket
 	family uint16
+	// body and dests are reused from read to read: a Repair reads every
+	// virtual server's destinations, one dump each.
+	body  []byte
+	dests []Destination
+	// lastServices is how many virtual servers the last dump listed: the
+	// next one's list is made that large at once, not grown by doubling.
+	lastServices int
 }
 
 // newDumpReader opens its socket (openIPVSSocket).
@@ -230,22 +238,21 @@ func genlFamily(s *nlSocket, name string) (uint16, error) {
 }
 
 // destinations lists virtual server k's destinations with one dump;
-// empty when k does not exist, as the kernel answers.
+// empty when k does not exist, as the kernel answers. The list is valid
+// until the next read, which refills it.
 func (r *dumpReader) destinations(k Key) ([]Destination, error) {
-	body, err := getDestinationsRequest(k)
+	body, err := appendDestinationsRequest(r.body[:0], k)
 	if err != nil {
 		return nil, err
 	}
-	var out []Destination
+	r.body = body
+	out := r.dests[:0]
 	err = r.s.execute(r.family, unix.NLM_F_DUMP, body, func(msgs []netlink.Message) error {
-		ds, err := parseDestinations(msgs, family(k.Address))
-		if out == nil {
-			out = ds // most virtual servers' answer is one read
-		} else {
-			out = append(out, ds...)
-		}
+		var err error
+		out, err = parseDestinations(msgs, family(k.Address), out)
 		return err
 	})
+	r.dests = out
 	if err != nil {
 		return nil, err
 	}
@@ -261,12 +268,13 @@ func (r *dumpReader) virtualServers() ([]VirtualServer, error) {
 	var out []VirtualServer
 	err := r.s.execute(r.family, unix.NLM_F_DUMP, getServicesRequest(), func(msgs []netlink.Message) error {
 		if out == nil {
-			out = make([]VirtualServer, 0, len(msgs))
+			out = make([]VirtualServer, 0, max(len(msgs), r.lastServices+r.lastServices/8))
 		}
 		var err error
 		out, err = parseVirtualServers(msgs, out)
 		return err
 	})
+	r.lastServices = len(out)
 	if err != nil {
 		return nil, err
 	}
@@ -278,10 +286,11 @@ func (r *dumpReader) Close() { r.s.Close() }
 // virtualServer reads virtual server k alone; ESRCH when it does not
 // exist, as the kernel answers.
 func (r *dumpReader) virtualServer(k Key) (VirtualServer, error) {
-	body, err := getServiceRequest(k)
+	body, err := appendServiceRequest(r.body[:0], k)
 	if err != nil {
 		return VirtualServer{}, err
 	}
+	r.body = body
 	var out []VirtualServer
 	err = r.s.execute(r.family, 0, body, func(msgs []netlink.Message) error {
 		var err error

@@ -162,13 +162,13 @@ func schedulerName(b []byte) string {
 	return string(b)
 }
 
-// parseDestinations decodes the answer to getDestinationsRequest: one
-// message per destination, each a generic netlink header and an
-// IPVS_CMD_ATTR_DEST holding the destination's attributes. A destination
-// without a family is of the virtual server's (kernels before 4.19 do
-// not send it). Anything malformed is an error, never a panic.
-func parseDestinations(msgs []netlink.Message, vsFamily uint16) ([]Destination, error) {
-	out := make([]Destination, 0, len(msgs))
+// parseDestinations decodes one read of the answer to
+// appendDestinationsRequest, appending to out: one message per
+// destination, each a generic netlink header and an IPVS_CMD_ATTR_DEST
+// holding the destination's attributes. A destination without a family
+// is of the virtual server's (kernels before 4.19 do not send it).
+// Anything malformed is an error, never a panic.
+func parseDestinations(msgs []netlink.Message, vsFamily uint16, out []Destination) ([]Destination, error) {
 	err := eachNested(msgs, ipvsCmdAttrDest, "destination", "destination", func(aw nlattr.Walk) error {
 		d, err := decodeDestination(aw, vsFamily)
 		if err == nil {
@@ -176,10 +176,7 @@ func parseDestinations(msgs []netlink.Message, vsFamily uint16) ([]Destination, 
 		}
 		return err
 	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
+	return out, err
 }
 
 // decodeDestination decodes one IPVS_CMD_ATTR_DEST's attributes.

@@ -1,8 +1,10 @@
 package ipvsnl
 
 import (
+	"bytes"
 	"encoding/binary"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
@@ -104,7 +106,9 @@ func TestParseDestinationsRules(t *testing.T) {
 			for _, a := range tc.msgs {
 				msgs = append(msgs, destMessage(t, a))
 			}
-			got, err := parseDestinations(msgs, tc.vsAF)
+			// A reader's buffer from an earlier read: none of it may show.
+			earlier := []Destination{{Addr: netip.MustParseAddr("192.0.2.99"), Port: 1, Weight: 1}}
+			got, err := parseDestinations(msgs, tc.vsAF, earlier[:0])
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("parseDestinations: %v, want an error with %q", err, tc.wantErr)
@@ -131,7 +135,7 @@ func TestParseDestinationsRefusesMalformedMessages(t *testing.T) {
 		{name: "an attribute longer than the message", data: append(genlHeader(ipvsCmdGetDest), 0xff, 0, 2, 0), wantErr: "destination message 0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := parseDestinations([]netlink.Message{{Data: tc.data}}, unix.AF_INET)
+			_, err := parseDestinations([]netlink.Message{{Data: tc.data}}, unix.AF_INET, nil)
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Errorf("parseDestinations: %v, want an error with %q", err, tc.wantErr)
 			}
@@ -139,15 +143,21 @@ func TestParseDestinationsRefusesMalformedMessages(t *testing.T) {
 	}
 }
 
-// TestGetDestinationsRequestNamesTheVirtualServer: the request carries
+// TestDestinationsRequestNamesTheVirtualServer: the request carries
 // the virtual server's family, protocol number, address and port in
-// network order, as the kernel's parser of a service wants them.
-func TestGetDestinationsRequestNamesTheVirtualServer(t *testing.T) {
+// network order, as the kernel's parser of a service wants them, after
+// what the buffer held (a reader reuses one).
+func TestDestinationsRequestNamesTheVirtualServer(t *testing.T) {
 	k := Key{Address: netip.MustParseAddr("10.96.0.10"), Protocol: policy.ProtocolUDP, Port: 53}
-	body, err := getDestinationsRequest(k)
+	prefix := []byte("kept")
+	body, err := appendDestinationsRequest(slices.Clone(prefix), k)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if !bytes.HasPrefix(body, prefix) {
+		t.Fatalf("the buffer's bytes % x were not kept", body[:len(prefix)])
+	}
+	body = body[len(prefix):]
 	if body[0] != ipvsCmdGetDest || body[1] != ipvsGenlVersion {
 		t.Fatalf("generic netlink header % x, want command %d version %d", body[:4], ipvsCmdGetDest, ipvsGenlVersion)
 	}
@@ -178,7 +188,7 @@ func TestGetDestinationsRequestNamesTheVirtualServer(t *testing.T) {
 	if !cmp.Equal(got, want) {
 		t.Errorf("service attributes %v, want %v", got, want)
 	}
-	if _, err := getDestinationsRequest(Key{Address: k.Address, Protocol: "ICMP", Port: 1}); err == nil {
+	if _, err := appendDestinationsRequest(nil, Key{Address: k.Address, Protocol: "ICMP", Port: 1}); err == nil {
 		t.Error("a request for an ICMP virtual server: no error")
 	}
 }
@@ -191,7 +201,7 @@ func FuzzParseDestinations(f *testing.F) {
 	f.Add(destMessage(f, destAttrs{addr: []byte{1}, port: port(80)}).Data)
 	f.Add(genlHeader(ipvsCmdGetDest))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		ds, err := parseDestinations([]netlink.Message{{Data: data}}, unix.AF_INET)
+		ds, err := parseDestinations([]netlink.Message{{Data: data}}, unix.AF_INET, nil)
 		if err != nil {
 			return
 		}
@@ -215,6 +225,7 @@ func BenchmarkReadDestinations10(b *testing.B) {
 	}
 	read = nlsock.AppendMessage(read, unix.NLMSG_DONE, unix.NLM_F_MULTI, seq, []byte{0, 0, 0, 0})
 	var msgs []netlink.Message
+	var ds []Destination
 	b.ReportAllocs()
 	for b.Loop() {
 		var done bool
@@ -223,7 +234,7 @@ func BenchmarkReadDestinations10(b *testing.B) {
 		if err != nil || !done {
 			b.Fatalf("splitAnswer: done %v, %v", done, err)
 		}
-		if ds, err := parseDestinations(msgs, unix.AF_INET); err != nil || len(ds) != 10 {
+		if ds, err = parseDestinations(msgs, unix.AF_INET, ds[:0]); err != nil || len(ds) != 10 {
 			b.Fatalf("parseDestinations: %d, %v", len(ds), err)
 		}
 	}

@@ -20,19 +20,18 @@ import (
 // genlHeader is a generic netlink header: command, version, reserved.
 func genlHeader(cmd uint8) []byte { return []byte{cmd, ipvsGenlVersion, 0, 0} }
 
-// keyAttrs encodes virtual server k's key (family, protocol, address,
-// port) as an IPVS_CMD_ATTR_SERVICE, all a request about an existing
-// virtual server needs.
-func keyAttrs(k Key, proto uint16) ([]byte, error) {
-	ae := netlink.NewAttributeEncoder()
-	ae.Nested(ipvsCmdAttrService, func(nae *netlink.AttributeEncoder) error {
-		nae.Uint16(ipvsSvcAttrAF, family(k.Address))
-		nae.Uint16(ipvsSvcAttrProtocol, proto)
-		nae.Bytes(ipvsSvcAttrAddr, k.Address.AsSlice())
-		nae.Bytes(ipvsSvcAttrPort, binary.BigEndian.AppendUint16(nil, k.Port))
-		return nil
-	})
-	return ae.Encode()
+// startKeyAttr appends an IPVS_CMD_ATTR_SERVICE holding virtual server
+// k's key (family, protocol, address, port), all a request about an
+// existing virtual server needs, and leaves it open: a request that adds
+// or changes one appends its other attributes, and attrEnd(b, at) closes
+// it.
+func startKeyAttr(b []byte, k Key, proto uint16) (_ []byte, at int) {
+	at = len(b)
+	b = attrStart(b, nlaNested|ipvsCmdAttrService)
+	b = attrUint16(b, ipvsSvcAttrAF, family(k.Address))
+	b = attrUint16(b, ipvsSvcAttrProtocol, proto)
+	b = attrAddr(b, ipvsSvcAttrAddr, k.Address)
+	return attrPort(b, ipvsSvcAttrPort, k.Port), at
 }
 
 // opCommands is the IPVS command of each op kind.
@@ -74,12 +73,7 @@ func appendOp(b []byte, o Op) ([]byte, error) {
 		return b, fmt.Errorf("encode %s: scheduler name of %d bytes", o, len(o.VS.Scheduler))
 	}
 	b = append(b, opCommands[o.Kind], ipvsGenlVersion, 0, 0)
-	svc := len(b)
-	b = attrStart(b, nlaNested|ipvsCmdAttrService)
-	b = attrUint16(b, ipvsSvcAttrAF, family(k.Address))
-	b = attrUint16(b, ipvsSvcAttrProtocol, uint16(proto))
-	b = attrAddr(b, ipvsSvcAttrAddr, k.Address)
-	b = attrPort(b, ipvsSvcAttrPort, k.Port)
+	b, svc := startKeyAttr(b, k, uint16(proto))
 	if o.Kind == OpAddService || o.Kind == OpUpdateService {
 		at := len(b)
 		b = append(attrStart(b, ipvsSvcAttrSchedName), o.VS.Scheduler...)
@@ -173,36 +167,34 @@ func netmask(k Key) uint32 {
 	return 128
 }
 
-// getDestinationsRequest is the body (generic netlink header and
-// attributes) of the dump of virtual server k's destinations.
-func getDestinationsRequest(k Key) ([]byte, error) {
-	return keyRequest(ipvsCmdGetDest, k, "destinations request")
+// appendDestinationsRequest appends the body (generic netlink header
+// and attributes) of the dump of virtual server k's destinations to b.
+func appendDestinationsRequest(b []byte, k Key) ([]byte, error) {
+	return appendKeyRequest(b, ipvsCmdGetDest, k, "destinations request")
 }
 
 // getServicesRequest is the body of the dump: a generic netlink header
 // alone.
 func getServicesRequest() []byte { return genlHeader(ipvsCmdGetService) }
 
-// getServiceRequest is the body of the read of virtual server k alone
-// (IPVS_CMD_GET_SERVICE without NLM_F_DUMP): the kernel answers with
-// the one virtual server, or ESRCH.
-func getServiceRequest(k Key) ([]byte, error) {
-	return keyRequest(ipvsCmdGetService, k, "read")
+// appendServiceRequest appends the body of the read of virtual server k
+// alone (IPVS_CMD_GET_SERVICE without NLM_F_DUMP) to b: the kernel
+// answers with the one virtual server, or ESRCH.
+func appendServiceRequest(b []byte, k Key) ([]byte, error) {
+	return appendKeyRequest(b, ipvsCmdGetService, k, "read")
 }
 
-// keyRequest is the body of command cmd about virtual server k alone: the
-// generic netlink header and k's key attributes. what names the request
-// in errors.
-func keyRequest(cmd uint8, k Key, what string) ([]byte, error) {
+// appendKeyRequest appends the body of command cmd about virtual server
+// k alone to b: the generic netlink header and k's key attribute. A
+// Repair reads every virtual server's destinations, one request each,
+// into one reused buffer. what names the request in errors.
+func appendKeyRequest(b []byte, cmd uint8, k Key, what string) ([]byte, error) {
 	proto, ok := k.Protocol.Number()
 	if !ok || !k.Address.IsValid() {
-		return nil, fmt.Errorf("%s of virtual server %s: not one IPVS can hold", what, k)
+		return b, fmt.Errorf("%s of virtual server %s: not one IPVS can hold", what, k)
 	}
-	attrs, err := keyAttrs(k, uint16(proto))
-	if err != nil {
-		return nil, fmt.Errorf("encode the %s of virtual server %s: %w", what, k, err)
-	}
-	return append(genlHeader(cmd), attrs...), nil
+	b, at := startKeyAttr(append(b, cmd, ipvsGenlVersion, 0, 0), k, uint16(proto))
+	return attrEnd(b, at), nil
 }
 
 // getConfigRequest is the body of the timeouts' read.
