@@ -101,7 +101,12 @@
 // two phases is written in every run, as harness-<proxy>),
 // KIP_BENCH_SCALE_FIRST_SYNC_WAIT (make bench-vs-kube-proxy: seconds to
 // wait for a proxy's own first sync once its table is complete, 0 for no
-// bound; past it the wait is reported as a lower bound); and
+// bound; past it the wait is reported as a lower bound),
+// KIP_BENCH_SCALE_TABLE_WAIT (make bench-vs-kube-proxy: seconds to wait
+// for a proxy's IPVS table from its start, 0 for the default bound of 5
+// minutes and 100 ms per service, past which the run fails; past a set
+// wait the table's time, the CPU and the peak RSS by then are reported
+// as lower bounds); and
 // hack/vmlab/run.sh's VMLAB_MEM (4096 here up to 10,000
 // services, 1024 more per further 10,000), VMLAB_SMP, VMLAB_TIMEOUT
 // and VMLAB_LOG (default .cache/bench-scale/<time>-<N>.console.log).

@@ -118,7 +118,11 @@ func panel(sel []results.Selected, name string) (*plot.Plot, []*plotter.BarChart
 				whiskers.YErrors = append(whiskers.YErrors, struct{ Low, High float64 }{st.Median - st.Min, st.Max - st.Median})
 			}
 			labels.XYs = append(labels.XYs, plotter.XY{X: x, Y: st.Max})
-			labels.Labels = append(labels.Labels, results.Format(st.Median))
+			label := results.Format(st.Median)
+			if st.LowerBound() {
+				label = "> " + label // some rounds stopped waiting: BENCHMARKS.md's note
+			}
+			labels.Labels = append(labels.Labels, label)
 			top = max(top, st.Max)
 		}
 		bars, err := plotter.NewBarChart(heights, 1) // the width is set in SVG

@@ -111,3 +111,19 @@ func TestSVGOfNothingIsAnError(t *testing.T) {
 		t.Error("SVG(nil) succeeded")
 	}
 }
+
+func TestSVGMarksALowerBoundMedian(t *testing.T) {
+	s := scale(50000, nil, []float64{120})
+	s.Runs = append(s.Runs, results.Run{Proxy: results.KubeProxy, Services: 50000, Measurements: []results.Measurement{
+		{Name: results.TableNotYet, Value: 900.4, Unit: "s"}, {Name: results.CPUNotYet, Value: 810, Unit: "s"}}})
+	b, err := SVG([]results.Selected{s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, texts := svgCounts(t, b)
+	for _, want := range []string{"> 900", "> 810", "120"} {
+		if !strings.Contains(strings.Join(texts, "|"), want) {
+			t.Errorf("no text %q in the SVG's %q", want, texts)
+		}
+	}
+}

@@ -9,43 +9,52 @@ import (
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/hack/benchplot/results"
 )
 
-// Mark points a cell to the note under the table (FirstSyncNote).
+// Mark points a cell to the note under the table (WaitNote).
 const Mark = "†"
 
-// FirstSyncNote is the note under the table for the runs that stopped
-// waiting for a proxy's own first sync: per number of services and
-// proxy, how many rounds stopped and how long after the table was
-// complete (Scale.Waited), and, for a row those rounds leave without one
-// exact value, what the newest older file that waited measured
-// (Selected.Earlier). "" when no run stopped waiting.
-func FirstSyncNote(sel []results.Selected, dir string) string {
+// WaitNote is the note under the table for the runs that stopped
+// waiting: for a proxy's table (Scale.TableWaited), or for its own first
+// sync once its table was complete (Scale.Waited). Per number of
+// services and proxy it says how many rounds stopped and when, and, for
+// a row those rounds leave without one exact value, what the newest
+// older file that waited measured (Selected.Earlier). "" when no run
+// stopped waiting.
+func WaitNote(sel []results.Selected, dir string) string {
 	var items []string
+	tables := false
 	for _, s := range sel {
 		for _, proxy := range []string{results.KubeProxy, results.Ours} {
-			w := s.Waited(proxy)
-			if w.N == 0 {
-				continue
-			}
 			// The least is the nearest to the wait itself: each run
 			// stopped at its first reading past it.
-			item := fmt.Sprintf("- %s services, %s: %d of %d rounds, stopped %s s after its table was complete.",
-				results.Thousands(s.Services), proxy, w.N, w.Runs, results.Format(w.Min))
-			if c := earlier(s, proxy, dir); c != "" {
-				item += " " + c
+			tw, w := s.TableWaited(proxy), s.Waited(proxy)
+			if tw.N > 0 {
+				tables = true
+				items = append(items, fmt.Sprintf("- %s services, %s: %d of %d rounds, stopped %s s after its start, its table not complete.",
+					results.Thousands(s.Services), proxy, tw.N, tw.Runs, results.Format(tw.Min)))
 			}
-			items = append(items, item)
+			if w.N > 0 {
+				items = append(items, fmt.Sprintf("- %s services, %s: %d of %d rounds, stopped %s s after its table was complete.",
+					results.Thousands(s.Services), proxy, w.N, w.Runs, results.Format(w.Min)))
+			}
+			if c := earlier(s, proxy, dir); c != "" && tw.N+w.N > 0 {
+				items[len(items)-1] += " " + c
+			}
 		}
 	}
 	if len(items) == 0 {
 		return ""
 	}
-	return Mark + " A run stops waiting for a proxy's own first sync a set time after its table\n" +
+	text := Mark + " A run stops waiting for a proxy's own first sync a set time after its table\n" +
 		"is complete (`KIP_BENCH_SCALE_FIRST_SYNC_WAIT`): that sync's time is then a lower\n" +
 		"bound (\"> \"), and what is taken only after it is not measured in that round\n" +
 		"(" + strings.Join(results.AfterFirstSync, "; ") + "):\n" +
-		"\"not measured\", or \"(1 of 3)\" for the median of the rounds that have it.\n" +
-		"The rounds that stopped waiting:\n\n" +
-		strings.Join(items, "\n") + "\n"
+		"\"not measured\", or \"(1 of 3)\" for the median of the rounds that have it.\n"
+	if tables {
+		text += "It stops waiting for the table a set time after the proxy's start\n" +
+			"(`KIP_BENCH_SCALE_TABLE_WAIT`): the table's time, the CPU and the peak RSS are\n" +
+			"then lower bounds, and nothing taken after the table is measured.\n"
+	}
+	return text + "The rounds that stopped waiting:\n\n" + strings.Join(items, "\n") + "\n"
 }
 
 // earlier cites, for the rows s has no exact value of for proxy (only

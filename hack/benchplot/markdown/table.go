@@ -42,7 +42,7 @@ func Section(sel []results.Selected, l Links) string {
 
 // Table renders one row per number of services × Rows: each proxy's
 // median, the ratio, the rounds and the file (linked under dir) it came
-// from; then the note the cells marked Mark point to (FirstSyncNote). A
+// from; then the note the cells marked Mark point to (WaitNote). A
 // cell says why it lacks a value: "n/a (ours only)" for a measurement of
 // our cold start alone, "not measured" for one taken only after a first
 // sync that had not ended; a dash is left only where the files give no
@@ -59,7 +59,7 @@ func Table(sel []results.Selected, dir string) string {
 				results.Thousands(s.Services), label(name, kp, ours), Cell(kp), Cell(ours), Ratio(kp, ours), s.Rounds(), from)
 		}
 	}
-	if note := FirstSyncNote(sel, dir); note != "" {
+	if note := WaitNote(sel, dir); note != "" {
 		b.WriteString("\n" + note)
 	}
 	return b.String()
@@ -76,7 +76,7 @@ func label(name string, stats ...results.Stat) string {
 }
 
 // Cell is one proxy's median, or why there is none. Mark points a
-// value that the first sync's wait bounds or thins to FirstSyncNote:
+// value that the first sync's wait bounds or thins to WaitNote:
 // a lower bound, a median of fewer rounds than the proxy ran ("(1 of
 // 3)"), or none.
 func Cell(st results.Stat) string {

@@ -147,7 +147,50 @@ func TestTableNotesAFirstSyncTheRunStoppedWaitingFor(t *testing.T) {
 	if strings.Contains(got, "| — | 18") || strings.Contains(got, "| — | 88.5") || strings.Contains(got, "| — | 40.4") {
 		t.Errorf("a kube-proxy cell is a bare dash:\n%s", got)
 	}
-	if FirstSyncNote(sel[:0], "x") != "" {
+	if WaitNote(sel[:0], "x") != "" {
 		t.Error("a note without any run that stopped waiting")
+	}
+}
+
+// The table over a scale where kube-proxy's table outlasted the wait in
+// every round: its table's time, CPU and peak RSS are lower bounds, what
+// comes after the table says why it is missing, and the note says the
+// wait was for the table, from the start.
+func TestTableNotesATableTheRunStoppedWaitingFor(t *testing.T) {
+	kp := func(round int, waited float64) results.Run {
+		return results.Run{Proxy: results.KubeProxy, Round: round, Measurements: []results.Measurement{
+			{Name: results.TableNotYet, Value: waited, Unit: "s"},
+			{Name: results.CPUNotYet, Value: waited * 0.9, Unit: "s"},
+			{Name: results.PeakRSSNotYet, Value: 1210, Unit: "MiB"},
+		}}
+	}
+	ours := func(round int) results.Run {
+		return results.Run{Proxy: results.Ours, Round: round, Measurements: []results.Measurement{
+			{Name: results.TableComplete, Value: 120, Unit: "s"},
+			{Name: results.CPUUntilTable, Value: 150, Unit: "s"},
+			{Name: results.OwnFirstSync, Value: 121, Unit: "s"},
+			{Name: results.PeakRSS, Value: 480, Unit: "MiB"},
+			{Name: results.SettledRSS, Value: 400, Unit: "MiB"},
+		}}
+	}
+	sel := []results.Selected{{
+		From:  results.File{Name: "20261201-100000.json", When: time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)},
+		Scale: results.Scale{Services: 50000, Runs: []results.Run{kp(0, 900.4), ours(0), ours(1), kp(1, 901.2), kp(2, 900.9), ours(2)}},
+	}}
+	got := Table(sel, "benchmarks/vs-kube-proxy")
+	for _, tc := range []struct{ name, want string }{
+		{"the table's time a lower bound, the ratio an upper one", "| IPVS table complete, from process start (s) | > 901 " + Mark + " | 120 | < 0.13 |"},
+		{"the CPU a lower bound", "| CPU until the table is complete (s) | > 811 " + Mark + " | 150 | < 0.19 |"},
+		{"the peak RSS a lower bound", "| memory: peak RSS (VmHWM) by then (MiB) | > 1210 " + Mark + " | 480 | < 0.40 |"},
+		{"the first sync not measured", "| own first sync done, from process start (s) | not measured " + Mark + " | 121 | — |"},
+		{"settled RSS not measured", "| memory after the first sync, settled: RSS (MiB) | not measured " + Mark + " | 400 | — |"},
+		{"the note: the table's wait, from the start", "- 50,000 services, kube-proxy: 3 of 3 rounds, stopped 900 s after its start, its table not complete."},
+		{"the note names the knob", "(`KIP_BENCH_SCALE_TABLE_WAIT`)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if !strings.Contains(got, tc.want) {
+				t.Errorf("table lacks\n%s\nin\n%s", tc.want, got)
+			}
+		})
 	}
 }

@@ -9,6 +9,23 @@ import "slices"
 // the harness stops at its first reading of /metrics past it, a second
 // apart, so this is the wait plus less than that. N 0: no run stopped.
 func (s Scale) Waited(proxy string) Stat {
+	return s.summarise(proxy, func(r Run) (float64, bool) {
+		bound, ok := r.value(OwnFirstSyncNotYet)
+		table, ok2 := r.value(TableComplete)
+		return bound - table, ok && ok2
+	})
+}
+
+// TableWaited summarises, over proxy's runs at the scale that stopped
+// waiting for its table (KIP_BENCH_SCALE_TABLE_WAIT), how long after its
+// start each stopped. N 0: no run stopped.
+func (s Scale) TableWaited(proxy string) Stat {
+	return s.summarise(proxy, func(r Run) (float64, bool) { return r.value(TableNotYet) })
+}
+
+// summarise is the Stat, in seconds, of what of gives for each of
+// proxy's runs that has it.
+func (s Scale) summarise(proxy string, of func(Run) (float64, bool)) Stat {
 	var st Stat
 	var vs []float64
 	for _, r := range s.Runs {
@@ -16,10 +33,8 @@ func (s Scale) Waited(proxy string) Stat {
 			continue
 		}
 		st.Runs++
-		bound, ok := r.value(OwnFirstSyncNotYet)
-		table, ok2 := r.value(TableComplete)
-		if ok && ok2 {
-			vs = append(vs, bound-table)
+		if v, ok := of(r); ok {
+			vs = append(vs, v)
 		}
 	}
 	if len(vs) == 0 {

@@ -15,7 +15,12 @@ import (
 
 // lowerBounds names, for a measurement, the one a run reports instead
 // when it has only a lower bound of it.
-var lowerBounds = map[string]string{OwnFirstSync: OwnFirstSyncNotYet}
+var lowerBounds = map[string]string{
+	OwnFirstSync:  OwnFirstSyncNotYet,
+	TableComplete: TableNotYet,
+	CPUUntilTable: CPUNotYet,
+	PeakRSS:       PeakRSSNotYet,
+}
 
 // StampLayout is the UTC time in a result file's name, as
 // make bench-vs-kube-proxy stamps it.
@@ -139,8 +144,9 @@ type Stat struct {
 	// some lack the measurement.
 	Runs int
 	// NotYet is how many of those lack it because it is taken only after
-	// the proxy's own first sync (AfterFirstSync), which had not ended
-	// when the run stopped waiting (OwnFirstSyncNotYet).
+	// the proxy's own first sync (AfterFirstSync) or its table
+	// (AfterTable), which the run stopped waiting for
+	// (OwnFirstSyncNotYet, TableNotYet).
 	NotYet int
 	// NotApplicable says the measurement is of our cold start alone
 	// (OursOnly) and the proxy is not ours: nothing is missing.
@@ -172,7 +178,8 @@ func (s Scale) Stat(proxy, name string) Stat {
 				had = true
 			}
 		}
-		if !had && slices.Contains(AfterFirstSync, name) && r.has(OwnFirstSyncNotYet) {
+		if !had && (slices.Contains(AfterFirstSync, name) && r.has(OwnFirstSyncNotYet) ||
+			slices.Contains(AfterTable, name) && r.has(TableNotYet)) {
 			st.NotYet++
 		}
 	}

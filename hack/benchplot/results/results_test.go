@@ -264,3 +264,23 @@ func scaleWith(services int, name string, v float64) string {
 		{"proxy": "kube-proxy", "round": 0, "services": %[1]d, "endpoints": 0, "measurements": [{"name": %q, "value": %v, "unit": "s"}]}]}]}`,
 		services, name, v)
 }
+
+func TestTableWaitedIsTheWaitFromTheStartOfTheRoundsThatStopped(t *testing.T) {
+	m := func(name string, v float64) Measurement { return Measurement{Name: name, Value: v, Unit: "s"} }
+	s := Scale{Runs: []Run{
+		{Proxy: KubeProxy, Measurements: []Measurement{m(TableNotYet, 900.4), m(CPUNotYet, 800)}},
+		{Proxy: KubeProxy, Measurements: []Measurement{m(TableComplete, 850)}},
+		{Proxy: KubeProxy, Measurements: []Measurement{m(TableNotYet, 901.2)}},
+		{Proxy: Ours, Measurements: []Measurement{m(TableComplete, 120)}},
+	}}
+	if got, want := s.TableWaited(KubeProxy), (Stat{N: 2, Median: 900.8, Min: 900.4, Max: 901.2, Unit: "s", Runs: 3}); got != want {
+		t.Errorf("TableWaited(kube-proxy) = %+v, want %+v", got, want)
+	}
+	if got := s.TableWaited(Ours); got != (Stat{Runs: 1}) {
+		t.Errorf("TableWaited(ours) = %+v, want none of 1 run", got)
+	}
+	// The table's median counts the stopped rounds at their bound.
+	if got := s.Stat(KubeProxy, TableComplete); got.N != 3 || got.Bounded != 2 || !got.LowerBound() {
+		t.Errorf("Stat(kube-proxy, table complete) = %+v, want 3 rounds, 2 bounded", got)
+	}
+}

@@ -32,12 +32,27 @@ const (
 	// the time waited, from process start, a lower bound. Such a run
 	// reports none of AfterFirstSync.
 	OwnFirstSyncNotYet = "own first sync not done yet, from process start (a lower bound)"
+
+	// TableNotYet, CPUNotYet and PeakRSSNotYet are reported in place of
+	// TableComplete, CPUUntilTable and PeakRSS by a run that stopped
+	// waiting for the proxy's table (KIP_BENCH_SCALE_TABLE_WAIT after its
+	// start): the time waited, the CPU and the peak RSS by then, each a
+	// lower bound. Such a run reports nothing taken after the table
+	// (OwnFirstSync, AfterFirstSync).
+	TableNotYet   = "IPVS table not complete yet, from process start (a lower bound)"
+	CPUNotYet     = "CPU by then, the table not complete (a lower bound)"
+	PeakRSSNotYet = "memory: peak RSS (VmHWM) by then, the table not complete (a lower bound)"
 )
 
 // AfterFirstSync are the measurements a run takes only once the proxy's
 // own first sync has ended: the memory when quiet after it, and endpoint
 // changes, which would otherwise wait for it.
 var AfterFirstSync = []string{SettledRSS, ChangeP50}
+
+// AfterTable are the measurements a run takes only once the proxy's
+// table is complete: its own first sync, what follows it, and our cold
+// start over the floor.
+var AfterTable = append([]string{OwnFirstSync, ColdOverBatched}, AfterFirstSync...)
 
 // OursOnly are the measurements of our cold start alone: a kube-proxy
 // run has none of them, by design, not for want of time.
