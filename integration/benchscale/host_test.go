@@ -95,7 +95,7 @@ func outputDir(t *testing.T, repo string, scales []int) string {
 }
 
 // vmMemoryMiB is the VM's memory for a workload of services: 4 GiB up to
-// 10,000, and 1 GiB more for each further 10,000 (the kernel's
+// 10,000, and 1 GiB more for each further 10,000 or part of it (the kernel's
 // destinations, kube-proxy's heap and the harness's reads of
 // /proc/net/ip_vs all grow with it): 8 GiB at 50,000.
 func vmMemoryMiB(services int) int {

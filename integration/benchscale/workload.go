@@ -24,8 +24,8 @@ const (
 	PerService  = 10
 	Namespaces  = 10
 	Generations = 50
-	// MaxServices keeps the NodePorts (one in ten) inside NodePortRange
-	// and the ClusterIPs below NewServiceNet.
+	// MaxServices keeps the NodePorts (one in ten) inside NodePortFirst
+	// to NodePortLast and the ClusterIPs below NewServiceNet.
 	MaxServices = 50000
 	// NodePortFirst and NodePortLast are the apiserver's
 	// --service-node-port-range: wider than its default 30000-32767, which
