@@ -68,7 +68,7 @@ func TestVsKubeProxy(t *testing.T) {
 		"kube-proxy: "+kp+" ("+kpVersion+"), IPv4 only (no ip6tables in the VM), iptables-nft.",
 		"ours: the working tree at "+at+".",
 		"Both: deploy/base's config.conf (mode: ipvs) with nodePortAddresses ["+GuestAddr+"/32], --hostname-override (kube-proxy with the admin's kubeconfig, for its ServiceCIDR watch); one after the other in one boot, a clean kernel and an empty IPVS trash before each.",
-		fmt.Sprintf("%d round(s); %d sequential endpoint changes each; waits (s, 0: none): for the table %d from the start, for the first sync %d after the table.",
+		fmt.Sprintf("%d round(s); %d sequential endpoint changes each; waits in s: for the table %d from the start (0: the default bound, which fails the run), for the first sync %d after the table (0: none).",
 			phases.Rounds, phases.Changes, phases.TableWait, phases.FirstSyncWait),
 	)}
 	for _, n := range scales {

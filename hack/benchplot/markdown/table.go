@@ -45,7 +45,7 @@ func Section(sel []results.Selected, l Links) string {
 // from; then the note the cells marked Mark point to (WaitNote). A
 // cell says why it lacks a value: "n/a (ours only)" for a measurement of
 // our cold start alone, "not measured" for one taken only after a first
-// sync that had not ended; a dash is left only where the files give no
+// sync or a table the run stopped waiting for; a dash is left only where the files give no
 // reason. A dashed ratio means no ratio.
 func Table(sel []results.Selected, dir string) string {
 	var b strings.Builder
@@ -76,7 +76,8 @@ func label(name string, stats ...results.Stat) string {
 }
 
 // Cell is one proxy's median, or why there is none. Mark points a
-// value that the first sync's wait bounds or thins to WaitNote:
+// value that a wait (for the table or the first sync) bounds or thins
+// to WaitNote:
 // a lower bound, a median of fewer rounds than the proxy ran ("(1 of
 // 3)"), or none.
 func Cell(st results.Stat) string {
