@@ -123,7 +123,7 @@ func (f *FakeKernel) Destinations(k Key) ([]Destination, error) {
 		return nil, nil
 	}
 	// The list is refilled by the next call, as the kernel's adapter
-	// refills its own: a caller that keeps one fails its tests.
+	// refills its own: a caller that keeps one sees it change under it.
 	out := f.dests[:0]
 	for _, d := range slices.SortedFunc(maps.Keys(v.dests), netip.AddrPort.Compare) {
 		out = append(out, *v.dests[d])
