@@ -166,7 +166,7 @@ func (w *Writer) planAddresses(b *batch) {
 	}
 	slices.SortFunc(addrs, netip.Addr.Compare)
 	if len(b.addrDone) == 0 {
-		b.addrDone = make(map[netip.Addr]bool, len(addrs)) // one allocation, not a map grown ten times
+		b.addrDone = make(map[netip.Addr]bool, len(addrs)) // one allocation, not a map grown by doubling
 	}
 	for _, a := range addrs {
 		b.address(a)
