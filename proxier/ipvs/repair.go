@@ -87,8 +87,8 @@ func (w *Writer) StartRepair() error {
 
 // indexDump takes the services dump into r, sorted by key, and lists
 // the keys to check: those dumped, planned or mirrored. The dump is
-// searched, not copied into a map: on a large node a map of it was a
-// Repair's largest allocation after the reads.
+// searched, not copied into a map: on a large node a map of it was
+// among a Repair's largest allocations.
 func (w *Writer) indexDump(r *repairCursor, vss []VirtualServer) {
 	r.dumped = nil
 	slices.SortFunc(vss, func(a, b VirtualServer) int { return a.Key.Compare(b.Key) })
