@@ -202,8 +202,9 @@ func (b *bench) startupTimeline(phase string, start time.Time) {
 // the proxy's log: when the informer caches were synced and the first
 // sync done, from the process start, and how long that sync took in each
 // writer ("First sync done" says; the rest of its elapsed, mostly
-// computing the plan, is reported as the plan). A proxy that does not log the writers' times (one built
-// before they were logged) reports none of these. They are added to run.
+// computing the plan, is reported as the plan). A proxy that does not
+// log the writers' times (one built before they were logged) reports
+// none of these. They are added to run.
 func (b *bench) firstSyncParts(run *Run, phase string, start time.Time) {
 	data, err := os.ReadFile(b.p.logPath)
 	if err != nil {
