@@ -92,12 +92,8 @@ func (k *kernel) count() (Expected, error) {
 		return got, fmt.Errorf("ipvs services: %w", err)
 	}
 	got.VirtualServers = len(svcs)
-	for _, s := range svcs {
-		ds, err := k.h.GetDestinations(s)
-		if err != nil {
-			return got, fmt.Errorf("ipvs destinations of %s:%d: %w", s.Address, s.Port, err)
-		}
-		got.Destinations += len(ds)
+	if got.Destinations, err = k.destinationTotal(svcs); err != nil {
+		return got, err
 	}
 	if link, err := netlink.LinkByName("kube-ipvs0"); err == nil {
 		addrs, err := netlink.AddrList(link, netlink.FAMILY_V4)
@@ -107,6 +103,38 @@ func (k *kernel) count() (Expected, error) {
 		got.BoundAddresses = len(addrs)
 	}
 	return got, nil
+}
+
+// destinationTotal counts the destinations of the virtual servers, one
+// request each.
+func (k *kernel) destinationTotal(svcs []*ipvs.Service) (int, error) {
+	n := 0
+	for _, s := range svcs {
+		ds, err := k.h.GetDestinations(s)
+		if err != nil {
+			return n, fmt.Errorf("ipvs destinations of %s:%d: %w", s.Address, s.Port, err)
+		}
+		n += len(ds)
+	}
+	return n, nil
+}
+
+// table counts what IPVS holds for the table-complete check: one dump of
+// the virtual servers and, only once it lists wantVS of them, one request
+// for each one's destinations. Not /proc/net/ip_vs: the kernel hands that
+// file out a page at a time and finds each page's first virtual server by
+// walking the table from its start (readCost), so a whole read grows as
+// the square of the table, where these requests grow with it.
+func (k *kernel) table(wantVS int) (vs, dests int, err error) {
+	svcs, err := k.h.GetServices()
+	if err != nil {
+		return 0, 0, fmt.Errorf("ipvs services: %w", err)
+	}
+	if len(svcs) != wantVS {
+		return len(svcs), 0, nil
+	}
+	dests, err = k.destinationTotal(svcs)
+	return len(svcs), dests, err
 }
 
 // waitCount waits until the kernel holds want, for at most limit.

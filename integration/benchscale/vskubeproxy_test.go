@@ -139,13 +139,13 @@ func (b *bench) versus(t *testing.T, bin proxyBin, ours, config string, round in
 	if capped {
 		limit = time.Duration(b.phases.TableWait) * time.Second
 	}
-	complete, reads, done := b.waitTable(start, limit, capped)
+	complete, reads, last, done := b.waitTable(start, limit, capped)
 	cpu := b.p.cpu(t)
 	if !done {
 		// The wait and what was read by then are lower bounds; the
 		// first sync and the endpoint changes would wait for the table.
-		t.Logf("%s: IPVS table not complete %v after start (KIP_BENCH_SCALE_TABLE_WAIT; %d reads of /proc/net/ip_vs), %v CPU; nothing after it measured",
-			bin.label, complete.Round(time.Millisecond), reads, cpu)
+		t.Logf("%s: IPVS table not complete %v after start (KIP_BENCH_SCALE_TABLE_WAIT; %d readings, the last took %v), %v CPU; nothing after it measured",
+			bin.label, complete.Round(time.Millisecond), reads, last.Round(time.Millisecond), cpu)
 		run.Add(results.TableNotYet, complete.Seconds(), "s")
 		run.Add(results.CPUNotYet, cpu.Seconds(), "s")
 		if _, hwm := b.p.memory(t); hwm > 0 {
@@ -156,8 +156,8 @@ func (b *bench) versus(t *testing.T, bin proxyBin, ours, config string, round in
 		b.clean(ours, config)
 		return run
 	}
-	t.Logf("%s: IPVS table complete %v after start (%d reads of /proc/net/ip_vs), %v CPU", bin.label,
-		complete.Round(time.Millisecond), reads, cpu)
+	t.Logf("%s: IPVS table complete %v after start (%d readings; the last, which found it, took %v), %v CPU", bin.label,
+		complete.Round(time.Millisecond), reads, last.Round(time.Millisecond), cpu)
 	run.Add(results.TableComplete, complete.Seconds(), "s")
 	run.Add(results.CPUUntilTable, cpu.Seconds(), "s")
 
@@ -201,6 +201,7 @@ func (b *bench) versus(t *testing.T, bin proxyBin, ours, config string, round in
 	}
 	b.settleRSS()
 	b.changesToKernel()
+	b.crossCheck()
 	if m, err := scrape(); err == nil && m.sum(mSyncCount) > 0 {
 		// Its own account of its syncs, which the changes waited for.
 		n := m.sum(mSyncCount)
@@ -254,35 +255,50 @@ func (b *bench) firstSync(start time.Time, limit time.Duration, capped bool) (to
 	}
 }
 
-// waitTable reads /proc/net/ip_vs until it lists the workload's virtual
-// servers and destinations, and returns when it first did. The same
-// reading for either proxy: one read of the whole table, spaced by
-// twice what the last read took (at least 100 ms) so as to leave the
-// vCPUs to the proxy. Past limit the run fails, unless capped: then it
-// returns the time waited and done false.
-func (b *bench) waitTable(start time.Time, limit time.Duration, capped bool) (took time.Duration, reads int, done bool) {
+// waitTable reads IPVS (kernel.table) until it holds the workload's
+// virtual servers and destinations, and returns when a reading first
+// found them all, at that reading's end. The same reading for either
+// proxy, spaced by twice what the last one took (at least 100 ms) so as
+// to leave the vCPUs to the proxy. Past limit the run fails, unless
+// capped: then it returns the time waited and done false.
+func (b *bench) waitTable(start time.Time, limit time.Duration, capped bool) (took time.Duration, reads int, last time.Duration, done bool) {
 	for {
 		if b.p.exited() {
 			b.p.fatal(b.t, "the proxy exited before the table was complete")
 		}
 		t0 := time.Now()
-		vs, dests, err := procIPVS()
+		vs, dests, err := b.k.table(b.want.VirtualServers)
 		reads++
-		read := time.Since(t0)
+		last = time.Since(t0)
 		if err == nil && vs == b.want.VirtualServers && dests == b.want.Destinations {
-			return time.Since(start), reads, true
+			return time.Since(start), reads, last, true
 		}
 		if time.Since(start) > limit {
 			if capped {
-				b.t.Logf("%s: by then /proc/net/ip_vs lists %d of %d virtual servers and %d of %d destinations",
+				b.t.Logf("%s: by then IPVS holds %d of %d virtual servers and %d of %d destinations (destinations are counted once every virtual server is there)",
 					b.bin.label, vs, b.want.VirtualServers, dests, b.want.Destinations)
-				return time.Since(start), reads, false
+				return time.Since(start), reads, last, false
 			}
 			b.p.fatal(b.t, "the table is not complete after %v: %d virtual servers, %d destinations (err %v), want %+v",
 				limit, vs, dests, err, b.want)
 		}
-		time.Sleep(max(100*time.Millisecond, 2*read))
+		time.Sleep(max(100*time.Millisecond, 2*last))
 	}
+}
+
+// crossCheck reads /proc/net/ip_vs once, after the run's measurements
+// (its read is slow at scale), and logs whether it lists what the
+// generic netlink readings found: both must see the same namespace's
+// table.
+func (b *bench) crossCheck() {
+	t0 := time.Now()
+	vs, dests, err := procIPVS()
+	agree := "agrees"
+	if err != nil || vs != b.want.VirtualServers || dests != b.want.Destinations {
+		agree = "DISAGREES"
+	}
+	b.t.Logf("%s: /proc/net/ip_vs lists %d virtual servers and %d destinations (err %v; read in %v): it %s with the table-complete check",
+		b.bin.label, vs, dests, err, time.Since(t0).Round(time.Millisecond), agree)
 }
 
 // procIPVS counts the virtual servers and destinations /proc/net/ip_vs
