@@ -201,7 +201,6 @@ func (b *bench) versus(t *testing.T, bin proxyBin, ours, config string, round in
 	}
 	b.settleRSS()
 	b.changesToKernel()
-	b.crossCheck()
 	if m, err := scrape(); err == nil && m.sum(mSyncCount) > 0 {
 		// Its own account of its syncs, which the changes waited for.
 		n := m.sum(mSyncCount)
@@ -284,21 +283,6 @@ func (b *bench) waitTable(start time.Time, limit time.Duration, capped bool) (to
 		}
 		time.Sleep(max(100*time.Millisecond, 2*last))
 	}
-}
-
-// crossCheck reads /proc/net/ip_vs once, after the run's measurements
-// (its read is slow at scale), and logs whether it lists what the
-// generic netlink readings found: both must see the same namespace's
-// table.
-func (b *bench) crossCheck() {
-	t0 := time.Now()
-	vs, dests, err := procIPVS()
-	agree := "agrees"
-	if err != nil || vs != b.want.VirtualServers || dests != b.want.Destinations {
-		agree = "DISAGREES"
-	}
-	b.t.Logf("%s: /proc/net/ip_vs lists %d virtual servers and %d destinations (err %v; read in %v): it %s with the table-complete check",
-		b.bin.label, vs, dests, err, time.Since(t0).Round(time.Millisecond), agree)
 }
 
 // procIPVS counts the virtual servers and destinations /proc/net/ip_vs
