@@ -85,6 +85,24 @@ func TestAPIServer(t *testing.T) {
 		// still authenticates, and RBAC still applies.
 		waitListServices(ctx, t, reader)
 	})
+
+	t.Run("a saved etcd seeds another cluster with its objects", func(t *testing.T) {
+		seed := t.TempDir() + "/seed"
+		if err := c.SaveEtcd(seed); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := admin.CoreV1().Services(ns).Get(ctx, svc.Name, metav1.GetOptions{}); err != nil {
+			t.Fatalf("the saved cluster does not serve again: %v", err)
+		}
+		other := apiserver.Start(t, apiserver.Options{EtcdSeed: seed})
+		got, err := kubernetes.NewForConfigOrDie(other.AdminConfig()).CoreV1().Services(ns).Get(ctx, svc.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("service in the seeded cluster: %v", err)
+		}
+		if got.UID != svc.UID || got.Spec.ClusterIP != svc.Spec.ClusterIP {
+			t.Fatalf("service in the seeded cluster: uid %s clusterIP %s, want %s %s", got.UID, got.Spec.ClusterIP, svc.UID, svc.Spec.ClusterIP)
+		}
+	})
 }
 
 // TestKubernetesServiceEndpoints: with a non-loopback advertise address

@@ -39,6 +39,9 @@ type Options struct {
 	ExtraArgs []string
 	// ReadyTimeout bounds each wait for /readyz; default 3m.
 	ReadyTimeout time.Duration
+	// EtcdSeed, if set, is a data dir saved by SaveEtcd: etcd starts
+	// from a copy of it, with every object it held (see etcdseed.go).
+	EtcdSeed string
 	// ExtraServingIPs are added to the serving cert's IP SANs, for clients
 	// that reach the loopback listener under another address (e.g. a qemu
 	// guest dialing 10.0.2.2, which user networking forwards to the
@@ -85,6 +88,9 @@ func Start(t testing.TB, opts Options) *Cluster {
 		t.Fatalf("apiserver: %v", err)
 	}
 	t.Cleanup(c.cleanup)
+	if err := c.seedEtcd(); err != nil {
+		t.Fatalf("apiserver: %v", err)
+	}
 	if err := c.startEtcd(); err != nil {
 		t.Fatalf("apiserver: %v", err)
 	}

@@ -176,10 +176,29 @@ func runInVM(t *testing.T, repo, consoleLog string, w Workload, inVM time.Durati
 	if os.Getenv("VMLAB_LOG") == "" {
 		t.Setenv("VMLAB_LOG", consoleLog)
 	}
-	h := vme2e.StartHost(t, repo, apiserver.Options{ExtraArgs: []string{
-		fmt.Sprintf("--service-node-port-range=%d-%d", NodePortFirst, NodePortLast)}})
+	opts := apiserver.Options{ExtraArgs: []string{
+		fmt.Sprintf("--service-node-port-range=%d-%d", NodePortFirst, NodePortLast)}}
+	var seed string
+	if w.Services > seedAbove {
+		// An apiserver holding this many objects (or starting from
+		// them) takes minutes to be ready.
+		opts.ReadyTimeout = 10 * time.Minute
+		seed = seedPath(t, repo, w, opts)
+		if _, err := os.Stat(seed); err == nil {
+			opts.EtcdSeed = seed
+		}
+	}
+	h := vme2e.StartHost(t, repo, opts)
 	h.VMTimeout = inVM + 10*time.Minute // building the test binary, booting
-	load(t, h.Cluster, w)
+	switch {
+	case opts.EtcdSeed != "":
+		checkSeeded(t, h.Cluster, w, seed)
+	case seed != "":
+		load(t, h.Cluster, w)
+		saveSeed(t, h.Cluster, seed, w.Services)
+	default:
+		load(t, h.Cluster, w)
+	}
 	files = append([]string{daemonSetConfig(t, repo) + ":" + ConfigPath, h.ProxyKubeconfig + ":" + KubeconfigPath}, files...)
 	console := h.RunVM(t, "./integration/benchscale/", files, env,
 		"-test.v", "-test.run", "^"+run+"$", "-test.timeout", inVM.String())
@@ -206,12 +225,12 @@ func load(t *testing.T, c *apiserver.Cluster, w Workload) {
 			t.Fatal(err)
 		}
 	}
-	node, err := cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: NodeName,
-		Labels: map[string]string{"kubernetes.io/hostname": NodeName}}}, metav1.CreateOptions{})
+	want := loadNode()
+	node, err := cs.CoreV1().Nodes().Create(ctx, want, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	node.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: GuestAddr}}
+	node.Status = want.Status
 	if _, err := cs.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -245,6 +264,12 @@ func load(t *testing.T, c *apiserver.Cluster, w Workload) {
 		t.Fatal(err)
 	}
 	t.Logf("loaded %d services and %d endpoints in %v", w.Services, w.Services*PerService, time.Since(start).Round(time.Millisecond))
+}
+
+// loadNode is the node load creates: this node, with its address.
+func loadNode() *corev1.Node {
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: NodeName, Labels: map[string]string{"kubernetes.io/hostname": NodeName}},
+		Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: GuestAddr}}}}
 }
 
 // daemonSetConfig writes deploy/base's config.conf with the workload's
