@@ -33,7 +33,7 @@ func (b *bench) batchedFloor(tb table, cold time.Duration) {
 	var took, addrsTook time.Duration
 	var batches int
 	var got Expected
-	err := inFreshNetns(t, "batched floor", func() error {
+	err := inFreshNetns(func() error {
 		rt, err := netlink.Dial(unix.NETLINK_ROUTE, nil)
 		if err != nil {
 			return fmt.Errorf("rtnetlink socket: %w", err)

@@ -292,7 +292,7 @@ func (b *bench) floor(tb table, cold time.Duration) {
 	var took, addrsTook time.Duration
 	var progress []string
 	var got Expected
-	err := inFreshNetns(t, "floor", func() error {
+	err := inFreshNetns(func() error {
 		h, err := ipvs.New("")
 		if err != nil {
 			return fmt.Errorf("ipvs handle: %w", err)
@@ -342,12 +342,12 @@ func (b *bench) floor(tb table, cold time.Duration) {
 }
 
 // inFreshNetns runs fn on a thread moved into a new network namespace,
-// empties the namespace (emptyNetns) and moves the thread back; the
-// namespace then goes away. A thread left there would be ended with its
-// goroutine, unless it is the process's main thread, which the runtime
-// parks instead: then /proc/net, which shows the main thread's
-// namespace, would list the floor's table for the rest of the boot.
-func inFreshNetns(t *testing.T, what string, fn func() error) error {
+// which goes away (and the kernel state in it) once fn returns, and moves
+// the thread back. A thread left there would be ended with its goroutine,
+// unless it is the process's main thread, which the runtime parks instead:
+// then /proc/net, which shows the main thread's namespace, would list the
+// floor's table for the rest of the boot.
+func inFreshNetns(fn func() error) error {
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread() // unlocked only once back in the namespace it came from
@@ -364,12 +364,6 @@ func inFreshNetns(t *testing.T, what string, fn func() error) error {
 		}
 		defer ns.Close()
 		fnErr := fn()
-		t0 := time.Now()
-		if err := emptyNetns(); err != nil {
-			fnErr = errors.Join(fnErr, err)
-		} else {
-			t.Logf("%s: its namespace emptied in %v", what, time.Since(t0).Round(time.Millisecond))
-		}
 		if err := netns.Set(orig); err != nil {
 			errc <- errors.Join(fnErr, fmt.Errorf("back to the original network namespace: %w", err))
 			return
@@ -378,28 +372,4 @@ func inFreshNetns(t *testing.T, what string, fn func() error) error {
 		errc <- fnErr
 	}()
 	return <-errc
-}
-
-// emptyNetns flushes IPVS and deletes kube-ipvs0 with its addresses in
-// the calling thread's namespace, before the namespace is dropped. The
-// kernel tears a dropped namespace down in the background, after the
-// call that dropped it: with a floor's thousands of virtual servers and
-// addresses that work would overlap the next proxy's run, and until it
-// is done the floor's virtual servers stay in the IPVS service table,
-// which this kernel shares among namespaces.
-func emptyNetns() error {
-	h, err := ipvs.New("")
-	if err != nil {
-		return fmt.Errorf("ipvs handle to empty the namespace: %w", err)
-	}
-	defer h.Close()
-	if err := h.Flush(); err != nil {
-		return fmt.Errorf("flush the namespace's IPVS: %w", err)
-	}
-	if link, err := netlink.LinkByName("kube-ipvs0"); err == nil {
-		if err := netlink.LinkDel(link); err != nil {
-			return fmt.Errorf("delete the namespace's kube-ipvs0: %w", err)
-		}
-	}
-	return nil
 }

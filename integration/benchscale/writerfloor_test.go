@@ -31,7 +31,7 @@ func (b *bench) writerFloor(tb table, cold time.Duration) {
 	}
 	var took time.Duration
 	var got Expected
-	err = inFreshNetns(t, "writer floor", func() error {
+	err = inFreshNetns(func() error {
 		w, err := ipvs.NewLinux(ipvs.Config{Interface: "kube-ipvs0"})
 		if err != nil {
 			return fmt.Errorf("writer: %w", err)
