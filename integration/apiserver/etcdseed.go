@@ -47,10 +47,12 @@ func (c *Cluster) SaveEtcd(dst string) error {
 	if err := c.Stop(); err != nil {
 		return err
 	}
-	if err := c.etcd.stop(); err != nil {
-		return fmt.Errorf("stop etcd to save it: %w", err)
+	saveErr := c.etcd.stop()
+	if saveErr != nil {
+		saveErr = fmt.Errorf("stop etcd to save it: %w", saveErr)
+	} else {
+		saveErr = copyDataDir(filepath.Join(c.dir, "etcd"), dst)
 	}
-	saveErr := copyDataDir(filepath.Join(c.dir, "etcd"), dst)
 	if err := c.startEtcd(); err != nil {
 		return errors.Join(saveErr, err)
 	}

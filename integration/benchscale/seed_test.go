@@ -26,8 +26,7 @@ import (
 // is kept as a seed (.cache/bench-scale/etcd-seeds) and later runs of
 // the same workload start from it instead of loading it again. Each
 // ClusterIP the apiserver allocates re-counts the IPAddresses already
-// allocated, so the load grows as the square of the workload: 35 s at
-// 10,000 services, 26 minutes at 50,000.
+// allocated, so the load grows as the square of the workload.
 const seedAbove = 10000
 
 // seedPath is where the etcd seed of w loaded into an apiserver started
