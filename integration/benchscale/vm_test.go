@@ -116,8 +116,8 @@ func (b *bench) startClean(t *testing.T, bin proxyBin, run *Run) {
 	if got, err := k.count(); err != nil || got != (Expected{}) {
 		t.Fatalf("the kernel is not clean before the run: %+v (err %v)", got, err)
 	}
-	// The same through /proc/net/ip_vs, which shows the namespace of the
-	// harness's main thread.
+	// The same through /proc/net/ip_vs, which the table-complete check
+	// reads: it shows the namespace of the harness's main thread.
 	if vs, dests, err := procIPVS(); err == nil && vs+dests > 0 {
 		t.Fatalf("/proc/net/ip_vs lists %d virtual servers and %d destinations before the run", vs, dests)
 	}

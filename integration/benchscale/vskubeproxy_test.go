@@ -139,13 +139,13 @@ func (b *bench) versus(t *testing.T, bin proxyBin, ours, config string, round in
 	if capped {
 		limit = time.Duration(b.phases.TableWait) * time.Second
 	}
-	complete, done := b.waitTable(start, limit, capped)
+	complete, reads, last, done := b.waitTable(start, limit, capped)
 	cpu := b.p.cpu(t)
 	if !done {
 		// The wait and what was read by then are lower bounds; the
 		// first sync and the endpoint changes would wait for the table.
-		t.Logf("%s: IPVS table not complete %v after start (KIP_BENCH_SCALE_TABLE_WAIT), %v CPU; nothing after it measured",
-			bin.label, complete.Round(time.Millisecond), cpu)
+		t.Logf("%s: IPVS table not complete %v after start (KIP_BENCH_SCALE_TABLE_WAIT; %d readings, the last took %v), %v CPU; nothing after it measured",
+			bin.label, complete.Round(time.Millisecond), reads, last.Round(time.Millisecond), cpu)
 		run.Add(results.TableNotYet, complete.Seconds(), "s")
 		run.Add(results.CPUNotYet, cpu.Seconds(), "s")
 		if _, hwm := b.p.memory(t); hwm > 0 {
@@ -156,7 +156,8 @@ func (b *bench) versus(t *testing.T, bin proxyBin, ours, config string, round in
 		b.clean(ours, config)
 		return run
 	}
-	t.Logf("%s: IPVS table complete %v after start, %v CPU", bin.label, complete.Round(time.Millisecond), cpu)
+	t.Logf("%s: IPVS table complete %v after start (%d readings; the last, which found it, took %v), %v CPU", bin.label,
+		complete.Round(time.Millisecond), reads, last.Round(time.Millisecond), cpu)
 	run.Add(results.TableComplete, complete.Seconds(), "s")
 	run.Add(results.CPUUntilTable, cpu.Seconds(), "s")
 
@@ -253,39 +254,29 @@ func (b *bench) firstSync(start time.Time, limit time.Duration, capped bool) (to
 	}
 }
 
-// waitTable reads IPVS (tableCheck) until it holds the workload's
+// waitTable reads IPVS (kernel.table) until it holds the workload's
 // virtual servers and destinations, and returns when a reading first
-// found them all, at that reading's end. The same readings for either
+// found them all, at that reading's end. The same reading for either
 // proxy, spaced by twice what the last one took (at least 100 ms) so as
 // to leave the vCPUs to the proxy. Past limit the run fails, unless
 // capped: then it returns the time waited and done false.
-func (b *bench) waitTable(start time.Time, limit time.Duration, capped bool) (took time.Duration, done bool) {
-	tc, err := newTableCheck(b.k, PerService)
-	if err != nil {
-		b.p.fatal(b.t, "table check: %v", err)
-	}
-	defer tc.Close()
-	var readings, dumps int
+func (b *bench) waitTable(start time.Time, limit time.Duration, capped bool) (took time.Duration, reads int, last time.Duration, done bool) {
 	for {
 		if b.p.exited() {
 			b.p.fatal(b.t, "the proxy exited before the table was complete")
 		}
 		t0 := time.Now()
-		vs, dests, asked, err := tc.read()
-		readings++
-		dumps += asked
-		last := time.Since(t0)
-		complete := err == nil && vs == b.want.VirtualServers && dests == b.want.Destinations
-		if complete || time.Since(start) > limit {
-			b.t.Logf("%s: table check: %d readings, %d dumps of destinations in all; the last reading took %v for %d of them, and found %d of %d virtual servers and %d of %d destinations (err %v)",
-				b.bin.label, readings, dumps, last.Round(time.Millisecond), asked, vs, b.want.VirtualServers, dests, b.want.Destinations, err)
-		}
-		if complete {
-			return time.Since(start), true
+		vs, dests, err := b.k.table(b.want.VirtualServers)
+		reads++
+		last = time.Since(t0)
+		if err == nil && vs == b.want.VirtualServers && dests == b.want.Destinations {
+			return time.Since(start), reads, last, true
 		}
 		if time.Since(start) > limit {
 			if capped {
-				return time.Since(start), false
+				b.t.Logf("%s: by then IPVS holds %d of %d virtual servers and %d of %d destinations (destinations are counted once every virtual server is there)",
+					b.bin.label, vs, b.want.VirtualServers, dests, b.want.Destinations)
+				return time.Since(start), reads, last, false
 			}
 			b.p.fatal(b.t, "the table is not complete after %v: %d virtual servers, %d destinations (err %v), want %+v",
 				limit, vs, dests, err, b.want)
