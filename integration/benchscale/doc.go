@@ -12,7 +12,9 @@
 // Two halves, as in package vme2e, whose Host they use:
 //   - host_test.go (no integration tag; skips unless KIP_BENCH_SCALE=1)
 //     builds the binaries, and per scale starts an apiserver, loads the
-//     workload (workload.go) through the API and boots the VM; it collects
+//     workload (workload.go) through the API (above 10,000 services, once:
+//     seed_test.go keeps the loaded etcd and later runs start from it) and
+//     boots the VM; it collects
 //     the runs the VM prints (result.go) and writes one table per scale to
 //     stdout and .cache/bench-scale/<time>.{md,json} (the JSON's schema is
 //     package results, which hack/benchplot reads the committed files with).
