@@ -58,8 +58,8 @@ type Phases struct {
 	FirstSyncWait int
 	// TableWait (seconds, 0 for the default bound, past which the run
 	// fails) bounds how long make bench-vs-kube-proxy waits for a proxy's
-	// IPVS table from its start: kube-proxy's was not complete after a
-	// quarter of an hour at 50,000 services under TCG. A run that reaches it reports
+	// IPVS table from its start: kube-proxy's takes many minutes at tens
+	// of thousands of services under TCG. A run that reaches it reports
 	// the wait, the CPU and the peak RSS by then as lower bounds and
 	// measures nothing after (KIP_BENCH_SCALE_TABLE_WAIT).
 	TableWait int

@@ -117,7 +117,8 @@ func (k *kernel) count() (Expected, error) {
 // so a whole read grows as the square of the table: read while a proxy
 // is still adding virtual servers it would take the vCPUs from it for
 // nothing. Generic netlink lists destinations one virtual server per
-// request, which under TCG cost more than the file at the sizes we run.
+// request, which under TCG costs more than the file for all but the
+// largest tables, where both cost too much.
 func (k *kernel) table(wantVS int) (vs, dests int, err error) {
 	svcs, err := k.h.GetServices()
 	if err != nil {
