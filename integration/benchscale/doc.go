@@ -76,9 +76,11 @@
 // IPVS trash, both given deploy/base's config file with the NodePort
 // addresses named. Both are observed alike from outside: when IPVS
 // holds every virtual server and destination of the workload ("IPVS
-// table complete": the virtual servers counted by a generic netlink dump,
-// then, once all are there, the destinations by /proc/net/ip_vs, whose
-// read costs the square of the table) and the process's CPU time then; its
+// table complete", tablecheck_test.go: the virtual servers counted by a
+// generic netlink dump, then, once all are there, the destinations by
+// /proc/net/ip_vs, whose read costs the square of the table; past 30,000
+// virtual servers, by one dump of destinations per virtual server as it
+// appears) and the process's CPU time then; its
 // own first sync (the end of the first sync both count in kube-proxy's
 // kubeproxy_sync_proxy_rules_* metrics, read once the table is complete); RSS 15 s after that sync; and Changes endpoint changes, each
 // timed from the API write until IPVS holds it. iptables-nft and ipset

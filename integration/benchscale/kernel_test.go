@@ -109,31 +109,6 @@ func (k *kernel) count() (Expected, error) {
 	return got, nil
 }
 
-// table counts what IPVS holds for the table-complete check: one
-// generic netlink dump of the virtual servers and, only once it lists
-// wantVS of them, one read of /proc/net/ip_vs for their destinations.
-// The kernel hands that file out a page at a time and finds each page's
-// first virtual server by walking the table from its start (readCost),
-// so a whole read grows as the square of the table: read while a proxy
-// is still adding virtual servers it would take the vCPUs from it for
-// nothing. Generic netlink lists destinations one virtual server per
-// request, which under TCG costs more than the file for all but the
-// largest tables, where both cost too much.
-func (k *kernel) table(wantVS int) (vs, dests int, err error) {
-	svcs, err := k.h.GetServices()
-	if err != nil {
-		return 0, 0, fmt.Errorf("ipvs services: %w", err)
-	}
-	if len(svcs) != wantVS {
-		return len(svcs), 0, nil
-	}
-	listed, dests, err := procIPVS()
-	if err == nil && listed != len(svcs) {
-		err = fmt.Errorf("/proc/net/ip_vs lists %d virtual servers, generic netlink %d", listed, len(svcs))
-	}
-	return len(svcs), dests, err
-}
-
 // waitCount waits until the kernel holds want, for at most limit.
 func (k *kernel) waitCount(t *testing.T, want Expected, limit time.Duration) {
 	t.Helper()

@@ -254,34 +254,45 @@ func (b *bench) firstSync(start time.Time, limit time.Duration, capped bool) (to
 	}
 }
 
-// waitTable reads IPVS (kernel.table) until it holds the workload's
+// waitTable reads IPVS (tableCheck) until it holds the workload's
 // virtual servers and destinations, and returns when a reading first
-// found them all, at that reading's end. The same reading for either
-// proxy, spaced by twice what the last one took (at least 100 ms) so as
-// to leave the vCPUs to the proxy. Past limit the run fails, unless
-// capped: then it returns the time waited and done false.
+// found them all, at that reading's end. The same readings for either
+// proxy, spaced by twice what the last one took (tableCheck.spacing; at
+// least 100 ms) so as to leave the vCPUs to the proxy. Past limit the
+// run fails, unless capped: then it returns the time waited and done
+// false.
 func (b *bench) waitTable(start time.Time, limit time.Duration, capped bool) (took time.Duration, reads int, last time.Duration, done bool) {
+	tc, err := newTableCheck(b.k, b.want.VirtualServers, PerService)
+	if err != nil {
+		b.p.fatal(b.t, "table check: %v", err)
+	}
+	defer tc.Close()
 	for {
 		if b.p.exited() {
 			b.p.fatal(b.t, "the proxy exited before the table was complete")
 		}
 		t0 := time.Now()
-		vs, dests, err := b.k.table(b.want.VirtualServers)
+		vs, dests, err := tc.read()
 		reads++
 		last = time.Since(t0)
-		if err == nil && vs == b.want.VirtualServers && dests == b.want.Destinations {
+		complete := err == nil && vs == b.want.VirtualServers && dests == b.want.Destinations
+		if tc.asks() && (complete || time.Since(start) > limit) {
+			b.t.Logf("%s: table check: %d dumps of destinations in all; the last reading's dump of the virtual servers took %v, then %d dumps of destinations",
+				b.bin.label, tc.askedAll, tc.dumpTook.Round(time.Millisecond), tc.asked)
+		}
+		if complete {
 			return time.Since(start), reads, last, true
 		}
 		if time.Since(start) > limit {
 			if capped {
-				b.t.Logf("%s: by then IPVS holds %d of %d virtual servers and %d of %d destinations (destinations are counted once every virtual server is there)",
-					b.bin.label, vs, b.want.VirtualServers, dests, b.want.Destinations)
+				b.t.Logf("%s: by then IPVS holds %d of %d virtual servers and %d of %d destinations (err %v; below %d virtual servers, destinations are counted once every virtual server is there)",
+					b.bin.label, vs, b.want.VirtualServers, dests, b.want.Destinations, err, askAbove)
 				return time.Since(start), reads, last, false
 			}
 			b.p.fatal(b.t, "the table is not complete after %v: %d virtual servers, %d destinations (err %v), want %+v",
 				limit, vs, dests, err, b.want)
 		}
-		time.Sleep(max(100*time.Millisecond, 2*last))
+		time.Sleep(max(100*time.Millisecond, 2*tc.spacing(last)))
 	}
 }
 
