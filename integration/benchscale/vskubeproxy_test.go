@@ -151,6 +151,9 @@ func (b *bench) versus(t *testing.T, bin proxyBin, ours, config string, round in
 		if _, hwm := b.p.memory(t); hwm > 0 {
 			run.Add(results.PeakRSSNotYet, hwm, "MiB")
 		}
+		// Where it was: a proxy that never began its table says why only
+		// in its log.
+		t.Logf("%s: its log's last lines:\n%s", bin.label, tail(b.p.logPath, 20))
 		b.p.kill()
 		<-b.p.done
 		b.clean(ours, config)
