@@ -18,14 +18,15 @@ import (
 // page's first virtual server by walking the table from its start
 // (readCost), so one read grows as the square of the table: past this
 // size it added more than half again to ours' measured cold start. A
-// dump of one virtual server's destinations costs the same at any size,
-// but under TCG more than the file's share of it for smaller tables, and
-// a proxy that adds the table faster than they keep up leaves them for
-// the last reading. Unlike the file's read, each ask (and each chunk of
-// the dump) takes the kernel's IPVS mutex on 6.1, as every change a
-// proxy makes does: whether the asks slow the proxies they watch is not
-// settled (benchmarks/NOTES.md). The rows measured with the file (20,000
-// services, 24,001 virtual servers, and below) keep it.
+// dump of one virtual server's destinations costs about the same at any
+// size, but under TCG more than the file's share of it for smaller
+// tables, and a proxy that adds the table faster than they keep up
+// leaves them for the last reading. Unlike the file's read, each ask
+// (and each chunk of the dump) takes the kernel's IPVS mutex on 6.1, as
+// every change a proxy makes does: whether the asks slow the proxies
+// they watch is not settled (benchmarks/NOTES.md). The rows measured
+// with the file (20,000 services, 24,001 virtual servers, and below)
+// keep it.
 const askAbove = 30000
 
 // tableCheck counts what IPVS holds for the table-complete check, one
