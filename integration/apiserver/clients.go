@@ -28,8 +28,8 @@ const (
 
 // TokenTTL is the lifetime ServiceAccountToken asks for: longer than
 // the longest run against one apiserver. The VM lab's bench runs at
-// 50,000 services keep one apiserver for hours, and a proxy started after
-// its token expired is refused every request and never fills its caches.
+// 50,000 services keep one apiserver for well over an hour, and a proxy
+// started on an expired token cannot list what it serves.
 const TokenTTL = 24 * time.Hour
 
 // AdminConfig is a client config for the admin (client cert, group

@@ -22,9 +22,10 @@ import (
 // size, but under TCG more than the file's share of it for smaller
 // tables, and a proxy that adds the table faster than they keep up
 // leaves them for the last reading. Unlike the file's read, each ask
-// (and each chunk of the dump) takes the kernel's IPVS mutex on 6.1, as
-// every change a proxy makes does: whether the asks slow the proxies
-// they watch is not settled (benchmarks/NOTES.md). The rows measured
+// (and each chunk of the dump) takes the kernel's IPVS mutex, as every
+// change a proxy makes does, in the kernel source read (not traced in
+// the VM): whether the asks slow the proxies they watch is not settled
+// (benchmarks/NOTES.md). The rows measured
 // with the file (20,000 services, 24,001 virtual servers, and below)
 // keep it.
 const askAbove = 30000
