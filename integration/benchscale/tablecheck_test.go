@@ -12,34 +12,32 @@ import (
 )
 
 // askAbove is the size (virtual servers) past which the table-complete
-// check asks for each virtual server's destinations as it appears,
-// rather than reading /proc/net/ip_vs once every virtual server is
-// there. The kernel hands that file out a page at a time and finds each
-// page's first virtual server by walking the table from its start
-// (readCost), so one read grows as the square of the table: past this
-// size it added more than half again to ours' measured cold start. A
-// dump of one virtual server's destinations costs about the same at any
-// size, but under TCG more than the file's share of it for smaller
-// tables, and a proxy that adds the table faster than they keep up
-// leaves them for the last reading. Unlike the file's read, each ask
-// (and each chunk of the dump) takes the kernel's IPVS mutex, as every
-// change a proxy makes does, in the kernel source read (not traced in
-// the VM): whether the asks slow the proxies they watch is not settled
-// (benchmarks/NOTES.md). The rows measured
-// with the file (20,000 services, 24,001 virtual servers, and below)
-// keep it.
+// check, once the dump lists every virtual server, asks for each one's
+// destinations rather than reading /proc/net/ip_vs. The kernel hands
+// that file out a page at a time and finds each page's first virtual
+// server by walking the table from its start (readCost), so one read
+// grows as the square of the table: past this size it added more than
+// half again to ours' measured cold start. A dump of one virtual
+// server's destinations costs about the same at any size, but under TCG
+// more than the file's share of it for smaller tables. Each ask (and
+// each chunk of the dump) takes the kernel's IPVS mutex, as every change
+// a proxy makes does, in the kernel source read (not traced in the VM),
+// so the check asks nothing while the table grows: asking as virtual
+// servers appeared coincided with a slower kube-proxy
+// (benchmarks/NOTES.md). The rows measured with the file (20,000
+// services, 24,001 virtual servers, and below) keep it.
 const askAbove = 30000
 
 // tableCheck counts what IPVS holds for the table-complete check, one
 // reading at a time: a generic netlink dump of the virtual servers,
-// then either (up to askAbove) one read of /proc/net/ip_vs for their
-// destinations once the dump lists them all, or (past it) one dump of
+// then, once it lists them all, either (up to askAbove) one read of
+// /proc/net/ip_vs for their destinations or (past it) one dump of
 // destinations for each virtual server not yet seen full (perVS of
 // them, as every virtual server of the workload has but the
 // apiserver's own). A cold start only adds, so a virtual server once
-// full stays so, and each reading asks only for those that came or grew
-// since the last. versus counts the whole table again after the first
-// sync. Not safe for concurrent use.
+// full stays so, and each reading asks only for those that grew since
+// the last. versus counts the whole table again after the first sync.
+// Not safe for concurrent use.
 type tableCheck struct {
 	k      *kernel
 	wantVS int
@@ -91,8 +89,7 @@ func (tc *tableCheck) Close() {
 }
 
 // read is one reading: how many virtual servers and destinations IPVS
-// holds (the destinations only once every virtual server is there, when
-// reading the file).
+// holds (the destinations only once every virtual server is there).
 func (tc *tableCheck) read() (vs, dests int, err error) {
 	t0 := time.Now()
 	svcs, err := tc.k.h.GetServices()
@@ -100,10 +97,10 @@ func (tc *tableCheck) read() (vs, dests int, err error) {
 	if err != nil {
 		return 0, 0, fmt.Errorf("ipvs services: %w", err)
 	}
+	if len(svcs) != tc.wantVS {
+		return len(svcs), 0, nil
+	}
 	if !tc.asks() {
-		if len(svcs) != tc.wantVS {
-			return len(svcs), 0, nil
-		}
 		listed, dests, err := procIPVS()
 		if err == nil && listed != len(svcs) {
 			err = fmt.Errorf("/proc/net/ip_vs lists %d virtual servers, generic netlink %d", listed, len(svcs))
