@@ -45,7 +45,25 @@ func vmHalf(t *testing.T) (Workload, Phases, []proxyBin) {
 		}
 		bins = append(bins, proxyBin{label, path})
 	}
+	reserveNodePorts(t)
 	return w, phases, bins
+}
+
+// reserveNodePorts keeps the guest's own connections (the harness's and
+// the proxies' to the apiserver) off the workload's NodePorts, as an
+// operator whose NodePort range overlaps the ephemeral ports must:
+// NodePortFirst-NodePortLast overlaps the kernel's default 32768-60999,
+// and IPVS schedules a SYN-ACK to a virtual server's address and port as
+// a new connection (no ACK check, in the kernel source read), so a
+// connection from the guest's NodePort address whose source port is a
+// NodePort never completes.
+func reserveNodePorts(t *testing.T) {
+	t.Helper()
+	const path = "/proc/sys/net/ipv4/ip_local_reserved_ports"
+	ports := fmt.Sprintf("%d-%d", NodePortFirst, NodePortLast)
+	if err := os.WriteFile(path, []byte(ports), 0o644); err != nil {
+		t.Fatalf("reserve the NodePorts %s: %v", ports, err)
+	}
 }
 
 // loadedAdmin is a client of the host's apiserver with the admin's
