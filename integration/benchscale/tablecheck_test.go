@@ -23,8 +23,9 @@ import (
 // each chunk of the dump) takes the kernel's IPVS mutex, as every change
 // a proxy makes does, in the kernel source read (not traced in the VM),
 // so the check asks nothing while the table grows: asking as virtual
-// servers appeared slowed kube-proxy (benchmarks/NOTES.md). The rows measured with the file (20,000
-// services, 24,001 virtual servers, and below) keep it.
+// servers appeared slowed kube-proxy (benchmarks/NOTES.md). The rows
+// measured with the file (20,000 services, 24,001 virtual servers, and
+// below) keep it.
 const askAbove = 30000
 
 // tableCheck counts what IPVS holds for the table-complete check, one

@@ -54,9 +54,9 @@ func vmHalf(t *testing.T) (Workload, Phases, []proxyBin) {
 // operator whose NodePort range overlaps the ephemeral ports must:
 // NodePortFirst-NodePortLast overlaps the kernel's default 32768-60999,
 // and IPVS schedules a SYN-ACK to a virtual server's address and port as
-// a new connection (no ACK check, in the kernel source read), so a
-// connection from the guest's NodePort address whose source port is a
-// NodePort never completes.
+// a new connection (no ACK check, in the kernel source read), so by that
+// reading a TCP connection from the guest's NodePort address whose
+// source port is a NodePort does not complete.
 func reserveNodePorts(t *testing.T) {
 	t.Helper()
 	const path = "/proc/sys/net/ipv4/ip_local_reserved_ports"
